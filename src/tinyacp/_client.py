@@ -1,0 +1,378 @@
+"""The synchronous client: one agent process, one conversation, one call at a time.
+
+This shell only moves bytes (non-blocking pipes, ``select.poll`` with the call's deadline) and calls the observer;
+every decision is the core's (:mod:`tinyacp._conversation`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ._conversation import Done, Record, Step
+from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
+from ._messages import AnyMcpServer, Initialize, PromptContent, Session
+from ._options import Options
+from ._records import OutgoingMessage, PromptResult, Update
+from ._shell import ShellBase, observer_failed
+from .reader import ReaderEvent
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+_POLLIN = select.POLLIN | select.POLLHUP | select.POLLERR
+_KEEP_CLIENT = (RequestError, ProtocolViolation)
+"""Errors about one answer: the stream is still in step, so the client stays usable."""
+
+
+class Client(ShellBase):
+    """A conversation with one agent process, which the client starts at once and owns until ``close()``.
+
+    Args:
+        options: what to start and how.
+
+    Raises:
+        SpawnError: the agent's program could not be started.
+        ValueError: ``max_update_bytes`` exceeds the reader's line limit.
+        TypeError: the observer lacks a required method.
+    """
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self._lock = threading.Lock()
+        proc = self._proc
+        self._read_poll = select.poll()
+        for fd in (proc.stdout_fd, proc.wake_fd, proc.exit_fd):
+            if fd is not None:
+                self._read_poll.register(fd, select.POLLIN)
+        self._write_poll = select.poll()
+        self._write_poll.register(proc.stdin_fd, select.POLLOUT)
+        for fd in (proc.wake_fd, proc.exit_fd):
+            if fd is not None:
+                self._write_poll.register(fd, select.POLLIN)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The calls.
+
+    def initialize(self, *, timeout: float | None = None) -> Initialize:
+        """Introduce ourselves: protocol version 1, our client info, no client capabilities.
+
+        Raises:
+            UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
+            RequestError: the agent answered with an error.
+            AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        return self._call(self._core.initialize, timeout)  # type: ignore[return-value]
+
+    def new_session(
+        self,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        timeout: float | None = None,
+    ) -> Session:
+        """Open a session whose working directory is ``cwd`` (made absolute).
+
+        Raises:
+            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        path = self._absolute(cwd)
+        return self._call(lambda: self._core.new_session(path, mcp_servers), timeout)  # type: ignore[return-value]
+
+    def prompt(
+        self,
+        session_id: str,
+        content: str | Sequence[PromptContent],
+        *,
+        timeout: float | None = None,
+    ) -> PromptResult:
+        """Send a prompt and handle the turn until the agent's final response.
+
+        At the deadline the client sends one ``session/cancel`` and waits up to ``Options.cancel_grace`` for
+        the agent's answer; the result then has ``timed_out=True``.
+
+        Raises:
+            UnsupportedContent: a block the agent did not advertise (nothing is written).
+            TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
+            AgentTimeout: no answer even after the cancel (the agent is torn down).
+            RequestError, AgentExited, ReaderExhaustion, ObserverError, MissingDurableObserver,
+            ClientBusy, ClientClosed.
+        """
+        return self._call(lambda: self._core.prompt(session_id, content), timeout, prompt=True)  # type: ignore[return-value]
+
+    def cancel(self, session_id: str) -> None:
+        """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.
+
+        After it, permission requests of that turn are answered ``cancelled``, and ``prompt`` returns the
+        agent's final response.
+        """
+        self._queue_cancel(session_id)
+        self._flush_if_idle()
+
+    def kill(self) -> None:
+        """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.
+
+        Safe from any thread and from a signal handler. A call in flight raises :class:`AgentExited`.
+        """
+        self._request_kill()
+
+    def close(self) -> None:
+        """Tear down: record what the agent already sent, then stop its whole group and reap it. Idempotent.
+
+        Raises:
+            ObserverError: recording a last message failed (the teardown still happened).
+        """
+        if not self._lock.acquire(blocking=False):
+            self._request_kill()
+            self._lock.acquire()
+        try:
+            if self._closed:
+                return
+            try:
+                self._drain_available()
+            except ObserverError:
+                self._teardown()
+                raise
+            except BaseException as exc:  # the agent's last words broke a rule: we are closing anyway
+                self._failure = exc
+            self._teardown()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        proc = getattr(self, "_proc", None)
+        if proc is not None and not proc.closed:
+            proc.terminate(0)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<tinyacp.Client pid={self.pid} epoch={self.epoch} {state}>"
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The shell.
+
+    def _call(self, build: Callable[[], OutgoingMessage], timeout: float | None, *, prompt: bool = False) -> object:
+        if not self._lock.acquire(blocking=False):
+            raise ClientBusy("another call is in flight on this client")
+        try:
+            self._ensure_open()
+            deadline = self._deadline(timeout)
+            message = build()
+            try:
+                return self._exchange(message, deadline, prompt)
+            except _KEEP_CLIENT:
+                raise
+            except AgentTimeout as exc:
+                if prompt:
+                    self._fail(exc)
+                raise
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+            finally:
+                self._core.end_call()
+        finally:
+            self._lock.release()
+            self._flush_if_idle()
+
+    def _exchange(self, message: OutgoingMessage, deadline: float, prompt: bool) -> object:
+        self._write(message, deadline)
+        in_grace = False
+        while True:
+            try:
+                line = self._next_line(deadline)
+            except AgentTimeout:
+                if not prompt or in_grace:
+                    raise
+                in_grace = True
+                deadline = time.monotonic() + self.options.cancel_grace
+                cancel = self._core.deadline_passed()
+                if cancel is not None:
+                    self._write(cancel, deadline)
+                continue
+            done = self._handle(line, deadline)
+            if done is not None:
+                return done.value
+
+    def _handle(self, line: bytes, deadline: float) -> Done | None:
+        event = self._core.receive(line)
+        if event.__class__ is Update:
+            callback = self._callbacks["on_update"]
+            assert callback is not None
+            try:
+                result = callback(event)
+            except Exception as exc:
+                raise observer_failed(callback, exc) from exc
+            if result is not None:
+                self._not_awaitable(callback, result)
+            cancel = self._core.update_recorded(event)
+            if cancel is not None:
+                self._write(cancel, deadline)
+            return None
+        return self._drive(event, deadline)  # type: ignore[arg-type]
+
+    def _drive(self, step: Step, deadline: float) -> Done | None:
+        result: Any = None
+        try:
+            while True:
+                effect = step.send(result)
+                if effect.__class__ is Record:
+                    result = self._record(effect.callback, effect.value)
+                else:
+                    self._write(effect.message, deadline)  # type: ignore[union-attr]
+                    result = None
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _record(self, name: str, value: object) -> Any:
+        callback = self._callbacks[name]
+        if callback is None:
+            return None
+        try:
+            result = callback(value)
+        except Exception as exc:
+            raise observer_failed(callback, exc) from exc
+        if result is not None:
+            self._not_awaitable(callback, result)
+        return result
+
+    @staticmethod
+    def _not_awaitable(callback: Callable[[Any], Any], result: object) -> None:
+        if hasattr(result, "__await__"):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            raise ObserverError(
+                f"the observer's {getattr(callback, '__name__', callback)} is a coroutine function; "
+                "the sync Client cannot await it (use AsyncClient)"
+            )
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Bytes in, bytes out.
+
+    def _next_line(self, deadline: float) -> bytes:
+        reader = self._reader
+        fd = self._proc.stdout_fd
+        while True:
+            polled = reader.poll()
+            if polled.__class__ is bytes:
+                return polled
+            if polled is ReaderEvent.NEED_DATA:
+                if self._cancels or self._killed:
+                    self._service(deadline)
+                try:
+                    count = os.readv(fd, [reader.writable()])
+                except BlockingIOError:
+                    if self._agent_gone:
+                        raise self._exited("the agent exited before answering") from None
+                    self._wait(deadline)
+                    continue
+                reader.commit(count)
+            elif polled is ReaderEvent.END_OF_INPUT:
+                raise self._exited("the agent closed its output before answering")
+            else:
+                reader.writable()  # raises the ReaderExhaustion that stopped the reader
+                raise AssertionError("unreachable")
+
+    def _wait(self, deadline: float) -> None:
+        """Block until the agent's output is readable, it exits, or someone wakes us; at most to the deadline."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AgentTimeout("the agent did not answer in time")
+        timeout_ms = None if remaining == float("inf") else max(1, int(remaining * 1000) + 1)
+        events = self._read_poll.poll(timeout_ms)
+        self._sort_events(events, deadline)
+
+    def _sort_events(self, events: list[tuple[int, int]], deadline: float) -> None:
+        proc = self._proc
+        for fd, _ in events:
+            if fd == proc.wake_fd:
+                proc.drain_wake()
+                self._service(deadline)
+            elif fd == proc.exit_fd:
+                self._agent_gone = True
+                self._read_poll.unregister(fd)
+                self._write_poll.unregister(fd)
+
+    def _service(self, deadline: float) -> None:
+        """Act on what another thread asked for: a kill, or cancels to write (in this thread, in order)."""
+        if self._killed:
+            raise self._killed_error()
+        while self._cancels:
+            self._write(self._core.cancel(self._cancels.popleft()), deadline)
+
+    def _write(self, message: OutgoingMessage, deadline: float) -> None:
+        """Record the line with ``on_send``, then write it whole (non-blocking, bounded by the deadline)."""
+        self._record("on_send", message)
+        data = memoryview(message.raw + b"\n")
+        proc = self._proc
+        while data:
+            try:
+                written = proc.write(data)
+            except BlockingIOError:
+                written = 0
+            except (BrokenPipeError, ConnectionResetError):
+                raise self._exited("the agent closed its input") from None
+            data = data[written:]
+            if data:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AgentTimeout("the agent did not read its input in time")
+                timeout_ms = None if remaining == float("inf") else max(1, int(remaining * 1000) + 1)
+                events = self._write_poll.poll(timeout_ms)
+                if self._killed:
+                    raise self._killed_error()
+                for fd, _ in events:
+                    if fd == proc.wake_fd:
+                        proc.drain_wake()
+                    elif fd == proc.exit_fd:
+                        raise self._exited("the agent exited before reading its input")
+
+    def _drain_available(self) -> None:
+        """At close: record what the agent already sent (an update may follow the last response)."""
+        reader = self._reader
+        fd = self._proc.stdout_fd
+        now = time.monotonic()
+        while True:
+            polled = reader.poll()
+            if polled.__class__ is bytes:
+                self._handle(polled, now + 1.0)
+                continue
+            if polled is not ReaderEvent.NEED_DATA:
+                return
+            try:
+                count = os.readv(fd, [reader.writable()])
+            except BlockingIOError:
+                return
+            reader.commit(count)
+
+    def _flush_if_idle(self) -> None:
+        """Write queued cancels when no call is in flight to do it."""
+        if not self._cancels or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._closed:
+                self._cancels.clear()
+                return
+            try:
+                self._service(time.monotonic() + self.options.cancel_grace)
+            except AgentExited:
+                raise
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+        finally:
+            self._lock.release()

@@ -1,0 +1,188 @@
+"""The one exception tree of tinyacp.
+
+Every exception the library raises on purpose derives from :class:`TinyAcpError`. The tree separates *the
+caller misused the API* from *the agent misbehaved*, so that a bot can tell a bug in its own code from a flaky
+agent::
+
+    TinyAcpError
+    ├── UsageError                    the caller asked for something the client cannot do
+    │   ├── ClientBusy                a second call while one is in flight
+    │   ├── ClientClosed              any call after close()
+    │   ├── UnsupportedContent        a prompt block the agent did not advertise
+    │   └── MissingDurableObserver    an update arrived and there is no observer to record it
+    ├── LimitExceeded                 a bound the caller set was reached
+    │   ├── ReaderExhaustion          a line longer than the reader's limit; the reader stops for good
+    │   └── TransferLimitExceeded     a message, an update or the update count passed TransferLimits
+    ├── AgentError                    the agent failed, went away or broke the protocol
+    │   ├── SpawnError                the agent's program could not be started
+    │   ├── AgentExited               the agent exited or closed its output while a call waited
+    │   ├── AgentTimeout              the call's deadline passed (also a TimeoutError)
+    │   ├── RequestError              the agent answered our request with a JSON-RPC error
+    │   ├── UnsupportedProtocolVersion  the agent speaks a protocol version other than 1
+    │   └── ProtocolViolation         the agent answered with something we cannot use
+    └── ObserverError                 the caller's observer raised; the original is the __cause__
+
+Invalid option values (a zero limit, a zero epoch) raise the built-in :class:`ValueError`, as the standard
+library does for bad arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentError",
+    "AgentExited",
+    "AgentTimeout",
+    "ClientBusy",
+    "ClientClosed",
+    "LimitExceeded",
+    "MissingDurableObserver",
+    "ObserverError",
+    "ProtocolViolation",
+    "ReaderExhaustion",
+    "RequestError",
+    "SpawnError",
+    "TinyAcpError",
+    "TransferLimitExceeded",
+    "UnsupportedContent",
+    "UnsupportedProtocolVersion",
+    "UsageError",
+]
+
+
+class TinyAcpError(Exception):
+    """Base class of every exception tinyacp raises on purpose."""
+
+
+class UsageError(TinyAcpError):
+    """The caller asked for something the client cannot do in its current state."""
+
+
+class ClientBusy(UsageError):
+    """A call was made while another call on the same client was still in flight."""
+
+
+class ClientClosed(UsageError):
+    """The client was closed (or torn down after a failure); only ``close()`` is still allowed."""
+
+
+class UnsupportedContent(UsageError):
+    """A prompt block needs a capability the agent did not advertise; nothing was sent."""
+
+    def __init__(self, block_type: str, capability: str) -> None:
+        super().__init__(
+            f"the agent did not advertise promptCapabilities.{capability}, so a {block_type!r} block "
+            "cannot be sent; nothing was written"
+        )
+        self.block_type = block_type
+        self.capability = capability
+
+
+class MissingDurableObserver(UsageError):
+    """An update or permission request arrived, and the client has no observer to record it first."""
+
+
+class LimitExceeded(TinyAcpError):
+    """A bound the caller chose was reached."""
+
+
+class ReaderExhaustion(LimitExceeded):
+    """A line was longer than the reader's limit; the reader refuses every later call too."""
+
+    def __init__(self, max_line: int, seen: int) -> None:
+        super().__init__(
+            f"a line passed the limit of {max_line} bytes ({seen} bytes seen without a newline); "
+            "reading stopped for good"
+        )
+        self.max_line = max_line
+        self.seen = seen
+
+
+class TransferLimitExceeded(LimitExceeded):
+    """A message, an update or the number of updates passed a :class:`TransferLimits` bound."""
+
+    def __init__(self, limit: str, value: int, size: int, seq: int | None = None) -> None:
+        where = f" (update seq {seq})" if seq is not None else ""
+        super().__init__(f"{limit}={value} exceeded: {size}{where}")
+        self.limit = limit
+        self.value = value
+        self.size = size
+        self.seq = seq
+
+
+class AgentError(TinyAcpError):
+    """The agent failed, went away or broke the protocol."""
+
+
+class SpawnError(AgentError):
+    """The agent's program could not be started; the OSError is the ``__cause__``."""
+
+
+class AgentExited(AgentError):
+    """The agent exited, was killed, or closed its output while a call was waiting for it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        returncode: int | None = None,
+        stderr_tail: bytes | None = None,
+    ) -> None:
+        detail = message
+        if returncode is not None:
+            detail += f" ({describe_returncode(returncode)})"
+        if stderr_tail:
+            detail += "\n--- agent stderr (tail) ---\n" + stderr_tail.decode("utf-8", "replace")
+        super().__init__(detail)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that ended the agent, if a signal did."""
+        return -self.returncode if self.returncode is not None and self.returncode < 0 else None
+
+
+class AgentTimeout(AgentError, TimeoutError):
+    """The call's deadline passed before the agent answered."""
+
+
+class RequestError(AgentError):
+    """The agent answered one of our requests with a JSON-RPC error object."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{method} failed: {message} (code {code})")
+        self.method = method
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class UnsupportedProtocolVersion(AgentError):
+    """The agent answered ``initialize`` with a protocol version other than 1; it was torn down."""
+
+    def __init__(self, version: object) -> None:
+        super().__init__(f"the agent speaks ACP protocol version {version!r}; tinyacp speaks version 1")
+        self.version = version
+
+
+class ProtocolViolation(AgentError):
+    """The agent answered our request with a message we cannot use (wrong shape, result and error both)."""
+
+
+class ObserverError(TinyAcpError):
+    """The caller's observer raised; the client did not act on the message and tore the agent down."""
+
+
+def describe_returncode(returncode: int) -> str:
+    """Say how a process ended, in words a log reader understands."""
+    if returncode < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exit code {returncode}"

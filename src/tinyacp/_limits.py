@@ -1,0 +1,88 @@
+"""The caller's bounds on what crosses the pipe, and the record of a reply that hit one.
+
+Every number below is a default a caller can change. Each is chosen so that an honest agent never meets it while
+a runaway one is stopped long before it hurts the process that runs tinyacp.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Overflow", "OverflowKind", "TransferLimits"]
+
+MiB = 1024 * 1024
+
+# A prompt can carry embedded files and images in base64; 16 MiB holds a large source file set or a few
+# screenshots, and is still small next to what one pipe write of ours should ever be.
+DEFAULT_MAX_MESSAGE_BYTES = 16 * MiB
+# One update holds at most one tool call's content (a diff, a command's output). 1 MiB keeps a whole large diff
+# and stays at half the line reader's default limit (2 MiB), which it may not exceed.
+DEFAULT_MAX_UPDATE_BYTES = 1 * MiB
+# Real agents stream a reply token by token: tens of thousands of updates in a long session, a few hundred
+# thousand in a day-long one. Ten million is far beyond any honest agent yet bounds a flood.
+DEFAULT_MAX_UPDATES = 10_000_000
+# The reply text is kept in memory; 16 MiB is a book's worth of text, far more than any model writes in one turn.
+DEFAULT_MAX_REPLY_BYTES = 16 * MiB
+# One chunk per token: a million chunks is several times the largest output window of today's models.
+DEFAULT_MAX_REPLY_CHUNKS = 1_000_000
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a positive int, not {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be positive, not {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class TransferLimits:
+    """Bounds on messages, updates and one prompt's reply. Sizes are in bytes and exclude the newline.
+
+    Args:
+        max_message_bytes: the longest line we write; a longer request raises before anything is written.
+        max_update_bytes: the longest ``session/update`` line we accept (at most the reader's line limit).
+        max_updates: how many updates the client accepts over its whole life.
+        max_reply_bytes: how many bytes of reply text one prompt keeps (UTF-8).
+        max_reply_chunks: how many ``agent_message_chunk`` updates one prompt keeps.
+
+    Raises:
+        ValueError: a limit is not a positive int.
+    """
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_update_bytes: int = DEFAULT_MAX_UPDATE_BYTES
+    max_updates: int = DEFAULT_MAX_UPDATES
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    max_reply_chunks: int = DEFAULT_MAX_REPLY_CHUNKS
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_message_bytes",
+            "max_update_bytes",
+            "max_updates",
+            "max_reply_bytes",
+            "max_reply_chunks",
+        ):
+            _positive(name, getattr(self, name))
+
+
+default_transfer_limits = TransferLimits()
+
+
+class OverflowKind(enum.StrEnum):
+    """Which reply limit a prompt's reply reached."""
+
+    REPLY_BYTES = "reply_bytes"
+    REPLY_CHUNKS = "reply_chunks"
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """A reply that reached a limit: what was kept (whole chunks only) and the first update left out."""
+
+    kind: OverflowKind
+    kept_bytes: int
+    kept_chunks: int
+    left_out_seq: int

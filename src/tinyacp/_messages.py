@@ -1,0 +1,729 @@
+"""Typed, immutable shapes of the ACP v1 messages the client writes and reads.
+
+The shapes follow the stable schema (https://agentclientprotocol.com/protocol/schema). What we *write* is strict:
+every line validates against the schema. What we *read* is tolerant where the schema is (unknown fields are
+ignored, enum-like strings such as a tool kind stay plain strings so a newer agent's value does not break us) and
+strict where it matters (``jsonrpc`` must be ``"2.0"``; responses are matched to ids we sent).
+
+msgspec decodes each ``session/update`` line in one typed pass (the hot path); everything else goes through a
+small envelope with its parts left as :class:`msgspec.Raw` until we know what they are.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, TypeAlias
+
+import msgspec
+
+__all__ = [
+    "AgentCapabilities",
+    "AgentInfo",
+    "AgentMessageChunk",
+    "AgentThoughtChunk",
+    "AuthMethod",
+    "AvailableCommand",
+    "AvailableCommandsUpdate",
+    "ClientInfo",
+    "ConfigOptionUpdate",
+    "ContentBlock",
+    "Cost",
+    "CurrentModeUpdate",
+    "EnvVariable",
+    "HttpHeader",
+    "Initialize",
+    "McpCapabilities",
+    "McpServer",
+    "McpServerHttp",
+    "McpServerSse",
+    "Modes",
+    "PermissionOption",
+    "PermissionOptionKind",
+    "Plan",
+    "PlanEntry",
+    "PromptBlobResource",
+    "PromptCapabilities",
+    "PromptContent",
+    "PromptMedia",
+    "PromptResourceLink",
+    "PromptText",
+    "PromptTextResource",
+    "Session",
+    "SessionInfoUpdate",
+    "SessionMode",
+    "SessionUpdate",
+    "StopReason",
+    "ToolCall",
+    "ToolCallStatus",
+    "ToolCallUpdate",
+    "ToolKind",
+    "UnknownUpdate",
+    "UpdateKind",
+    "UsageUpdate",
+    "UserMessageChunk",
+]
+
+PROTOCOL_VERSION = 1
+
+RequestId: TypeAlias = int | str | None
+"""A JSON-RPC id as the agent may send it: a number, a string, or null."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Enumerations. Received values are kept as plain strings on the structs; these enums are StrEnums so that
+# ``update.payload.kind == ToolKind.EDIT`` reads well and an unknown value from a newer agent still decodes.
+
+
+class UpdateKind(enum.StrEnum):
+    """The ``sessionUpdate`` discriminator: the eleven kinds of ACP v1, and UNKNOWN for anything else."""
+
+    USER_MESSAGE_CHUNK = "user_message_chunk"
+    AGENT_MESSAGE_CHUNK = "agent_message_chunk"
+    AGENT_THOUGHT_CHUNK = "agent_thought_chunk"
+    TOOL_CALL = "tool_call"
+    TOOL_CALL_UPDATE = "tool_call_update"
+    PLAN = "plan"
+    AVAILABLE_COMMANDS_UPDATE = "available_commands_update"
+    CURRENT_MODE_UPDATE = "current_mode_update"
+    CONFIG_OPTION_UPDATE = "config_option_update"
+    SESSION_INFO_UPDATE = "session_info_update"
+    USAGE_UPDATE = "usage_update"
+    UNKNOWN = "unknown"
+    """A kind newer than v1, or a known kind whose fields break the schema; the raw line is kept."""
+
+
+class StopReason(enum.StrEnum):
+    """Why the agent ended a prompt turn. An unknown value is kept as its plain string instead."""
+
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURN_REQUESTS = "max_turn_requests"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+
+
+class ToolKind(enum.StrEnum):
+    """The category a tool call claims; the agent chooses it, so treat it as a claim."""
+
+    READ = "read"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    SEARCH = "search"
+    EXECUTE = "execute"
+    THINK = "think"
+    FETCH = "fetch"
+    SWITCH_MODE = "switch_mode"
+    OTHER = "other"
+
+
+class ToolCallStatus(enum.StrEnum):
+    """The state of a tool call (v1 has no ``cancelled``)."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class PermissionOptionKind(enum.StrEnum):
+    """What choosing a permission option means. Only the kind is reliable: option ids differ per agent."""
+
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    REJECT_ONCE = "reject_once"
+    REJECT_ALWAYS = "reject_always"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What the caller builds: client info, MCP servers, prompt content.
+
+
+class _Out(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """Base of what we write: camelCase names, defaults left out of the line."""
+
+
+class ClientInfo(_Out, frozen=True):
+    """Our name and version as sent in ``initialize`` (the schema's ``Implementation``)."""
+
+    name: str
+    version: str
+    title: str | None = None
+
+
+class EnvVariable(_Out, frozen=True):
+    """One environment variable for a stdio MCP server."""
+
+    name: str
+    value: str
+
+
+class HttpHeader(_Out, frozen=True):
+    """One HTTP header for an http or sse MCP server."""
+
+    name: str
+    value: str
+
+
+class McpServer(_Out, frozen=True):
+    """An MCP server the agent starts as a stdio subprocess (the wire shape has no ``type`` field)."""
+
+    name: str
+    command: str
+    args: Sequence[str] = ()
+    env: Sequence[EnvVariable] = ()
+
+
+class McpServerHttp(_Out, frozen=True, tag_field="type", tag="http"):
+    """An MCP server reached over streamable HTTP (needs ``mcpCapabilities.http``)."""
+
+    name: str
+    url: str
+    headers: Sequence[HttpHeader] = ()
+
+
+class McpServerSse(_Out, frozen=True, tag_field="type", tag="sse"):
+    """An MCP server reached over SSE (needs ``mcpCapabilities.sse``)."""
+
+    name: str
+    url: str
+    headers: Sequence[HttpHeader] = ()
+
+
+AnyMcpServer: TypeAlias = McpServer | McpServerHttp | McpServerSse
+
+
+class PromptText(_Out, frozen=True):
+    """A text block: every agent accepts it."""
+
+    text: str
+
+    def _wire(self) -> dict[str, Any]:
+        return {"type": "text", "text": self.text}
+
+
+class PromptMedia(_Out, frozen=True):
+    """An image or audio block, ``data`` in base64. Needs ``promptCapabilities.image`` or ``.audio``."""
+
+    type: Literal["image", "audio"]
+    data: str
+    mime_type: str
+    uri: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in ("image", "audio"):
+            raise ValueError(f"PromptMedia.type must be 'image' or 'audio', not {self.type!r}")
+        if self.type == "audio" and self.uri is not None:
+            raise ValueError("an audio block has no uri in ACP v1")
+
+    @classmethod
+    def image(cls, data: str, mime_type: str, uri: str | None = None) -> PromptMedia:
+        """An image block."""
+        return cls("image", data, mime_type, uri)
+
+    @classmethod
+    def audio(cls, data: str, mime_type: str) -> PromptMedia:
+        """An audio block."""
+        return cls("audio", data, mime_type)
+
+    def _wire(self) -> dict[str, Any]:
+        wire = {"type": self.type, "data": self.data, "mimeType": self.mime_type}
+        if self.uri is not None:
+            wire["uri"] = self.uri
+        return wire
+
+
+class PromptResourceLink(_Out, frozen=True):
+    """A link to a resource the agent may fetch itself: every agent accepts it."""
+
+    uri: str
+    name: str
+    mime_type: str | None = None
+    title: str | None = None
+    description: str | None = None
+    size: int | None = None
+
+    def _wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = msgspec.to_builtins(self)
+        wire["type"] = "resource_link"
+        return wire
+
+
+class PromptTextResource(_Out, frozen=True):
+    """A text resource embedded in the prompt. Needs ``promptCapabilities.embeddedContext``."""
+
+    uri: str
+    text: str
+    mime_type: str | None = None
+
+    def _wire(self) -> dict[str, Any]:
+        return {"type": "resource", "resource": msgspec.to_builtins(self)}
+
+
+class PromptBlobResource(_Out, frozen=True):
+    """A binary resource embedded in the prompt, ``blob`` in base64. Needs ``embeddedContext``."""
+
+    uri: str
+    blob: str
+    mime_type: str | None = None
+
+    def _wire(self) -> dict[str, Any]:
+        return {"type": "resource", "resource": msgspec.to_builtins(self)}
+
+
+PromptContent: TypeAlias = PromptText | PromptMedia | PromptResourceLink | PromptTextResource | PromptBlobResource
+
+
+def required_capability(block: PromptContent) -> str | None:
+    """The ``promptCapabilities`` field a block needs, or None for the baseline blocks."""
+    if isinstance(block, PromptMedia):
+        return block.type
+    if isinstance(block, PromptTextResource | PromptBlobResource):
+        return "embeddedContext"
+    return None
+
+
+def prompt_blocks(content: str | Sequence[PromptContent]) -> list[PromptContent]:
+    """Normalise a prompt: a str is one text block; anything else must be a sequence of blocks."""
+    if isinstance(content, str):
+        return [PromptText(content)]
+    blocks = list(content)
+    for block in blocks:
+        if not isinstance(
+            block, PromptText | PromptMedia | PromptResourceLink | PromptTextResource | PromptBlobResource
+        ):
+            raise TypeError(f"a prompt block must be a PromptContent value, not {type(block).__name__}")
+    return blocks
+
+
+def wire_blocks(blocks: Sequence[PromptContent]) -> list[dict[str, Any]]:
+    """The prompt blocks as the schema's ContentBlock objects."""
+    return [block._wire() for block in blocks]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What the agent answers: initialize, session/new, session/prompt.
+
+
+class _In(msgspec.Struct, frozen=True, rename="camel"):
+    """Base of what we read: camelCase names, unknown fields ignored."""
+
+
+class AgentInfo(_In, frozen=True):
+    """The agent's name and version from ``initialize`` (the schema's ``Implementation``)."""
+
+    name: str
+    version: str
+    title: str | None = None
+
+
+class PromptCapabilities(_In, frozen=True):
+    """Which prompt blocks beyond text and resource links the agent accepts."""
+
+    image: bool = False
+    audio: bool = False
+    embedded_context: bool = False
+
+    def allows(self, capability: str) -> bool:
+        """Whether the named capability (``image``, ``audio``, ``embeddedContext``) is advertised."""
+        return {"image": self.image, "audio": self.audio, "embeddedContext": self.embedded_context}[capability]
+
+
+class McpCapabilities(_In, frozen=True):
+    """Which MCP transports beyond stdio the agent can connect to."""
+
+    http: bool = False
+    sse: bool = False
+
+
+class AgentCapabilities(_In, frozen=True):
+    """What the agent can do beyond the baseline."""
+
+    load_session: bool = False
+    prompt_capabilities: PromptCapabilities = PromptCapabilities()
+    mcp_capabilities: McpCapabilities = McpCapabilities()
+    session_capabilities: dict[str, Any] = {}
+    auth: dict[str, Any] = {}
+
+
+class AuthMethod(_In, frozen=True):
+    """A way to authenticate the agent offers (``type`` is None for the default agent-handled kind)."""
+
+    id: str
+    name: str
+    description: str | None = None
+    type: str | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+
+
+class Initialize(_In, frozen=True):
+    """The agent's answer to ``initialize``."""
+
+    protocol_version: int
+    agent_capabilities: AgentCapabilities = AgentCapabilities()
+    auth_methods: list[AuthMethod] = []
+    agent_info: AgentInfo | None = None
+
+    @property
+    def load_session(self) -> bool:
+        """Whether the agent can load earlier sessions."""
+        return self.agent_capabilities.load_session
+
+    @property
+    def prompt_capabilities(self) -> PromptCapabilities:
+        """Which prompt blocks beyond text and resource links the agent accepts."""
+        return self.agent_capabilities.prompt_capabilities
+
+    @property
+    def mcp_capabilities(self) -> McpCapabilities:
+        """Which MCP transports beyond stdio the agent supports."""
+        return self.agent_capabilities.mcp_capabilities
+
+
+class VersionProbe(_In, frozen=True):
+    """Reads just the protocol version, whatever its type, so a wrong one is reported rather than crashing."""
+
+    protocol_version: Any = None
+
+
+class SessionMode(_In, frozen=True):
+    """One mode the agent can run a session in."""
+
+    id: str
+    name: str
+    description: str | None = None
+
+
+class Modes(_In, frozen=True):
+    """The session's current mode and the modes available."""
+
+    current_mode_id: str
+    available_modes: list[SessionMode] = []
+
+
+class Session(_In, frozen=True):
+    """A session the agent opened: pass ``id`` to ``prompt``."""
+
+    id: str = msgspec.field(name="sessionId")
+    modes: Modes | None = None
+    config_options: list[Any] | None = None
+
+
+class PromptResponse(_In, frozen=True):
+    """The agent's answer to ``session/prompt``."""
+
+    stop_reason: str
+
+
+def stop_reason(value: str) -> StopReason | str:
+    """The stop reason as a :class:`StopReason`, or the agent's own string when it is not a v1 value."""
+    try:
+        return StopReason(value)
+    except ValueError:
+        return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# session/update payloads: a tagged union decoded in one pass.
+
+
+class ContentBlock(_In, frozen=True):
+    """A content block as the agent sent it: ``type`` says which of the other fields are set."""
+
+    type: str
+    text: str | None = None
+    data: str | None = None
+    mime_type: str | None = None
+    uri: str | None = None
+    name: str | None = None
+    title: str | None = None
+    description: str | None = None
+    size: int | None = None
+    resource: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class _Update(_In, frozen=True, tag_field="sessionUpdate"):
+    kind: ClassVar[UpdateKind]
+
+
+class UserMessageChunk(_Update, frozen=True, tag="user_message_chunk"):
+    """A piece of the user's message, as the agent echoes or replays it."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.USER_MESSAGE_CHUNK
+    content: ContentBlock
+    message_id: str | None = None
+
+
+class AgentMessageChunk(_Update, frozen=True, tag="agent_message_chunk"):
+    """A piece of the agent's reply."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.AGENT_MESSAGE_CHUNK
+    content: ContentBlock
+    message_id: str | None = None
+
+
+class AgentThoughtChunk(_Update, frozen=True, tag="agent_thought_chunk"):
+    """A piece of the agent's reasoning."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.AGENT_THOUGHT_CHUNK
+    content: ContentBlock
+    message_id: str | None = None
+
+
+class ToolCall(_Update, frozen=True, tag="tool_call"):
+    """A tool call the agent starts. ``kind`` and ``title`` are the agent's own claims."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.TOOL_CALL
+    tool_call_id: str
+    title: str
+    tool_kind: str | None = msgspec.field(default=None, name="kind")
+    status: str | None = None
+    content: list[Any] | None = None
+    locations: list[Any] | None = None
+    raw_input: Any = None
+    raw_output: Any = None
+
+
+class ToolCallUpdate(_Update, frozen=True, tag="tool_call_update"):
+    """A change to a tool call: only the fields set changed (content and locations replace the old lists)."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.TOOL_CALL_UPDATE
+    tool_call_id: str
+    title: str | None = None
+    tool_kind: str | None = msgspec.field(default=None, name="kind")
+    status: str | None = None
+    content: list[Any] | None = None
+    locations: list[Any] | None = None
+    raw_input: Any = None
+    raw_output: Any = None
+
+
+class PlanEntry(_In, frozen=True):
+    """One step of the agent's plan."""
+
+    content: str
+    priority: str = "medium"
+    status: str = "pending"
+
+
+class Plan(_Update, frozen=True, tag="plan"):
+    """The agent's whole current plan; it replaces the previous one."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.PLAN
+    entries: list[PlanEntry]
+
+
+class AvailableCommand(_In, frozen=True):
+    """A slash command the agent offers."""
+
+    name: str
+    description: str = ""
+    input: dict[str, Any] | None = None
+
+
+class AvailableCommandsUpdate(_Update, frozen=True, tag="available_commands_update"):
+    """The commands the agent offers now."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.AVAILABLE_COMMANDS_UPDATE
+    available_commands: list[AvailableCommand]
+
+
+class CurrentModeUpdate(_Update, frozen=True, tag="current_mode_update"):
+    """The session switched mode."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.CURRENT_MODE_UPDATE
+    current_mode_id: str
+
+
+class ConfigOptionUpdate(_Update, frozen=True, tag="config_option_update"):
+    """The complete state of the session's config options."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.CONFIG_OPTION_UPDATE
+    config_options: list[Any]
+
+
+class SessionInfoUpdate(_Update, frozen=True, tag="session_info_update"):
+    """The session's title or update time changed."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.SESSION_INFO_UPDATE
+    title: str | None = None
+    updated_at: str | None = None
+
+
+class Cost(_In, frozen=True):
+    """Money spent so far in the session."""
+
+    amount: float
+    currency: str
+
+
+class UsageUpdate(_Update, frozen=True, tag="usage_update"):
+    """How much of the context window is used."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.USAGE_UPDATE
+    used: int
+    size: int
+    cost: Cost | None = None
+
+
+class UnknownUpdate(msgspec.Struct, frozen=True):
+    """An update we could not type: a kind newer than v1, or a known kind whose fields break the schema."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.UNKNOWN
+    session_update: str | None
+    """The ``sessionUpdate`` value the agent sent, if it sent a string."""
+    fields: dict[str, Any]
+    """The update object as decoded JSON."""
+
+
+SessionUpdate: TypeAlias = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCall
+    | ToolCallUpdate
+    | Plan
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+    | SessionInfoUpdate
+    | UsageUpdate
+    | UnknownUpdate
+)
+
+
+class _UpdateParams(_In, frozen=True):
+    session_id: str
+    update: (
+        UserMessageChunk
+        | AgentMessageChunk
+        | AgentThoughtChunk
+        | ToolCall
+        | ToolCallUpdate
+        | Plan
+        | AvailableCommandsUpdate
+        | CurrentModeUpdate
+        | ConfigOptionUpdate
+        | SessionInfoUpdate
+        | UsageUpdate
+    )
+
+
+class UpdateLine(msgspec.Struct, frozen=True):
+    """The hot path: a whole ``session/update`` line in one typed pass."""
+
+    jsonrpc: Literal["2.0"]
+    method: Literal["session/update"]
+    params: _UpdateParams
+
+
+class LooseUpdateParams(_In, frozen=True):
+    """A ``session/update`` whose update did not type: keep what can be read."""
+
+    session_id: str
+    update: dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Permission requests.
+
+
+class PermissionOption(_In, frozen=True):
+    """A choice the agent offers for a permission request."""
+
+    option_id: str
+    name: str
+    kind: str
+
+
+class PermissionToolCall(_In, frozen=True):
+    """The tool call a permission request is about. ``kind`` and ``title`` are the agent's claims."""
+
+    tool_call_id: str
+    title: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    content: list[Any] | None = None
+    locations: list[Any] | None = None
+    raw_input: Any = None
+
+
+class PermissionParams(_In, frozen=True):
+    """The params of ``session/request_permission``."""
+
+    session_id: str
+    tool_call: PermissionToolCall
+    options: list[PermissionOption]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The JSON-RPC envelope for everything that is not a session/update.
+
+
+class Envelope(msgspec.Struct, frozen=True):
+    """Any JSON-RPC message, its parts left raw until we know what it is."""
+
+    jsonrpc: Any = msgspec.UNSET
+    id: int | str | msgspec.UnsetType | None = msgspec.UNSET
+    method: str | msgspec.UnsetType = msgspec.UNSET
+    params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class ErrorObject(msgspec.Struct, frozen=True):
+    """A JSON-RPC error object."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What we write.
+
+NO_CLIENT_CAPABILITIES: dict[str, Any] = {
+    "fs": {"readTextFile": False, "writeTextFile": False},
+    "terminal": False,
+}
+"""We offer no client capabilities: no file system, no terminals. Agents then run without them."""
+
+
+class OutRequest(msgspec.Struct, frozen=True):
+    """A request we send; ids are ours and numeric."""
+
+    jsonrpc: str
+    id: int
+    method: str
+    params: Any
+
+
+class OutNotification(msgspec.Struct, frozen=True):
+    """A notification we send (``session/cancel``)."""
+
+    jsonrpc: str
+    method: str
+    params: Any
+
+
+class OutResult(msgspec.Struct, frozen=True):
+    """A success response to the agent's request, echoing its id exactly."""
+
+    jsonrpc: str
+    id: int | str | None
+    result: Any
+
+
+class OutError(msgspec.Struct, frozen=True):
+    """An error response to the agent's request, echoing its id exactly."""
+
+    jsonrpc: str
+    id: int | str | None
+    error: ErrorObject
+
+
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602

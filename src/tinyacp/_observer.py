@@ -1,0 +1,63 @@
+"""The caller's observer: where every message is recorded before the client acts on it.
+
+The client calls the observer in the order the agent's lines arrived, from the thread (or task) that runs the
+call, and waits for each call to return before it acts. If a call raises, the client does not act on that message,
+tears the agent down and raises :class:`~tinyacp.ObserverError`. The :class:`~tinyacp.AsyncClient` also awaits
+observer methods that are coroutine functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Protocol, runtime_checkable
+
+from ._permissions import PermissionReply, PermissionRequest
+from ._records import AgentMessage, OutgoingMessage, Update
+
+__all__ = ["BaseObserver", "Observer"]
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """What the client calls. Subclass :class:`BaseObserver` to implement only what you need.
+
+    ``on_message`` and ``on_send`` are optional: an observer without them still works, and gets no record of
+    responses, other requests and our own lines.
+    """
+
+    def on_update(self, update: Update) -> Awaitable[None] | None:
+        """Record one ``session/update`` (every kind, every session)."""
+
+    def on_permission_request(
+        self, request: PermissionRequest
+    ) -> PermissionReply | Awaitable[PermissionReply | None] | None:
+        """Record a permission request, and decide it by returning a reply, or leave it to the policy (None)."""
+
+    def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None] | None:
+        """Record the decision (``request.decision``, ``request.decided_by``); the answer is written after."""
+
+
+class BaseObserver:
+    """An observer that records nothing and decides nothing: override what you need."""
+
+    def on_update(self, update: Update) -> Awaitable[None] | None:
+        """Called for every ``session/update``, before the client acts on it."""
+        return None
+
+    def on_permission_request(
+        self, request: PermissionRequest
+    ) -> PermissionReply | Awaitable[PermissionReply | None] | None:
+        """Called for every permission request; return a reply to decide it, or None for the policy."""
+        return None
+
+    def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None] | None:
+        """Called with the decision filled in, before the answer is written to the agent."""
+        return None
+
+    def on_message(self, message: AgentMessage) -> Awaitable[None] | None:
+        """Called for every other line the agent sends (responses, other requests, invalid lines, …)."""
+        return None
+
+    def on_send(self, message: OutgoingMessage) -> Awaitable[None] | None:
+        """Called for every line the client is about to write, before the write."""
+        return None

@@ -1,0 +1,82 @@
+"""What to start and how: the one value a client is built from."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal, TypeAlias
+
+from ._limits import TransferLimits, default_transfer_limits
+from ._messages import ClientInfo
+from ._observer import Observer
+from ._permissions import PermissionPolicy
+from ._version import __version__
+from .reader import ReaderLimits, default_reader_limits
+
+__all__ = ["Options", "StderrTarget"]
+
+StderrTarget: TypeAlias = Literal["discard", "tail"] | int | IO[Any]
+"""Where the agent's stderr goes: discarded (the default), ``"tail"`` (drained, the last 64 KiB kept for error
+messages), or an open file / file descriptor."""
+
+DEFAULT_CLIENT_INFO = ClientInfo(name="tinyacp", version=__version__, title="tinyacp")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """How to start the agent and run the conversation with it.
+
+    Args:
+        command: the agent's argv, program first. Never run through a shell.
+        cwd: the agent's working directory (None: ours).
+        env: the agent's whole environment (None: inherit ours).
+        epoch: the transport epoch, a positive number the caller picks and records before starting the
+            client; every update carries it.
+        observer: where every message is recorded before the client acts (None: only ``initialize`` and
+            ``new_session`` work; the first update raises :class:`~tinyacp.MissingDurableObserver`).
+        policy: which permission requests are allowed when the observer does not decide (default: none).
+        reader_limits: the line limit; the line buffer is allocated from it before the agent starts.
+        transfer_limits: bounds on messages, updates and a prompt's reply.
+        client_info: our name and version as sent in ``initialize``.
+        stderr: ``"discard"`` (default), ``"tail"``, or an open file / file descriptor.
+        kill_grace: seconds between SIGTERM and SIGKILL to the agent's process group.
+        timeout: the default deadline of every blocking call, in seconds (None: no deadline).
+        cancel_grace: after a prompt's deadline, how long to wait for the agent's answer to ``session/cancel``.
+
+    Raises:
+        ValueError: an empty command, a non-positive epoch, or a negative grace or timeout.
+        TypeError: ``command`` is a single string rather than an argv sequence.
+    """
+
+    command: Sequence[str]
+    cwd: str | os.PathLike[str] | None = None
+    env: Mapping[str, str] | None = None
+    epoch: int = 1
+    observer: Observer | None = None
+    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
+    reader_limits: ReaderLimits = default_reader_limits
+    transfer_limits: TransferLimits = default_transfer_limits
+    client_info: ClientInfo = DEFAULT_CLIENT_INFO
+    stderr: StderrTarget = "discard"
+    kill_grace: float = 2.0
+    timeout: float | None = None
+    cancel_grace: float = 5.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.command, str | bytes):
+            raise TypeError("command is an argv sequence such as ['agent', '--acp'], not a single string")
+        command = tuple(self.command)
+        if not command or not all(isinstance(arg, str) for arg in command):
+            raise ValueError("command must be a non-empty sequence of strings, program first")
+        object.__setattr__(self, "command", command)
+        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 1:
+            raise ValueError(f"epoch must be a positive int chosen by the caller, not {self.epoch!r}")
+        if self.stderr == subprocess.DEVNULL:
+            object.__setattr__(self, "stderr", "discard")
+        for name in ("kill_grace", "cancel_grace"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if self.timeout is not None and self.timeout < 0:
+            raise ValueError("timeout must not be negative")

@@ -1,0 +1,189 @@
+"""The caller's rules for tools: who decides a permission request, and how a decision becomes an answer.
+
+The order is fixed and default-deny: the observer may decide; otherwise the :class:`PermissionPolicy` decides;
+anything neither allows is rejected. After a ``session/cancel`` every request of that turn is answered with the
+``cancelled`` outcome, as the protocol requires.
+
+A decision is mapped onto the options the agent offered **by their kind, never by their id**: real agents name
+their options ``allow``, ``approved``, ``proceed_once``, … and only the kind means the same everywhere. The tool
+call's ``kind`` and ``title`` are claims made by the agent, not facts: a policy that allows ``read`` trusts the
+agent to label its tools honestly.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from ._messages import PermissionOption, PermissionOptionKind, PermissionToolCall, RequestId
+
+__all__ = [
+    "DecisionSource",
+    "PermissionPolicy",
+    "PermissionReply",
+    "PermissionRequest",
+]
+
+
+class PermissionReply(msgspec.Struct, frozen=True):
+    """A decision on a permission request. Build one with :meth:`allow`, :meth:`reject`, :meth:`select`
+    or :meth:`cancelled`."""
+
+    action: Literal["allow", "reject", "select", "cancelled"]
+    option_id: str | None = None
+
+    @classmethod
+    def allow(cls) -> PermissionReply:
+        """Allow: the first ``allow_once`` option, else the first ``allow_always``."""
+        return cls("allow")
+
+    @classmethod
+    def reject(cls) -> PermissionReply:
+        """Reject: the first ``reject_once`` option, else ``reject_always``, else the cancelled outcome."""
+        return cls("reject")
+
+    @classmethod
+    def select(cls, option_id: str) -> PermissionReply:
+        """Choose one offered option by its id. An id the agent did not offer is treated as a rejection."""
+        return cls("select", option_id)
+
+    @classmethod
+    def cancelled(cls) -> PermissionReply:
+        """Answer with the protocol's ``cancelled`` outcome (the turn is being cancelled)."""
+        return cls("cancelled")
+
+
+class DecisionSource(enum.StrEnum):
+    """Who decided a permission request."""
+
+    OBSERVER = "observer"
+    POLICY = "policy"
+    DEFAULT_REJECT = "default-reject"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionPolicy:
+    """Which tool calls are allowed without asking the observer. The default allows nothing.
+
+    Args:
+        kinds: tool kinds to allow (``read``, ``edit``, ``execute``, …), as the agent claims them.
+        title_prefixes: allow a tool call whose title starts with one of these.
+        allow_all: allow every request (``tinyacp prompt --yes``).
+    """
+
+    kinds: frozenset[str] = frozenset()
+    title_prefixes: tuple[str, ...] = ()
+    allow_all: bool = False
+
+    def __init__(
+        self, kinds: Iterable[str] = (), title_prefixes: Iterable[str] = (), *, allow_all: bool = False
+    ) -> None:
+        if isinstance(kinds, str) or isinstance(title_prefixes, str):
+            raise TypeError("kinds and title_prefixes take collections of strings, not a single string")
+        object.__setattr__(self, "kinds", frozenset(str(kind) for kind in kinds))
+        object.__setattr__(self, "title_prefixes", tuple(title_prefixes))
+        object.__setattr__(self, "allow_all", bool(allow_all))
+
+    def allows(self, tool_call: PermissionToolCall) -> bool:
+        """Whether this policy allows the tool call (by its claimed kind or title)."""
+        if self.allow_all:
+            return True
+        if tool_call.kind is not None and tool_call.kind in self.kinds:
+            return True
+        title = tool_call.title or ""
+        return any(title.startswith(prefix) for prefix in self.title_prefixes)
+
+
+@dataclass(slots=True, eq=False)
+class PermissionRequest:
+    """A ``session/request_permission`` request from the agent, and, once decided, the decision.
+
+    ``decision``, ``decided_by``, ``selected`` and ``reason`` are filled in before
+    ``on_permission_decision`` is called, and that call returns before the answer is written.
+    """
+
+    epoch: int
+    raw: bytes
+    """The exact line the agent sent, without its newline."""
+    request_id: RequestId
+    """The agent's own id for this request (a number or a string), echoed in our answer."""
+    session_id: str
+    tool_call: PermissionToolCall
+    options: list[PermissionOption]
+    decision: PermissionReply | None = None
+    """The final decision, after mapping: what the agent is told."""
+    decided_by: DecisionSource | None = None
+    selected: PermissionOption | None = None
+    """The option chosen, or None when the answer is the ``cancelled`` outcome."""
+    reason: str = ""
+    """Why the decision came out as it did, in words for a log."""
+    _outcome: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the answer lets the tool run."""
+        return self.selected is not None and self.selected.kind.startswith("allow")
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The ``outcome`` object of the answer, as written to the agent."""
+        return self._outcome
+
+
+def _first(options: list[PermissionOption], *kinds: str) -> PermissionOption | None:
+    for kind in kinds:
+        for option in options:
+            if option.kind == kind:
+                return option
+    return None
+
+
+def decide(
+    request: PermissionRequest,
+    reply: PermissionReply | None,
+    policy: PermissionPolicy,
+    *,
+    cancelled: bool,
+) -> None:
+    """Fill in the request's decision: cancelled turn, else observer, else policy, else reject."""
+    if cancelled:
+        source, wanted, why = DecisionSource.CANCELLED, PermissionReply.cancelled(), "the turn was cancelled"
+    elif reply is not None:
+        source, wanted, why = DecisionSource.OBSERVER, reply, f"the observer chose {reply.action}"
+    elif policy.allows(request.tool_call):
+        source, wanted, why = DecisionSource.POLICY, PermissionReply.allow(), "the policy allows it"
+    else:
+        source, wanted, why = (
+            DecisionSource.DEFAULT_REJECT,
+            PermissionReply.reject(),
+            "neither the observer nor the policy allowed it",
+        )
+    options = request.options
+    decision = wanted
+    selected: PermissionOption | None = None
+    if wanted.action == "select":
+        selected = next((option for option in options if option.option_id == wanted.option_id), None)
+        if selected is None:
+            why = f"option {wanted.option_id!r} was not offered by the agent, so it is rejected"
+            decision = PermissionReply.reject()
+    if decision.action == "allow":
+        selected = _first(options, PermissionOptionKind.ALLOW_ONCE, PermissionOptionKind.ALLOW_ALWAYS)
+        if selected is None:
+            why += "; the agent offered no allow option, so it is rejected"
+            decision = PermissionReply.reject()
+    if decision.action == "reject":
+        selected = _first(options, PermissionOptionKind.REJECT_ONCE, PermissionOptionKind.REJECT_ALWAYS)
+        if selected is None:
+            why += "; the agent offered no reject option, so the answer is the cancelled outcome"
+    request.decision = decision
+    request.decided_by = source
+    request.selected = selected
+    request.reason = why
+    request._outcome = (
+        {"outcome": "selected", "optionId": selected.option_id} if selected is not None else {"outcome": "cancelled"}
+    )

@@ -1,0 +1,617 @@
+"""The agent's process: started in a process group of its own, torn down as a group.
+
+tinyacp owns the agent's process. The agent runs in a new process group, so a cancel or a teardown signals
+every tool the agent started along with it (agents launched through ``npx`` are themselves a grandchild).
+Teardown is unconditional and escalating, as in trio's ``Process`` and anyio's ``Process.aclose``: close stdin
+(a blocked agent gets EOF or SIGPIPE), SIGTERM to the group, a grace period, SIGKILL to the group, then reap.
+
+This module never waits for data: the sync and the asyncio shells wait on the fds exposed here themselves
+(``select.poll``, ``loop.add_reader``). Teardown blocks; the asyncio shell runs it in a worker thread.
+
+Limits:
+    A process that left the group on purpose (``setsid``, ``setpgid``, a daemonising tool) is not reached
+    by the group's signals and may outlive the agent. Catching it would need a cgroup or a subreaper,
+    which are process-wide decisions that belong to the application, not to a library.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import errno
+import math
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Final, Literal, TypeAlias
+
+from ._errors import SpawnError, describe_returncode
+
+__all__ = ["STDERR_TAIL_BYTES", "AgentProcess", "StderrTarget"]
+
+StderrTarget: TypeAlias = Literal["discard", "tail"] | int | IO[Any]
+"""Where the agent's stderr goes: ``"discard"`` (or ``subprocess.DEVNULL``), ``"tail"`` (keep the last
+:data:`STDERR_TAIL_BYTES` for error messages), or an open file or fd of the caller's."""
+
+STDERR_TAIL_BYTES: Final = 64 * 1024
+"""How much of the agent's stderr ``"tail"`` keeps: enough for a stack trace and the log lines before it,
+while an agent that logs several KiB per turn for hours costs a fixed amount of memory."""
+
+# SIGKILL takes effect when the process next returns to user space; only a process in uninterruptible sleep
+# (a hung NFS or FUSE mount, a dying disk) takes longer, and then we would rather return than hang the caller.
+_KILL_WAIT: Final = 5.0
+# Waiting for the group to die polls /proc: start at 1 ms (a cooperative agent usually dies within a few)
+# and back off to 20 ms so a slow one does not cost a busy core.
+_NAP_FIRST: Final = 0.001
+_NAP_MAX: Final = 0.02
+# The helper threads only ever wait on an fd or a lock we release, so they end at once; the bound is a
+# guard against a bug, not a wait anyone should see.
+_JOIN_TIMEOUT: Final = 2.0
+_READ_CHUNK: Final = 64 * 1024
+# After the group is dead, drain what is left in the stderr pipe, but no more than this much: a process
+# that escaped the group could keep writing for ever.
+_FINAL_DRAIN_CHUNKS: Final = 64
+
+_HAVE_PROC: Final = os.path.exists("/proc/self/stat")
+
+
+class AgentProcess:
+    """A running agent, its pipes and its process group. Create it with :meth:`spawn`.
+
+    Attributes:
+        pid: The agent's pid.
+        pgid: Its process group (equal to ``pid``: the agent leads a new group).
+        stdin_fd: Write end of the agent's stdin, non-blocking; -1 once closed.
+        stdout_fd: Read end of the agent's stdout, non-blocking; -1 once closed.
+        exit_fd: A pidfd that becomes readable when the agent exits (Linux >= 5.3), else None.
+        wake_fd: Read end of a self-pipe, non-blocking, readable after :meth:`wake`; -1 once closed.
+
+    The shells must stop using (and unregister) the fds before :meth:`terminate` closes them; a number
+    closed here can be reused by the next ``open`` anywhere in the process.
+    """
+
+    pid: int
+    pgid: int
+    stdin_fd: int
+    stdout_fd: int
+    exit_fd: int | None
+    wake_fd: int
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        *,
+        argv0: str,
+        stdin_fd: int,
+        stdout_fd: int,
+        exit_fd: int | None,
+        wake_fds: tuple[int, int],
+        stderr_tail: _StderrTail | None,
+    ) -> None:
+        """Take ownership of a started process and its fds; use :meth:`spawn` instead."""
+        self._proc = proc
+        self._argv0 = argv0
+        self.pid = proc.pid
+        self.pgid = proc.pid
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self.exit_fd = exit_fd
+        self.wake_fd, self._wake_w = wake_fds
+        self._stderr_tail = stderr_tail
+        self._exit_seen = False
+        self._lock = threading.Lock()  # one teardown at a time
+        self._fd_lock = threading.Lock()  # write() against closing stdin
+        self._closed = False
+        # The kill timer must be startable from a signal handler, which runs in the main thread between two
+        # bytecodes, possibly while that thread holds any Python-level lock (ours, or threading's own
+        # _active_limbo_lock inside Thread.start). So it uses only primitives that take no such lock:
+        # list.pop as a once-flag, and raw _thread locks and threads.
+        self._kill_once: list[None] = [None]
+        self._kill_cancel = _thread.allocate_lock()
+        self._kill_cancel.acquire()  # released = cancelled, for good
+        self._kill_done = _thread.allocate_lock()
+        self._kill_done.acquire()  # released when the timer thread ends
+
+    @classmethod
+    def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: StderrTarget = "discard",
+    ) -> AgentProcess:
+        """Start the agent in a new process group, with pipes for stdin and stdout.
+
+        The program is executed directly, never through a shell, with no fds but 0, 1 and 2.
+
+        Args:
+            argv: The program and its arguments. A bare program name is looked up on the ``PATH`` of
+                ``env`` (or of this process when ``env`` is None).
+            cwd: The agent's working directory; None keeps ours.
+            env: The agent's entire environment; None inherits ours.
+            stderr: ``"discard"`` or ``subprocess.DEVNULL`` (the default: nothing to read, nothing to block
+                on); ``"tail"`` to have a thread read it continuously and keep the last
+                :data:`STDERR_TAIL_BYTES` (see :meth:`stderr_tail`), so a chatty agent never blocks; or an
+                open file or an fd >= 0 of the caller's, which the agent writes to directly.
+
+        Returns:
+            The running agent. Call :meth:`terminate` when done with it.
+
+        Raises:
+            SpawnError: The program could not be started (missing, not executable, bad ``cwd``); the
+                OSError is the ``__cause__``. No fd is left open and no process is left running.
+            TypeError: ``argv`` is one string rather than a list of arguments.
+            ValueError: ``argv`` is empty, or ``stderr`` is not one of the accepted targets.
+        """
+        if isinstance(argv, str | bytes):
+            raise TypeError("argv must be a list of arguments, not one string: tinyacp never runs a shell")
+        args = list(argv)
+        if not args:
+            raise ValueError("argv is empty: it must name the agent's program")
+        keep_tail, child_stderr = _stderr_target(stderr)
+
+        owned: list[int] = []  # every fd we opened, closed again if anything below fails
+        try:
+            stdin_r, stdin_w = _pipe(owned, child="read")
+            stdout_r, stdout_w = _pipe(owned, child="write")
+            wake_r, wake_w = _pipe(owned)
+            child_ends = [stdin_r, stdout_w]
+            if keep_tail:
+                err_r, err_w = _pipe(owned, child="write")
+                stop_r, stop_w = _pipe(owned)
+                child_stderr = err_w
+                child_ends.append(err_w)
+            try:
+                proc = subprocess.Popen(
+                    args,
+                    stdin=stdin_r,
+                    stdout=stdout_w,
+                    stderr=child_stderr,
+                    cwd=cwd,
+                    env=env,
+                    close_fds=True,
+                    process_group=0,
+                )
+            except OSError as exc:
+                raise SpawnError(_spawn_failure(args[0], cwd, exc)) from exc
+            finally:
+                # The child has its copies; ours would keep the agent's stdin open and hide its EOF on stdout.
+                for fd in child_ends:
+                    owned.remove(fd)
+                    os.close(fd)
+            try:
+                exit_fd = _pidfd_open(proc.pid)
+                if exit_fd is not None:
+                    owned.append(exit_fd)
+                tail = None
+                if keep_tail:
+                    tail = _StderrTail(err_r, stop_r, stop_w, name=f"tinyacp-stderr-{proc.pid}")
+                    tail.start()  # from here on the thread owns err_r and stop_r
+                    owned.remove(err_r)
+                    owned.remove(stop_r)
+                    owned.remove(stop_w)
+            except BaseException:
+                _kill_and_reap(proc)
+                raise
+        except BaseException:
+            for fd in owned:
+                os.close(fd)
+            raise
+        return cls(
+            proc,
+            argv0=args[0],
+            stdin_fd=stdin_w,
+            stdout_fd=stdout_r,
+            exit_fd=exit_fd,
+            wake_fds=(wake_r, wake_w),
+            stderr_tail=tail,
+        )
+
+    def __repr__(self) -> str:
+        returncode = self._proc.returncode
+        state = "running" if returncode is None else describe_returncode(returncode)
+        if self._closed:
+            state = f"closed, {state}"
+        return f"<AgentProcess pid={self.pid} argv0={self._argv0!r} {state}>"
+
+    @property
+    def returncode(self) -> int | None:
+        """The agent's exit status once reaped (negative: the signal that killed it), else None."""
+        return self._proc.returncode
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`terminate` has finished: the agent is reaped and every fd is closed."""
+        return self._closed
+
+    def wake(self) -> None:
+        """Make ``wake_fd`` readable, so a shell waiting in poll returns. Safe from a signal handler."""
+        fd = self._wake_w
+        if fd < 0:
+            return
+        with contextlib.suppress(OSError):  # full (a wake-up is pending already), or closed by terminate()
+            os.write(fd, b"\0")
+
+    def drain_wake(self) -> None:
+        """Empty the wake pipe, so ``wake_fd`` is readable again only after the next :meth:`wake`."""
+        try:
+            while os.read(self.wake_fd, 4096):
+                pass
+        except OSError:  # empty, or closed by terminate()
+            pass
+
+    def write(self, data: bytes | memoryview) -> int:
+        """Write to the agent's stdin once, without blocking.
+
+        Returns:
+            How many bytes were written; may be fewer than ``len(data)``.
+
+        Raises:
+            BlockingIOError: The pipe is full; wait until ``stdin_fd`` is writable.
+            BrokenPipeError: The agent closed its stdin (it exited) or :meth:`terminate` closed ours.
+        """
+        with self._fd_lock:
+            if self.stdin_fd < 0:
+                raise BrokenPipeError(errno.EPIPE, "the agent's stdin is closed")
+            return os.write(self.stdin_fd, data)
+
+    def poll(self) -> int | None:
+        """Reap the agent if it has exited, without blocking, and return its returncode (None if alive)."""
+        return self._proc.poll()
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to every process in the agent's group.
+
+        Nothing is sent once the agent is reaped and its group is empty: the group id is then free, and
+        could belong to an unrelated process group.
+
+        Raises:
+            PermissionError: No member of the group could be signalled.
+        """
+        if self._group_gone_for_good():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pgid, sig)
+
+    def start_kill(self, grace: float) -> None:
+        """Stop the agent's group now: SIGTERM, then SIGKILL after ``grace`` seconds unless all are gone.
+
+        Returns at once; a timer thread (started once, however often this is called) sends the SIGKILL.
+        Also calls :meth:`wake`. Safe from any thread and from a signal handler. :meth:`terminate` is still
+        needed to reap the agent and close the fds.
+
+        Raises:
+            ValueError: ``grace`` is negative or not finite.
+        """
+        _check_grace(grace)
+        self._signal_quietly(signal.SIGTERM)
+        # A stopped member would hold the SIGTERM until continued; continue it so it can act on it now.
+        self._signal_quietly(signal.SIGCONT)
+        self.wake()
+        try:
+            self._kill_once.pop()
+        except IndexError:
+            return  # the timer is already running
+        try:
+            _thread.start_new_thread(self._kill_after, (grace,))
+        except RuntimeError:  # no thread to be had; terminate() still escalates
+            self._kill_done.release()
+
+    def live_group_members(self) -> list[int]:
+        """The pids of the processes in the agent's group that are alive (zombies do not count).
+
+        ``killpg(pgid, 0)`` alone would count zombies: a grandchild orphaned by the agent is reparented to
+        init, and where init does not reap (some containers) its zombie stays in the group for ever.
+        Without /proc (macOS) only ``killpg`` can be asked, so the list is ``[pgid]`` while the group has
+        a signallable member; the agent itself is reaped first so its own zombie does not count.
+        """
+        if not _HAVE_PROC:
+            self._proc.poll()
+        return _live_group_members(self.pgid)
+
+    def terminate(self, grace: float) -> int:
+        """Stop the agent and everything in its group, reap it and close every fd. Blocks.
+
+        Closes stdin, sends SIGTERM (and SIGCONT) to the group, waits up to ``grace`` seconds for every
+        member to exit, sends SIGKILL to the group and waits a few seconds more, then reaps the agent and
+        closes our fds. Safe to call from several threads (the others wait for the first) and more than
+        once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
+        re-raises. Only an agent stuck in the kernel after SIGKILL can keep it waiting longer.
+
+        Args:
+            grace: Seconds the group gets to exit after SIGTERM.
+
+        Returns:
+            The agent's returncode (negative: the signal that killed it).
+
+        Raises:
+            ValueError: ``grace`` is negative or not finite.
+        """
+        _check_grace(grace)
+        with self._lock:
+            if self._closed:
+                return self._returncode_after_close()
+            try:
+                self._close_stdin()
+                if not self._group_gone_for_good():
+                    self._signal_quietly(signal.SIGTERM)
+                    self._signal_quietly(signal.SIGCONT)
+                    if not self._wait_group_gone(grace):
+                        self._signal_quietly(signal.SIGKILL)
+                        self._wait_group_gone(_KILL_WAIT)
+            except BaseException:
+                self._signal_quietly(signal.SIGKILL)  # interrupted: skip what is left of the grace
+                raise
+            finally:
+                self._stop_kill_timer()
+                self._proc.wait()
+                if self._stderr_tail is not None:
+                    self._stderr_tail.stop(_JOIN_TIMEOUT)
+                self._close_fds()
+                self._closed = True
+            return self._returncode_after_close()
+
+    def stderr_tail(self) -> bytes | None:
+        """The last :data:`STDERR_TAIL_BYTES` of the agent's stderr with ``stderr="tail"``, else None.
+
+        Still available after :meth:`terminate`, which reads what the agent wrote before it died.
+        """
+        return None if self._stderr_tail is None else self._stderr_tail.tail()
+
+    def __del__(self) -> None:
+        # Dropped without terminate(): kill rather than leave an orphan, close rather than leak; no waiting
+        # here, so the agent may stay a zombie until subprocess reaps it at the next Popen.
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(f"{self!r} was not terminated; killing its group", ResourceWarning, stacklevel=1)
+        try:
+            self._signal_quietly(signal.SIGKILL)
+            self._stop_kill_timer(wait=False)
+            if self._stderr_tail is not None:
+                self._stderr_tail.stop(None)
+            self._close_fds()
+        except Exception:  # interpreter shutdown: modules may be half gone
+            pass
+
+    def _returncode_after_close(self) -> int:
+        returncode = self._proc.returncode
+        assert returncode is not None  # closed implies reaped
+        return returncode
+
+    def _group_gone_for_good(self) -> bool:
+        """True once the agent is reaped and no member is alive: the group id may then be reused."""
+        return self._proc.returncode is not None and not self.live_group_members()
+
+    def _signal_quietly(self, sig: int) -> None:
+        """signal_group for teardown, which has nothing better to do when the group cannot be signalled."""
+        with contextlib.suppress(PermissionError):
+            self.signal_group(sig)
+
+    def _kill_after(self, grace: float) -> None:
+        """The kill timer thread: SIGKILL after ``grace`` unless cancelled or nobody is left."""
+        try:
+            if self._kill_cancel.acquire(timeout=grace):
+                self._kill_cancel.release()  # leave it cancelled
+            elif self.live_group_members():
+                self._signal_quietly(signal.SIGKILL)
+        finally:
+            self._kill_done.release()
+
+    def _stop_kill_timer(self, *, wait: bool = True) -> None:
+        with contextlib.suppress(RuntimeError):  # RuntimeError: cancelled already
+            self._kill_cancel.release()  # stays released, so a timer started later ends at once
+        if wait and not self._kill_once and self._kill_done.acquire(timeout=_JOIN_TIMEOUT):
+            self._kill_done.release()  # keep it released for the next caller
+
+    def _wait_group_gone(self, timeout: float) -> bool:
+        """Wait until no member of the group is alive; False if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        nap = _NAP_FIRST
+        while self.live_group_members():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._nap(min(nap, remaining))
+            nap = min(nap * 2, _NAP_MAX)
+        return True
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep, but wake early when the agent itself exits (its pidfd becomes readable)."""
+        if self.exit_fd is None or self._exit_seen:
+            time.sleep(seconds)
+            return
+        poller = select.poll()
+        poller.register(self.exit_fd, select.POLLIN)
+        if poller.poll(seconds * 1000):
+            self._exit_seen = True  # readable for good now: polling it again would spin
+
+    def _close_stdin(self) -> None:
+        with self._fd_lock:
+            fd, self.stdin_fd = self.stdin_fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _close_fds(self) -> None:
+        self._close_stdin()
+        # Forget each number before closing it, so wake() and drain_wake() cannot reach a reused one.
+        wake_w, self._wake_w = self._wake_w, -1
+        fds = [self.stdout_fd, self.exit_fd, self.wake_fd, wake_w]
+        self.stdout_fd = self.wake_fd = -1
+        self.exit_fd = None
+        for fd in fds:
+            if fd is not None and fd >= 0:
+                os.close(fd)
+
+
+class _StderrTail:
+    """Reads the agent's stderr as it comes and keeps the last :data:`STDERR_TAIL_BYTES`.
+
+    A thread rather than the shells' loops: the shells only wait while a call is in flight, and an agent
+    that logs between calls would block on the full pipe. It owns the read end and its stop pipe, and
+    closes both when it ends, so an fd is never closed under a blocked read.
+    """
+
+    def __init__(self, fd: int, stop_r: int, stop_w: int, *, name: str) -> None:
+        self._fd = fd
+        self._stop_r = stop_r
+        self._stop_w = stop_w
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float | None) -> None:
+        """Make the thread read what is left and end (closing the stop pipe wakes it); wait for it.
+
+        Needed because the agent's death alone need not bring EOF: a process that escaped its group can
+        hold the pipe open.
+        """
+        stop_w, self._stop_w = self._stop_w, -1
+        if stop_w >= 0:
+            os.close(stop_w)
+        if timeout is not None:
+            self._thread.join(timeout)
+
+    def tail(self) -> bytes:
+        with self._lock:
+            return bytes(self._buf[-STDERR_TAIL_BYTES:])
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        try:
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self._stop_r in ready:
+                    for _ in range(_FINAL_DRAIN_CHUNKS):
+                        if self._read() <= 0:
+                            break
+                    return
+                if self._read() == 0:
+                    return
+        finally:
+            os.close(self._fd)
+            os.close(self._stop_r)
+
+    def _read(self) -> int:
+        """Read one chunk into the tail: its size, 0 at EOF, -1 when nothing is waiting."""
+        try:
+            chunk = os.read(self._fd, _READ_CHUNK)
+        except BlockingIOError:
+            return -1
+        with self._lock:
+            self._buf += chunk
+            # Trim only once twice the size is held, so each byte is moved at most once on average.
+            if len(self._buf) > 2 * STDERR_TAIL_BYTES:
+                del self._buf[:-STDERR_TAIL_BYTES]
+        return len(chunk)
+
+
+def _live_group_members(pgid: int) -> list[int]:
+    try:
+        os.killpg(pgid, 0)  # cheap: no member at all, not even a zombie, means no /proc scan
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        if not _HAVE_PROC:
+            return []  # macOS answers EPERM for a group of zombies
+    if not _HAVE_PROC:
+        return [pgid]
+    live = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+        except OSError:  # gone meanwhile
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if not data:
+            continue
+        state, pgrp = _parse_stat(data)
+        if pgrp == pgid and state not in (b"Z", b"X"):
+            live.append(int(name))
+    return live
+
+
+def _parse_stat(data: bytes) -> tuple[bytes, int]:
+    """The state and the process group from a /proc/<pid>/stat line.
+
+    The command name in field 2 is in parentheses and may itself contain spaces and parentheses, so the
+    fields are counted from the last ')'.
+    """
+    fields = data[data.rindex(b")") + 2 :].split(maxsplit=3)
+    return fields[0], int(fields[2])
+
+
+def _check_grace(grace: float) -> None:
+    if not (grace >= 0 and math.isfinite(grace)):
+        raise ValueError(f"grace must be a finite number of seconds >= 0, not {grace!r}")
+
+
+def _stderr_target(stderr: StderrTarget) -> tuple[bool, int]:
+    """(keep a tail?, what Popen gets as stderr), checked before any fd is opened."""
+    if stderr == "tail":
+        return True, subprocess.DEVNULL  # replaced by the pipe's write end
+    if stderr in ("discard", subprocess.DEVNULL):
+        return False, subprocess.DEVNULL
+    if isinstance(stderr, str):
+        raise ValueError(f"stderr must be 'discard', 'tail', an fd or a file, not {stderr!r}")
+    if isinstance(stderr, int):
+        if stderr < 0:
+            # PIPE would fill with no reader and block the agent; STDOUT would mix logs into the protocol.
+            raise ValueError(f"stderr must be 'discard', 'tail', an fd >= 0 or a file, not {stderr!r}")
+        return False, stderr
+    try:
+        return False, stderr.fileno()
+    except (AttributeError, OSError) as exc:  # io.UnsupportedOperation is an OSError
+        raise ValueError(f"stderr must be a file with a real fd, not {stderr!r}") from exc
+
+
+def _pipe(owned: list[int], *, child: Literal["read", "write"] | None = None) -> tuple[int, int]:
+    """A pipe whose ends are registered in ``owned`` at once; ours non-blocking, the ``child`` end blocking.
+
+    The agent uses its end as any stdin or stdout, so it stays blocking; O_NONBLOCK lives in the open file
+    description, so setting it on our end does not reach the child's.
+    """
+    read_end, write_end = os.pipe()  # close-on-exec: no other child of ours inherits it
+    owned += (read_end, write_end)
+    if child != "read":
+        os.set_blocking(read_end, False)
+    if child != "write":
+        os.set_blocking(write_end, False)
+    return read_end, write_end
+
+
+def _pidfd_open(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3, or no fd to spare: we fall back to sleeping
+        return None
+
+
+def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _spawn_failure(program: str, cwd: str | os.PathLike[str] | None, exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
+        return f"cannot start the agent {program!r}: working directory {os.fsdecode(cwd)!r}: {reason}"
+    return f"cannot start the agent {program!r}: {reason}"

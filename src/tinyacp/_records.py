@@ -1,0 +1,140 @@
+"""What the client hands to the caller: the records of each line, and the result of a prompt.
+
+Every line the agent sends becomes exactly one record with its raw bytes: an :class:`Update`, a
+:class:`~tinyacp.PermissionRequest`, or an :class:`AgentMessage` for everything else. Every line the client
+writes becomes an :class:`OutgoingMessage`. Together they are a complete, byte-exact transcript.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from ._limits import Overflow
+from ._messages import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    RequestId,
+    SessionUpdate,
+    StopReason,
+    ToolCall,
+    ToolCallUpdate,
+    UpdateKind,
+    UserMessageChunk,
+)
+
+__all__ = ["AgentMessage", "MessageKind", "OutgoingMessage", "PromptResult", "Update"]
+
+
+class Update(msgspec.Struct, frozen=True, gc=False):
+    """One ``session/update`` notification, as received and numbered.
+
+    ``seq`` counts updates from 1 over the whole life of the client (not per prompt, not per session), in the
+    order they arrived. ``raw`` is the exact line the agent sent, without its newline.
+    """
+
+    epoch: int
+    seq: int
+    raw: bytes
+    kind: UpdateKind
+    session_id: str
+    payload: SessionUpdate
+    """The decoded update; an :class:`~tinyacp.UnknownUpdate` when ``kind`` is UNKNOWN."""
+
+    @property
+    def text(self) -> str | None:
+        """The text of a message or thought chunk whose content is a text block; otherwise None."""
+        payload = self.payload
+        if isinstance(payload, AgentMessageChunk | AgentThoughtChunk | UserMessageChunk):
+            return payload.content.text
+        return None
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """The tool call a ``tool_call`` or ``tool_call_update`` is about."""
+        payload = self.payload
+        return payload.tool_call_id if isinstance(payload, ToolCall | ToolCallUpdate) else None
+
+    @property
+    def title(self) -> str | None:
+        """The tool call's title (the agent's claim), when this update carries one."""
+        payload = self.payload
+        return payload.title if isinstance(payload, ToolCall | ToolCallUpdate) else None
+
+    @property
+    def status(self) -> str | None:
+        """The tool call's status, when this update carries one."""
+        payload = self.payload
+        return payload.status if isinstance(payload, ToolCall | ToolCallUpdate) else None
+
+    @property
+    def tool_kind(self) -> str | None:
+        """The tool call's kind (the agent's claim), when this update carries one."""
+        payload = self.payload
+        return payload.tool_kind if isinstance(payload, ToolCall | ToolCallUpdate) else None
+
+
+class MessageKind(enum.StrEnum):
+    """What a line that is neither an update nor a permission request turned out to be."""
+
+    RESPONSE = "response"
+    """The answer to the request we were waiting for."""
+    STRAY_RESPONSE = "stray_response"
+    """A response to an id we never sent or that was already answered; skipped."""
+    REQUEST = "request"
+    """A request we do not serve (``fs/*``, ``terminal/*``, …); answered with -32601."""
+    INVALID_REQUEST = "invalid_request"
+    """A request we serve whose params break the schema; answered with -32602."""
+    NOTIFICATION = "notification"
+    """A notification other than ``session/update``; skipped."""
+    INVALID = "invalid"
+    """Not JSON, not an object, not JSON-RPC 2.0; skipped."""
+    REFUSED_UPDATE = "refused_update"
+    """An update past a transfer limit: recorded, not acted on; the call in flight raises."""
+
+
+class AgentMessage(msgspec.Struct, frozen=True):
+    """Any other line the agent sent, with what the client made of it."""
+
+    epoch: int
+    raw: bytes
+    kind: MessageKind
+    method: str | None = None
+    id: RequestId = None
+    detail: str = ""
+    """For INVALID and STRAY lines: what was wrong, in words for a log."""
+
+
+class OutgoingMessage(msgspec.Struct, frozen=True):
+    """A line the client is about to write, shown to the observer before the write."""
+
+    epoch: int
+    raw: bytes
+    """The exact JSON line, without its newline."""
+    method: str | None
+    """The method of a request or notification; None for a response to the agent."""
+    id: RequestId
+
+
+class PromptResult(msgspec.Struct, frozen=True):
+    """The outcome of one prompt turn."""
+
+    session_id: str
+    text: str
+    """The text of this turn's ``agent_message_chunk`` updates, in order (only the chunks that fit)."""
+    stop_reason: StopReason | str
+    """The agent's word; a value outside v1 is kept as its string."""
+    overflow: Overflow | None
+    """Set when the reply reached a limit: the client kept what fit and asked the agent to stop."""
+    update_count: int
+    """Updates for this session received during the turn."""
+    chunk_count: int
+    """``agent_message_chunk`` updates for this session received during the turn (kept or not)."""
+    timed_out: bool = False
+    """The deadline passed, the client sent ``session/cancel``, and the agent then ended the turn."""
+    cancelled: bool = False
+    """The client sent ``session/cancel`` during the turn (by ``cancel()``, a limit or the deadline)."""
+    meta: dict[str, Any] | None = None
+    """Fields of the prompt response beyond ``stopReason`` (Claude's ``usage``, for one)."""

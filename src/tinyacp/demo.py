@@ -1,0 +1,662 @@
+"""A deterministic ACP v1 agent with no model behind it: ``python -m tinyacp.demo``.
+
+It is the *other side* of the wire, shipped so that a first run, the docs and the tests have a real agent
+to talk to. It speaks JSON-RPC 2.0 over stdin/stdout, one compact JSON object per line, and writes nothing
+else to stdout. It uses the standard library only and nothing of tinyacp except the version string, so it
+stays an independent peer.
+
+A prompt turn, in order (every step is a ``session/update`` unless marked otherwise)::
+
+    plan                  [read: pending, summarise: pending]
+    agent_thought_chunk
+    tool_call             call_<n>, "Read files in <cwd>", kind read, status pending, locations [cwd]
+    session/request_permission   (a request; options allow / allow_always / reject)
+    -- allowed (allow_once or allow_always):
+    tool_call_update      in_progress
+    tool_call_update      completed, content = a table of the files in cwd
+    plan                  [read: completed, summarise: in_progress]
+    agent_message_chunk   x --chunks, the first one starting "You said: <prompt text>"
+    plan                  [read: completed, summarise: completed]
+    -> {"stopReason": "end_turn"}
+    -- rejected (a reject_* option, an unknown option id, or an error answer):
+    tool_call_update      failed
+    agent_message_chunk   x --chunks, saying it was not allowed to read the files
+    -> {"stopReason": "end_turn"}
+
+A ``session/cancel`` for the session at any point of the turn, or a ``cancelled`` permission outcome, stops
+the stream: the tool call, if started and not finished, is marked ``failed`` and the prompt gets
+``{"stopReason": "cancelled"}``. The agent does not wait for the permission answer once the turn is
+cancelled; a late answer is ignored.
+
+``--all-kinds`` (or the word ``all-kinds`` in the prompt text) replaces the turn with one update of each of
+the eleven v1 kinds, in schema order, and ``end_turn``, with no permission request.
+
+Errors: an unknown request method gets ``-32601 Method not found``; bad params (a relative or missing ``cwd``,
+missing ``mcpServers``, an unknown ``sessionId``) get ``-32602``. Unknown notifications, responses to ids the
+agent never sent and lines that are not JSON objects are ignored (logged to stderr with ``--verbose``).
+A ``session/prompt`` that arrives while another turn is running is answered after that turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import select
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from tinyacp._version import __version__
+
+JsonObject = dict[str, Any]
+
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+PERMISSION_OPTIONS: list[JsonObject] = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+_OPTION_KINDS = {option["optionId"]: option["kind"] for option in PERMISSION_OPTIONS}
+
+ALL_KINDS_KEYWORD = "all-kinds"
+
+# os.read() size: one pipe buffer on Linux, so a burst of lines is picked up in one system call.
+_READ_SIZE = 65536
+
+
+@dataclass
+class Options:
+    """Command-line settings."""
+
+    delay: float = 0.0
+    chunks: int = 3
+    all_kinds: bool = False
+    verbose: bool = False
+
+
+@dataclass
+class _Session:
+    session_id: str
+    cwd: str
+
+
+@dataclass
+class _Turn:
+    """State of the one prompt turn in progress."""
+
+    session: _Session
+    cancelled: bool = False
+    updates_sent: int = 0
+    open_tool_call: str | None = None
+
+
+@dataclass
+class _FileRow:
+    name: str
+    size: int
+    lines: int
+
+
+@dataclass
+class _Listing:
+    rows: list[_FileRow] = field(default_factory=list)
+    skipped: int = 0
+    error: str | None = None
+
+
+class _RpcError(Exception):
+    """Raised by a request handler; becomes a JSON-RPC error response."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _EndOfInput(Exception):
+    """The client closed our stdin."""
+
+
+class DemoAgent:
+    """The agent: reads messages from ``in_fd``, writes lines to ``out_fd``.
+
+    Everything runs on one thread. Inside a turn the agent keeps reading its input whenever it pauses or waits
+    for the permission answer, so a ``session/cancel`` is seen as soon as it arrives.
+    """
+
+    def __init__(self, options: Options, in_fd: int = 0, out_fd: int = 1, log: TextIO = sys.stderr) -> None:
+        self._options = options
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._log_file = log
+        self._buffer = bytearray()
+        self._eof = False
+        self._sessions: dict[str, _Session] = {}
+        self._turn: _Turn | None = None
+        self._deferred: collections.deque[JsonObject] = collections.deque()
+        self._next_session = 1
+        self._next_tool_call = 1
+        self._next_request_id = 0
+        # Ids of our requests still waiting for an answer, and the answers that came back.
+        self._awaiting: set[int] = set()
+        self._answers: dict[int, JsonObject] = {}
+        self._requests: dict[str, Callable[[JsonObject], JsonObject]] = {
+            "initialize": self._initialize,
+            "session/new": self._new_session,
+            "session/prompt": self._prompt,
+        }
+        self._notifications: dict[str, Callable[[JsonObject], None]] = {
+            "session/cancel": self._cancel,
+        }
+
+    def run(self) -> int:
+        """Serve until stdin closes (or stdout is gone); returns the exit status, 0."""
+        try:
+            while True:
+                if self._deferred:
+                    self._handle(self._deferred.popleft())
+                    continue
+                message = self._read_message(None)
+                if message is not None:
+                    self._handle(message)
+        except (_EndOfInput, BrokenPipeError):
+            return 0
+
+    # -- dispatch ------------------------------------------------------------------------------------------
+
+    def _handle(self, message: JsonObject) -> None:
+        method = message.get("method")
+        if isinstance(method, str):
+            if "id" not in message:
+                handler = self._notifications.get(method)
+                if handler is None:
+                    self._debug(f"ignored notification {method}")
+                else:
+                    handler(_params(message))
+                return
+            if method == "session/prompt" and self._turn is not None:
+                # One turn at a time: answer this prompt once the running one is over.
+                self._deferred.append(message)
+                return
+            self._answer_request(message, method)
+        elif "id" in message and ("result" in message or "error" in message):
+            self._take_answer(message)
+        else:
+            self._debug(f"ignored message without a method: {message!r}")
+
+    def _answer_request(self, message: JsonObject, method: str) -> None:
+        request_id = message["id"]
+        handler = self._requests.get(method)
+        try:
+            if handler is None:
+                raise _RpcError(METHOD_NOT_FOUND, "Method not found")
+            result = handler(_params(message))
+        except _RpcError as error:
+            error_object = {"code": error.code, "message": error.message}
+            self._send({"jsonrpc": "2.0", "id": request_id, "error": error_object})
+            return
+        self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _take_answer(self, message: JsonObject) -> None:
+        answer_id = message["id"]
+        # `type(...) is int`: True == 1 in Python, and a JSON `true` id is not one we sent.
+        if type(answer_id) is int and answer_id in self._awaiting:
+            self._awaiting.discard(answer_id)
+            self._answers[answer_id] = message
+        else:
+            self._debug(f"ignored answer to an id we did not send or no longer wait for: {answer_id!r}")
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def _initialize(self, params: JsonObject) -> JsonObject:
+        version = params.get("protocolVersion")
+        if type(version) is not int:
+            raise _RpcError(INVALID_PARAMS, "Invalid params: protocolVersion must be an integer")
+        # We speak version 1 only; the client disconnects if it cannot.
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "tinyacp-demo", "title": "tinyacp demo agent", "version": __version__},
+        }
+
+    def _new_session(self, params: JsonObject) -> JsonObject:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise _RpcError(INVALID_PARAMS, "Invalid params: cwd must be an absolute path")
+        if not isinstance(params.get("mcpServers"), list):
+            raise _RpcError(INVALID_PARAMS, "Invalid params: mcpServers must be a list")
+        session_id = f"demo-{self._next_session}"
+        self._next_session += 1
+        self._sessions[session_id] = _Session(session_id, cwd)
+        return {
+            "sessionId": session_id,
+            "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]},
+        }
+
+    def _prompt(self, params: JsonObject) -> JsonObject:
+        session_id = params.get("sessionId")
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            raise _RpcError(INVALID_PARAMS, "Invalid params: unknown sessionId")
+        blocks = params.get("prompt")
+        if not isinstance(blocks, list):
+            raise _RpcError(INVALID_PARAMS, "Invalid params: prompt must be a list of content blocks")
+        text = "".join(
+            block["text"]
+            for block in blocks
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+        self._turn = _Turn(session)
+        try:
+            if self._options.all_kinds or ALL_KINDS_KEYWORD in text:
+                stop_reason = self._all_kinds_turn(self._turn, text)
+            else:
+                stop_reason = self._read_files_turn(self._turn, text)
+        finally:
+            self._turn = None
+        return {"stopReason": stop_reason}
+
+    # -- notifications ---------------------------------------------------------------------------------
+
+    def _cancel(self, params: JsonObject) -> None:
+        turn = self._turn
+        if turn is not None and params.get("sessionId") == turn.session.session_id:
+            turn.cancelled = True
+        else:
+            self._debug("ignored session/cancel: no turn running for that session")
+
+    # -- the turns -------------------------------------------------------------------------------------
+
+    def _read_files_turn(self, turn: _Turn, text: str) -> str:
+        """Plan, think, ask to read the cwd, read it, reply. Returns the stop reason."""
+        cwd = turn.session.cwd
+        tool_call_id = self._new_tool_call_id()
+        title = f"Read files in {cwd}"
+        opening = [
+            _plan("pending", "pending"),
+            _chunk("agent_thought_chunk", f"I will list the files in {cwd}."),
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": tool_call_id,
+                "title": title,
+                "kind": "read",
+                "status": "pending",
+                "locations": [{"path": cwd}],
+            },
+        ]
+        if not self._emit_all(turn, opening):
+            return self._end_cancelled(turn)
+        decision = self._ask_permission(turn, tool_call_id, title)
+        if decision is None:
+            return self._end_cancelled(turn)
+        if decision == "reject":
+            refusal = [
+                _tool_status(tool_call_id, "failed"),
+                *self._reply(text, f"I was not allowed to read the files in {cwd}.\n"),
+            ]
+            return "end_turn" if self._emit_all(turn, refusal) else self._end_cancelled(turn)
+        if not self._emit(turn, _tool_status(tool_call_id, "in_progress")):
+            return self._end_cancelled(turn)
+        listing = _list_files(cwd)
+        result = _tool_status(tool_call_id, "failed" if listing.error else "completed")
+        result["content"] = [{"type": "content", "content": {"type": "text", "text": _table(listing)}}]
+        rest = [
+            result,
+            _plan("completed", "in_progress"),
+            *self._reply(text, _summary(cwd, listing)),
+            _plan("completed", "completed"),
+        ]
+        return "end_turn" if self._emit_all(turn, rest) else self._end_cancelled(turn)
+
+    def _all_kinds_turn(self, turn: _Turn, text: str) -> str:
+        """One update of each of the eleven v1 kinds, in schema order. Returns the stop reason."""
+        updates = _all_kinds_updates(turn.session.cwd, self._new_tool_call_id(), text)
+        return "end_turn" if self._emit_all(turn, updates) else self._end_cancelled(turn)
+
+    def _ask_permission(self, turn: _Turn, tool_call_id: str, title: str) -> str | None:
+        """Sends session/request_permission and waits for the answer, handling input meanwhile.
+
+        Returns:
+            "allow" or "reject", or None when the turn was cancelled (by session/cancel or the outcome).
+        """
+        if self._paused_and_cancelled(turn):
+            return None
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        self._awaiting.add(request_id)
+        self._send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": turn.session.session_id,
+                    "toolCall": {
+                        "toolCallId": tool_call_id,
+                        "title": title,
+                        "kind": "read",
+                        "status": "pending",
+                    },
+                    "options": PERMISSION_OPTIONS,
+                },
+            }
+        )
+        while request_id not in self._answers:
+            if turn.cancelled:
+                # Do not wait for the client's `cancelled` answer: the turn is over; a late answer is ignored.
+                self._awaiting.discard(request_id)
+                return None
+            message = self._read_message(None)
+            if message is not None:
+                self._handle(message)
+        return _permission_decision(self._answers.pop(request_id))
+
+    def _reply(self, prompt_text: str, body: str) -> list[JsonObject]:
+        """The reply as ``--chunks`` agent_message_chunk updates, the first one echoing the prompt."""
+        pieces = _split_reply(f"You said: {prompt_text}\n", body, self._options.chunks)
+        return [_chunk("agent_message_chunk", piece) for piece in pieces]
+
+    def _new_tool_call_id(self) -> str:
+        tool_call_id = f"call_{self._next_tool_call}"
+        self._next_tool_call += 1
+        return tool_call_id
+
+    def _end_cancelled(self, turn: _Turn) -> str:
+        """Marks the unfinished tool call failed; returns the "cancelled" stop reason."""
+        if turn.open_tool_call is not None:
+            self._update(turn, _tool_status(turn.open_tool_call, "failed"))
+        return "cancelled"
+
+    def _emit_all(self, turn: _Turn, updates: list[JsonObject]) -> bool:
+        """Emits the updates one by one; False, with the rest left unsent, once the turn is cancelled."""
+        return all(self._emit(turn, update) for update in updates)
+
+    def _emit(self, turn: _Turn, update: JsonObject) -> bool:
+        """Pauses (see `_paused_and_cancelled`), then sends the update; False if the turn got cancelled."""
+        if self._paused_and_cancelled(turn):
+            return False
+        self._update(turn, update)
+        return True
+
+    def _paused_and_cancelled(self, turn: _Turn) -> bool:
+        """Waits ``--delay`` seconds handling input (polls it if 0); True if the turn is cancelled.
+
+        The first update of a turn goes out at once: the delay is *between* updates.
+        """
+        if not turn.cancelled:
+            delay = self._options.delay if turn.updates_sent else 0.0
+            deadline = time.monotonic() + delay
+            while not turn.cancelled:
+                message = self._read_message(deadline)
+                if message is None:
+                    break
+                self._handle(message)
+        return turn.cancelled
+
+    def _update(self, turn: _Turn, update: JsonObject) -> None:
+        kind = update["sessionUpdate"]
+        if kind == "tool_call":
+            turn.open_tool_call = update["toolCallId"]
+        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+            turn.open_tool_call = None
+        turn.updates_sent += 1
+        params = {"sessionId": turn.session.session_id, "update": update}
+        self._send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+    # -- I/O -------------------------------------------------------------------------------------------
+
+    def _read_message(self, deadline: float | None) -> JsonObject | None:
+        """Next JSON object from stdin; None once ``deadline`` passes (None = wait for ever).
+
+        Raises:
+            _EndOfInput: waiting with no deadline, and stdin is closed with every line handled.
+        """
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0 or (self._eof and self._buffer):
+                end = newline if newline >= 0 else len(self._buffer)
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                message = self._parse(line)
+                if message is not None:
+                    return message
+                continue
+            if self._eof:
+                if deadline is None:
+                    raise _EndOfInput
+                # Nothing more can arrive, but a turn that needs no answer still runs to its end.
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                return None
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            readable, _, _ = select.select([self._in_fd], [], [], timeout)
+            if not readable:
+                return None
+            data = os.read(self._in_fd, _READ_SIZE)
+            if data:
+                self._buffer += data
+            else:
+                self._eof = True
+
+    def _parse(self, line: bytes) -> JsonObject | None:
+        if not line.strip():
+            return None
+        self._debug(f"<- {line.decode('utf-8', 'replace')}")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self._debug("ignored a line that is not JSON")
+            return None
+        if not isinstance(message, dict):
+            self._debug("ignored a JSON value that is not an object")
+            return None
+        return message
+
+    def _send(self, message: JsonObject) -> None:
+        # "replace": a lone surrogate (legal in JSON text, not in UTF-8) must not crash the agent.
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        self._debug(f"-> {text}")
+        data = (text + "\n").encode("utf-8", "replace")
+        while data:
+            written = os.write(self._out_fd, data)
+            data = data[written:]
+
+    def _debug(self, text: str) -> None:
+        if self._options.verbose:
+            print(f"tinyacp-demo: {text}", file=self._log_file, flush=True)
+
+
+# -- pure helpers ---------------------------------------------------------------------------------------
+
+
+def _params(message: JsonObject) -> JsonObject:
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def _permission_decision(answer: JsonObject) -> str | None:
+    """Maps a permission answer to "allow", "reject" or None (cancelled)."""
+    result = answer.get("result")
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    if not isinstance(outcome, dict):
+        return "reject"  # an error answer or a malformed one: the tool must not run
+    if outcome.get("outcome") == "cancelled":
+        return None
+    kind = _OPTION_KINDS.get(outcome.get("optionId"))
+    return "allow" if kind is not None and kind.startswith("allow") else "reject"
+
+
+def _plan(read_status: str, summarise_status: str) -> JsonObject:
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": "Read the files in the working directory", "priority": "high", "status": read_status},
+            {"content": "Summarise them", "priority": "medium", "status": summarise_status},
+        ],
+    }
+
+
+def _tool_status(tool_call_id: str, status: str) -> JsonObject:
+    return {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": status}
+
+
+def _chunk(kind: str, text: str) -> JsonObject:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def _list_files(cwd: str) -> _Listing:
+    """Regular files directly in ``cwd``, sorted by name, with size and line count; skips unreadable ones."""
+    listing = _Listing()
+    try:
+        with os.scandir(cwd) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_file())
+    except OSError as error:
+        listing.error = f"cannot list {cwd}: {error.strerror}"
+        return listing
+    for name in names:
+        try:
+            size, lines = _measure(os.path.join(cwd, name))
+        except OSError:
+            listing.skipped += 1
+            continue
+        listing.rows.append(_FileRow(_printable(name), size, lines))
+    return listing
+
+
+def _measure(path: str) -> tuple[int, int]:
+    """Size in bytes and line count: newlines, plus one for a last line without a newline."""
+    size = newlines = 0
+    last = b"\n"
+    with open(path, "rb") as file:
+        while block := file.read(_READ_SIZE):
+            size += len(block)
+            newlines += block.count(b"\n")
+            last = block[-1:]
+    return size, newlines + (last != b"\n")
+
+
+def _printable(name: str) -> str:
+    """A file name fit for one line of text: undecodable bytes and control characters become U+FFFD."""
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return "".join(char if char.isprintable() else "\ufffd" for char in name)
+
+
+def _table(listing: _Listing) -> str:
+    if listing.error is not None:
+        return listing.error
+    lines = ["bytes\tlines\tname"]
+    lines += [f"{row.size}\t{row.lines}\t{row.name}" for row in listing.rows]
+    return "\n".join(lines)
+
+
+def _summary(cwd: str, listing: _Listing) -> str:
+    if listing.error is not None:
+        return f"I could not read the files: {listing.error}.\n"
+    count = len(listing.rows)
+    text = f"I read {count} file{'' if count == 1 else 's'} in {cwd}:\n"
+    text += "".join(f"- {row.name}: {row.size} bytes, {row.lines} lines\n" for row in listing.rows)
+    if listing.skipped:
+        text += f"I could not read {listing.skipped} more.\n"
+    return text
+
+
+def _split_reply(echo: str, body: str, chunks: int) -> list[str]:
+    """``chunks`` pieces: the echo first, then ``body`` cut evenly (never an empty piece)."""
+    if chunks <= 1:
+        return [echo + body]
+    count = min(chunks - 1, len(body))
+    return [echo] + [body[len(body) * i // count : len(body) * (i + 1) // count] for i in range(count)]
+
+
+def _all_kinds_updates(cwd: str, tool_call_id: str, text: str) -> list[JsonObject]:
+    """One update of each v1 ``sessionUpdate`` kind, in the order the schema lists them."""
+    return [
+        _chunk("user_message_chunk", text),
+        _chunk("agent_message_chunk", f"You said: {text}\nHere is one session update of every kind."),
+        _chunk("agent_thought_chunk", "Showing all eleven kinds."),
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": tool_call_id,
+            "title": f"Read files in {cwd}",
+            "kind": "read",
+            "status": "pending",
+            "locations": [{"path": cwd}],
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "done"}}],
+        },
+        {
+            "sessionUpdate": "plan",
+            "entries": [{"content": "Show every session update kind", "priority": "high", "status": "in_progress"}],
+        },
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": ALL_KINDS_KEYWORD, "description": "Show one session update of every kind"},
+            ],
+        },
+        {"sessionUpdate": "current_mode_update", "currentModeId": "default"},
+        {
+            "sessionUpdate": "config_option_update",
+            "configOptions": [
+                {
+                    "id": "mode",
+                    "name": "Mode",
+                    "category": "mode",
+                    "type": "select",
+                    "currentValue": "default",
+                    "options": [{"value": "default", "name": "Default"}],
+                }
+            ],
+        },
+        {"sessionUpdate": "session_info_update", "title": "tinyacp demo"},
+        {
+            "sessionUpdate": "usage_update",
+            "used": len(text),
+            "size": 200000,
+            "cost": {"amount": 0, "currency": "USD"},
+        },
+    ]
+
+
+def _parse_args(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m tinyacp.demo",
+        description="A deterministic ACP v1 agent on stdio, with no model: it lists the session's files.",
+    )
+    parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="pause between updates")
+    parser.add_argument("--chunks", type=int, default=3, metavar="N", help="message chunks per reply")
+    parser.add_argument("--all-kinds", action="store_true", help="answer with all 11 update kinds")
+    parser.add_argument("--verbose", action="store_true", help="log the traffic to stderr")
+    args = parser.parse_args(argv)
+    if args.delay < 0:
+        parser.error("--delay must be >= 0")
+    if args.chunks < 1:
+        parser.error("--chunks must be >= 1")
+    return Options(delay=args.delay, chunks=args.chunks, all_kinds=args.all_kinds, verbose=args.verbose)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the demo agent on stdin/stdout; returns the exit status."""
+    options = _parse_args(argv)
+    try:
+        return DemoAgent(options).run()
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
