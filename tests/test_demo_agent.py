@@ -188,7 +188,8 @@ class AgentPipe:
     def close(self, timeout: float = READ_TIMEOUT) -> int:
         """Closes the agent's stdin; returns its exit status once it has exited."""
         assert self.proc.stdin is not None
-        self.proc.stdin.close()
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
         return self.proc.wait(timeout=timeout)
 
     def kill(self) -> None:
@@ -217,9 +218,7 @@ class AgentPipe:
         return session_id
 
     def prompt(self, session_id: str, text: str) -> int | str:
-        return self.request(
-            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-        )
+        return self.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
 
 
 Spawn = Callable[..., AgentPipe]
@@ -386,7 +385,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
     assert _message_text(updates) == (
         f"You said: list them\nI read 4 files in {cwd}:\n"
         "- a.txt: 8 bytes, 2 lines\n"
-        "- b.md: 10 bytes, 1 lines\n"
+        "- b.md: 10 bytes, 1 line\n"
         "- crlf.txt: 7 bytes, 3 lines\n"
         "- empty: 0 bytes, 0 lines\n"
     )
@@ -414,10 +413,7 @@ def test_rejected_prompt(spawn: Spawn, tmp_path: Path) -> None:
         "agent_message_chunk",
     ]
     assert updates[3] == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "failed"}
-    assert (
-        _message_text(updates)
-        == f"You said: read please\nI was not allowed to read the files in {tmp_path}.\n"
-    )
+    assert _message_text(updates) == f"You said: read please\nI was not allowed to read the files in {tmp_path}.\n"
     assert agent.close() == 0
 
 
@@ -521,9 +517,7 @@ def test_all_kinds(spawn: Spawn, tmp_path: Path, flag: bool, text: str) -> None:
 @pytest.mark.parametrize("request_id", ["fs-1", 7, "0"])
 def test_unknown_method_echoes_the_id(spawn: Spawn, request_id: int | str) -> None:
     agent = spawn()
-    agent.request(
-        "fs/read_text_file", {"sessionId": "demo-1", "path": "/etc/hostname"}, request_id=request_id
-    )
+    agent.request("fs/read_text_file", {"sessionId": "demo-1", "path": "/etc/hostname"}, request_id=request_id)
     response = agent.read()
     assert response == {
         "jsonrpc": "2.0",
@@ -544,6 +538,33 @@ def test_noise_is_ignored(spawn: Spawn) -> None:
     agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "demo-1"}})
     request_id = agent.request("initialize", {"protocolVersion": 1})
     assert agent.read()["id"] == request_id  # the first line the agent wrote
+    assert agent.close() == 0
+
+
+def test_prompts_are_answered_one_turn_at_a_time(spawn: Spawn, tmp_path: Path) -> None:
+    # With a delay, the second prompt arrives while the first turn runs: it waits for that turn to end.
+    agent = spawn("--all-kinds", "--delay", "0.02")
+    session_id = agent.start_session(tmp_path)
+    first = agent.prompt(session_id, "one")
+    second = agent.prompt(session_id, "two")
+    updates, response = agent.read_turn(first)
+    assert (_kinds(updates), response["result"]) == (ALL_KINDS, {"stopReason": "end_turn"})
+    updates, response = agent.read_turn(second)
+    assert (_kinds(updates), response["result"]) == (ALL_KINDS, {"stopReason": "end_turn"})
+    assert updates[0]["content"]["text"] == "two"
+    assert agent.close() == 0
+
+
+def test_a_turn_that_needs_no_answer_finishes_after_stdin_closes(spawn: Spawn, tmp_path: Path) -> None:
+    # So that `printf '...' | python -m tinyacp.demo --all-kinds` shows a whole turn.
+    agent = spawn("--all-kinds")
+    session_id = agent.start_session(tmp_path)
+    prompt_id = agent.prompt(session_id, "bye")
+    assert agent.proc.stdin is not None
+    agent.proc.stdin.close()
+    updates, response = agent.read_turn(prompt_id)
+    assert _kinds(updates) == ALL_KINDS
+    assert response["result"] == {"stopReason": "end_turn"}
     assert agent.close() == 0
 
 

@@ -215,9 +215,7 @@ def test_line_of_exactly_max_line_bytes_is_accepted(drive: Driver) -> None:
     ("data", "before"),
     [(b"123456789\n", []), (b"123456789", []), (b"a\n123456789\nb\n", [b"a"])],
 )
-def test_line_one_byte_past_max_line_raises_reader_exhaustion(
-    drive: Driver, data: bytes, before: list[bytes]
-) -> None:
+def test_line_one_byte_past_max_line_raises_reader_exhaustion(drive: Driver, data: bytes, before: list[bytes]) -> None:
     lines, error, reader = drive(data, [1], ReaderLimits(8))
     assert lines == before
     assert isinstance(error, ReaderExhaustion)

@@ -152,11 +152,6 @@ class Client(ShellBase):
     ) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        proc = getattr(self, "_proc", None)
-        if proc is not None and not proc.closed:
-            proc.terminate(0)
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<tinyacp.Client pid={self.pid} epoch={self.epoch} {state}>"
@@ -208,7 +203,8 @@ class Client(ShellBase):
                 return done.value
 
     def _handle(self, line: bytes, deadline: float) -> Done | None:
-        event = self._core.receive(line)
+        core = self._core
+        event = core.receive(line)
         if event.__class__ is Update:
             callback = self._callbacks["on_update"]
             assert callback is not None
@@ -218,7 +214,7 @@ class Client(ShellBase):
                 raise observer_failed(callback, exc) from exc
             if result is not None:
                 self._not_awaitable(callback, result)
-            cancel = self._core.update_recorded(event)
+            cancel = core.update_recorded(event)
             if cancel is not None:
                 self._write(cancel, deadline)
             return None
@@ -265,27 +261,26 @@ class Client(ShellBase):
 
     def _next_line(self, deadline: float) -> bytes:
         reader = self._reader
-        fd = self._proc.stdout_fd
-        while True:
-            polled = reader.poll()
-            if polled.__class__ is bytes:
-                return polled
+        polled = reader.poll()
+        while polled.__class__ is not bytes:
             if polled is ReaderEvent.NEED_DATA:
                 if self._cancels or self._killed:
                     self._service(deadline)
                 try:
-                    count = os.readv(fd, [reader.writable()])
+                    count = os.readv(self._proc.stdout_fd, [reader.writable()])
                 except BlockingIOError:
                     if self._agent_gone:
                         raise self._exited("the agent exited before answering") from None
                     self._wait(deadline)
-                    continue
-                reader.commit(count)
+                else:
+                    reader.commit(count)
             elif polled is ReaderEvent.END_OF_INPUT:
                 raise self._exited("the agent closed its output before answering")
             else:
                 reader.writable()  # raises the ReaderExhaustion that stopped the reader
                 raise AssertionError("unreachable")
+            polled = reader.poll()
+        return polled
 
     def _wait(self, deadline: float) -> None:
         """Block until the agent's output is readable, it exits, or someone wakes us; at most to the deadline."""

@@ -72,6 +72,10 @@ ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
 
+# msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
+# that is an unreadable line from the agent like any other, not our crash.
+_UNREADABLE: Final = (msgspec.MsgspecError, RecursionError)
+
 
 class Record:
     """Call the observer method ``callback`` with ``value``; send its result back into the step."""
@@ -230,10 +234,24 @@ class Conversation:
         return message
 
     def cancel(self, session_id: str) -> OutgoingMessage:
-        """A ``session/cancel`` notification; from now on this turn's permission requests are cancelled."""
+        """A ``session/cancel`` notification; from now on this turn's permission requests are cancelled.
+
+        Raises:
+            TransferLimitExceeded: the line is longer than ``max_message_bytes`` (the turn is left as it was).
+        """
+        message = self.check_cancel(session_id)
         turn = self._turn
         if turn is not None and turn.session_id == session_id:
             turn.cancel_sent = True
+        return message
+
+    def check_cancel(self, session_id: str) -> OutgoingMessage:
+        """The ``session/cancel`` line, built without marking the turn: lets a shell refuse it when it is asked
+        for, rather than when it is written in the middle of another call.
+
+        Raises:
+            TransferLimitExceeded: the line is longer than ``max_message_bytes``.
+        """
         return self._message(
             None, "session/cancel", OutNotification("2.0", "session/cancel", {"sessionId": session_id})
         )
@@ -286,7 +304,9 @@ class Conversation:
 
     def _finish_initialize(self, result: msgspec.Raw) -> Initialize:
         version = msgspec.json.decode(result, type=VersionProbe).protocol_version
-        if isinstance(version, bool) or version != PROTOCOL_VERSION:
+        if version is msgspec.UNSET:
+            raise ProtocolViolation("the initialize answer has no protocolVersion")
+        if type(version) is not int or version != PROTOCOL_VERSION:
             raise UnsupportedProtocolVersion(version)
         self.agent = msgspec.json.decode(result, type=Initialize)
         return self.agent
@@ -324,10 +344,15 @@ class Conversation:
             MissingDurableObserver: an update arrived and there is no observer.
         """
         try:
-            line = self._decode_update(raw)
-        except msgspec.MsgspecError:
+            params = self._decode_update(raw).params
+        except _UNREADABLE:
             return self._other(raw)
-        params = line.params
+        # The hot path: _accept inlined for an update within the limits, with an observer to record it.
+        seq = self.seq + 1
+        if seq <= self._max_updates and len(raw) <= self._max_update_bytes and self.has_observer:
+            self.seq = seq
+            payload = params.update
+            return Update(self.epoch, seq, raw, payload.kind, params.session_id, payload)
         return self._accept(raw, params.session_id, params.update)
 
     def update_recorded(self, update: Update) -> OutgoingMessage | None:
@@ -343,18 +368,22 @@ class Conversation:
         if turn.overflow is not None:
             return None
         text = payload.content.text
-        size = 0 if text is None else len(text) if text.isascii() else len(text.encode())
-        if turn.kept_chunks >= self._max_reply_chunks:
-            kind = OverflowKind.REPLY_CHUNKS
-        elif turn.kept_bytes + size > self._max_reply_bytes:
-            kind = OverflowKind.REPLY_BYTES
+        if text is None:
+            size = 0
+        elif text.isascii():
+            size = len(text)
         else:
+            size = len(text.encode())
+        kept_bytes = turn.kept_bytes + size
+        kept_chunks = turn.kept_chunks
+        if kept_chunks < self._max_reply_chunks and kept_bytes <= self._max_reply_bytes:
             if text is not None:
                 turn.parts.append(text)
-            turn.kept_bytes += size
-            turn.kept_chunks += 1
+            turn.kept_bytes = kept_bytes
+            turn.kept_chunks = kept_chunks + 1
             return None
-        turn.overflow = Overflow(kind, turn.kept_bytes, turn.kept_chunks, update.seq)
+        kind = OverflowKind.REPLY_CHUNKS if kept_chunks >= self._max_reply_chunks else OverflowKind.REPLY_BYTES
+        turn.overflow = Overflow(kind, turn.kept_bytes, kept_chunks, update.seq)
         return self.cancel_turn_once()
 
     def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Step:
@@ -386,12 +415,14 @@ class Conversation:
     def _other(self, raw: bytes) -> Step:
         try:
             envelope = self._decode_envelope(raw)
-        except msgspec.DecodeError:
-            return self._invalid(raw, "not JSON")
-        except msgspec.ValidationError as exc:
+        except msgspec.ValidationError as exc:  # a subclass of DecodeError: caught first
             if raw.lstrip().startswith(b"["):
                 return self._invalid(raw, "a JSON array (ACP v1 has no batches)")
             return self._invalid(raw, f"not a JSON-RPC message: {exc}")
+        except msgspec.DecodeError:
+            return self._invalid(raw, "not JSON")
+        except RecursionError:
+            return self._invalid(raw, "JSON nested too deeply")
         if envelope.jsonrpc != "2.0":
             return self._invalid(raw, f'jsonrpc must be "2.0", not {envelope.jsonrpc!r}')
         method = envelope.method
@@ -419,7 +450,7 @@ class Conversation:
     def _loose_update(self, raw: bytes, envelope: Envelope) -> Step:
         try:
             params = msgspec.json.decode(envelope.params or b"null", type=LooseUpdateParams)
-        except msgspec.MsgspecError as exc:
+        except _UNREADABLE as exc:
             yield from self._invalid(raw, f"a session/update without a readable sessionId and update: {exc}")
             return None
         claimed = params.update.get("sessionUpdate")
@@ -438,7 +469,7 @@ class Conversation:
         assert request_id is not msgspec.UNSET
         try:
             params = msgspec.json.decode(envelope.params or b"null", type=PermissionParams)
-        except msgspec.MsgspecError as exc:
+        except _UNREADABLE as exc:
             note = self._note(raw, MessageKind.INVALID_REQUEST, "session/request_permission", request_id, str(exc))
             yield Record(ON_MESSAGE, note)
             yield Write(self._error(request_id, INVALID_PARAMS, f"Invalid params: {exc}"))
@@ -475,12 +506,12 @@ class Conversation:
         if error is not msgspec.UNSET:
             try:
                 err = msgspec.json.decode(error, type=ErrorObject)
-            except msgspec.MsgspecError as exc:
+            except _UNREADABLE as exc:
                 raise ProtocolViolation(f"the error answer to {pending.method} is malformed: {exc}") from exc
             raise RequestError(pending.method, err.code, err.message, err.data)
         if result is msgspec.UNSET:
             raise ProtocolViolation(f"the response to {pending.method} has neither a result nor an error")
         try:
             return Done(pending.finish(result))
-        except msgspec.MsgspecError as exc:
+        except _UNREADABLE as exc:
             raise ProtocolViolation(f"the answer to {pending.method} does not fit the schema: {exc}") from exc

@@ -14,7 +14,7 @@ __all__ = ["Overflow", "OverflowKind", "TransferLimits"]
 MiB = 1024 * 1024
 
 # A prompt can carry embedded files and images in base64; 16 MiB holds a large source file set or a few
-# screenshots, and is still small next to what one pipe write of ours should ever be.
+# screenshots. The line is built whole in memory before it is written, so this also bounds that copy.
 DEFAULT_MAX_MESSAGE_BYTES = 16 * MiB
 # One update holds at most one tool call's content (a diff, a command's output). 1 MiB keeps a whole large diff
 # and stays at half the line reader's default limit (2 MiB), which it may not exceed.
@@ -38,17 +38,28 @@ def _positive(name: str, value: object) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TransferLimits:
-    """Bounds on messages, updates and one prompt's reply. Sizes are in bytes and exclude the newline.
+    """Bounds on messages, updates and one prompt's reply. Line sizes are in bytes and exclude the newline.
+
+    The first three stop something that should never happen: a request we would write is refused, or the agent
+    is torn down. The reply limits are routine: the prompt ends politely and still returns.
 
     Args:
-        max_message_bytes: the longest line we write; a longer request raises before anything is written.
-        max_update_bytes: the longest ``session/update`` line we accept (at most the reader's line limit).
-        max_updates: how many updates the client accepts over its whole life.
-        max_reply_bytes: how many bytes of reply text one prompt keeps (UTF-8).
-        max_reply_chunks: how many ``agent_message_chunk`` updates one prompt keeps.
+        max_message_bytes: the longest line we write. A longer request or notification raises
+            :class:`~tinyacp.TransferLimitExceeded` before anything is written; the client stays usable.
+        max_update_bytes: the longest ``session/update`` line we accept (at most the reader's line limit, else
+            the client's constructor raises ValueError). A longer update is recorded with ``on_message`` as
+            ``MessageKind.REFUSED_UPDATE`` and not acted on; the call in flight raises
+            :class:`~tinyacp.TransferLimitExceeded` (with the update's ``seq``) and the agent is torn down.
+        max_updates: how many updates the client accepts over its whole life (all prompts, all sessions). The
+            first update past it is refused as above.
+        max_reply_bytes: how many bytes of reply text (UTF-8) one prompt keeps. At the first
+            ``agent_message_chunk`` that would pass it, the client keeps the whole chunks that fit, sends one
+            ``session/cancel``, records every later message of the turn, and returns the agent's final response
+            with ``PromptResult.overflow`` set. Every later chunk of that turn is left out too.
+        max_reply_chunks: how many ``agent_message_chunk`` updates one prompt keeps; reached as above.
 
     Raises:
-        ValueError: a limit is not a positive int.
+        ValueError: a limit is not a positive int (a bool or a float does not count).
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -80,7 +91,11 @@ class OverflowKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Overflow:
-    """A reply that reached a limit: what was kept (whole chunks only) and the first update left out."""
+    """A reply that reached a limit: what was kept (whole chunks only) and the first update left out.
+
+    ``kept_bytes`` and ``kept_chunks`` describe ``PromptResult.text``; ``left_out_seq`` is the ``seq`` of the
+    first ``agent_message_chunk`` that did not fit (the observer saw it, and every chunk after it).
+    """
 
     kind: OverflowKind
     kept_bytes: int

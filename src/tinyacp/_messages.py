@@ -166,7 +166,8 @@ class HttpHeader(_Out, frozen=True):
     value: str
 
 
-class McpServer(_Out, frozen=True):
+# The schema requires ``args``/``env`` and ``headers`` even when empty, so MCP servers write their defaults.
+class McpServer(_Out, frozen=True, omit_defaults=False):
     """An MCP server the agent starts as a stdio subprocess (the wire shape has no ``type`` field)."""
 
     name: str
@@ -175,7 +176,7 @@ class McpServer(_Out, frozen=True):
     env: Sequence[EnvVariable] = ()
 
 
-class McpServerHttp(_Out, frozen=True, tag_field="type", tag="http"):
+class McpServerHttp(_Out, frozen=True, omit_defaults=False, tag_field="type", tag="http"):
     """An MCP server reached over streamable HTTP (needs ``mcpCapabilities.http``)."""
 
     name: str
@@ -183,7 +184,7 @@ class McpServerHttp(_Out, frozen=True, tag_field="type", tag="http"):
     headers: Sequence[HttpHeader] = ()
 
 
-class McpServerSse(_Out, frozen=True, tag_field="type", tag="sse"):
+class McpServerSse(_Out, frozen=True, omit_defaults=False, tag_field="type", tag="sse"):
     """An MCP server reached over SSE (needs ``mcpCapabilities.sse``)."""
 
     name: str
@@ -385,7 +386,7 @@ class Initialize(_In, frozen=True):
 class VersionProbe(_In, frozen=True):
     """Reads just the protocol version, whatever its type, so a wrong one is reported rather than crashing."""
 
-    protocol_version: Any = None
+    protocol_version: Any = msgspec.UNSET
 
 
 class SessionMode(_In, frozen=True):
@@ -570,7 +571,9 @@ class UsageUpdate(_Update, frozen=True, tag="usage_update"):
 
 
 class UnknownUpdate(msgspec.Struct, frozen=True):
-    """An update we could not type: a kind newer than v1, or a known kind whose fields break the schema."""
+    """An update we could not type: a kind newer than v1, or a known kind whose required fields are missing or
+    of the wrong type. (Lists inside an update, such as a tool call's ``content``, are kept as decoded JSON and
+    not checked item by item, as the schema's ``x-deserialize-skip-invalid-items`` allows.)"""
 
     kind: ClassVar[UpdateKind] = UpdateKind.UNKNOWN
     session_update: str | None
@@ -674,7 +677,7 @@ class Envelope(msgspec.Struct, frozen=True):
     error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-class ErrorObject(msgspec.Struct, frozen=True):
+class ErrorObject(msgspec.Struct, frozen=True, omit_defaults=True):
     """A JSON-RPC error object."""
 
     code: int

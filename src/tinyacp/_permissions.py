@@ -36,6 +36,12 @@ class PermissionReply(msgspec.Struct, frozen=True):
     action: Literal["allow", "reject", "select", "cancelled"]
     option_id: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.action not in ("allow", "reject", "select", "cancelled"):
+            raise ValueError(f"a PermissionReply action is allow, reject, select or cancelled, not {self.action!r}")
+        if (self.action == "select") != isinstance(self.option_id, str):
+            raise ValueError("select takes an option id (a str); the other actions take none")
+
     @classmethod
     def allow(cls) -> PermissionReply:
         """Allow: the first ``allow_once`` option, else the first ``allow_always``."""

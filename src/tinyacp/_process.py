@@ -42,8 +42,9 @@ STDERR_TAIL_BYTES: Final = 64 * 1024
 """How much of the agent's stderr ``"tail"`` keeps: enough for a stack trace and the log lines before it,
 while an agent that logs several KiB per turn for hours costs a fixed amount of memory."""
 
-# SIGKILL takes effect when the process next returns to user space; only a process in uninterruptible sleep
-# (a hung NFS or FUSE mount, a dying disk) takes longer, and then we would rather return than hang the caller.
+# SIGKILL takes effect when a process next returns to user space; only one in uninterruptible sleep (a hung
+# NFS or FUSE mount, a dying disk) takes longer. For the rest of the group we then stop waiting rather than
+# hang the caller; the agent itself is still waited for, since its exit status is what terminate() returns.
 _KILL_WAIT: Final = 5.0
 # Waiting for the group to die polls /proc: start at 1 ms (a cooperative agent usually dies within a few)
 # and back off to 20 ms so a slow one does not cost a busy core.
@@ -105,7 +106,7 @@ class AgentProcess:
         self._stderr_tail = stderr_tail
         self._exit_seen = False
         self._lock = threading.Lock()  # one teardown at a time
-        self._fd_lock = threading.Lock()  # write() against closing stdin
+        self._fd_lock = threading.Lock()  # write() and drain_wake() against terminate() closing their fds
         self._closed = False
         # The kill timer must be startable from a signal handler, which runs in the main thread between two
         # bytecodes, possibly while that thread holds any Python-level lock (ours, or threading's own
@@ -240,11 +241,9 @@ class AgentProcess:
 
     def drain_wake(self) -> None:
         """Empty the wake pipe, so ``wake_fd`` is readable again only after the next :meth:`wake`."""
-        try:
+        with self._fd_lock, contextlib.suppress(OSError):  # OSError: empty, or closed by terminate()
             while os.read(self.wake_fd, 4096):
                 pass
-        except OSError:  # empty, or closed by terminate()
-            pass
 
     def write(self, data: bytes | memoryview) -> int:
         """Write to the agent's stdin once, without blocking.
@@ -290,6 +289,8 @@ class AgentProcess:
             ValueError: ``grace`` is negative or not finite.
         """
         _check_grace(grace)
+        if self._closed:
+            return
         self._signal_quietly(signal.SIGTERM)
         # A stopped member would hold the SIGTERM until continued; continue it so it can act on it now.
         self._signal_quietly(signal.SIGCONT)
@@ -307,7 +308,8 @@ class AgentProcess:
         """The pids of the processes in the agent's group that are alive (zombies do not count).
 
         ``killpg(pgid, 0)`` alone would count zombies: a grandchild orphaned by the agent is reparented to
-        init, and where init does not reap (some containers) its zombie stays in the group for ever.
+        init, and its zombie stays in the group until init reaps it, which some containers' init does late
+        (a second here) or never.
         Without /proc (macOS) only ``killpg`` can be asked, so the list is ``[pgid]`` while the group has
         a signallable member; the agent itself is reaped first so its own zombie does not count.
         """
@@ -365,11 +367,12 @@ class AgentProcess:
         return None if self._stderr_tail is None else self._stderr_tail.tail()
 
     def __del__(self) -> None:
-        # Dropped without terminate(): kill rather than leave an orphan, close rather than leak; no waiting
-        # here, so the agent may stay a zombie until subprocess reaps it at the next Popen.
+        # Dropped without terminate(): kill rather than leave an orphan, close rather than leak. No waiting
+        # here, so the agent may stay a zombie until subprocess reaps it at the next Popen. The warning comes
+        # last: under ``-W error`` it raises, and the cleanup must have happened by then.
         if getattr(self, "_closed", True):
             return
-        warnings.warn(f"{self!r} was not terminated; killing its group", ResourceWarning, stacklevel=1)
+        description = repr(self)
         try:
             self._signal_quietly(signal.SIGKILL)
             self._stop_kill_timer(wait=False)
@@ -378,6 +381,7 @@ class AgentProcess:
             self._close_fds()
         except Exception:  # interpreter shutdown: modules may be half gone
             pass
+        warnings.warn(f"{description} was not terminated; its group was killed", ResourceWarning, stacklevel=1)
 
     def _returncode_after_close(self) -> int:
         returncode = self._proc.returncode
@@ -397,7 +401,8 @@ class AgentProcess:
         """The kill timer thread: SIGKILL after ``grace`` unless cancelled or nobody is left."""
         try:
             if self._kill_cancel.acquire(timeout=grace):
-                self._kill_cancel.release()  # leave it cancelled
+                with contextlib.suppress(RuntimeError):
+                    self._kill_cancel.release()  # leave it cancelled
             elif self.live_group_members():
                 self._signal_quietly(signal.SIGKILL)
         finally:
@@ -439,11 +444,14 @@ class AgentProcess:
 
     def _close_fds(self) -> None:
         self._close_stdin()
-        # Forget each number before closing it, so wake() and drain_wake() cannot reach a reused one.
-        wake_w, self._wake_w = self._wake_w, -1
-        fds = [self.stdout_fd, self.exit_fd, self.wake_fd, wake_w]
-        self.stdout_fd = self.wake_fd = -1
-        self.exit_fd = None
+        # Forget each number before closing it, so our own methods cannot reach a number reused meanwhile.
+        # wake() takes no lock (a signal handler may call it): it may still write one byte to the old number
+        # if it read it just before; that is the same window signal.set_wakeup_fd has.
+        with self._fd_lock:
+            wake_w, self._wake_w = self._wake_w, -1
+            fds = [self.stdout_fd, self.exit_fd, self.wake_fd, wake_w]
+            self.stdout_fd = self.wake_fd = -1
+            self.exit_fd = None
         for fd in fds:
             if fd is not None and fd >= 0:
                 os.close(fd)
@@ -523,7 +531,7 @@ def _live_group_members(pgid: int) -> list[int]:
         return []
     except PermissionError:
         if not _HAVE_PROC:
-            return []  # macOS answers EPERM for a group of zombies
+            return []  # macOS may answer EPERM when only zombies are left
     if not _HAVE_PROC:
         return [pgid]
     live = []

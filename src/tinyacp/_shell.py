@@ -3,6 +3,7 @@ for failing, cancelling and closing. Only moving bytes and waiting differ betwee
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -75,6 +76,13 @@ class ShellBase:
             env=options.env,
             stderr=options.stderr,
         )
+
+    def __del__(self) -> None:
+        # A client dropped without close() must not leave its agent behind: kill the group at once.
+        proc = getattr(self, "_proc", None)
+        if proc is not None and not proc.closed:
+            with contextlib.suppress(Exception):
+                proc.terminate(0)
 
     # ----------------------------------------------------------------------------------------------------------
     # What the caller can read.
@@ -163,5 +171,6 @@ class ShellBase:
         self._ensure_open()
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a str")
+        self._core.check_cancel(session_id)  # a cancel too long to send is refused here, not mid-call
         self._cancels.append(session_id)
         self._proc.wake()

@@ -35,6 +35,10 @@ Errors: an unknown request method gets ``-32601 Method not found``; bad params (
 missing ``mcpServers``, an unknown ``sessionId``) get ``-32602``. Unknown notifications, responses to ids the
 agent never sent and lines that are not JSON objects are ignored (logged to stderr with ``--verbose``).
 A ``session/prompt`` that arrives while another turn is running is answered after that turn.
+
+``--delay SECONDS`` pauses between the updates of a turn (not before the first), reading input meanwhile, so a
+cancel can land mid-turn. The agent exits 0 when stdin closes: at once if it is idle or waiting for the
+permission answer (no prompt response is written then), after the turn if the turn needs no more input.
 """
 
 from __future__ import annotations
@@ -519,7 +523,7 @@ def _list_files(cwd: str) -> _Listing:
     listing = _Listing()
     try:
         with os.scandir(cwd) as entries:
-            names = sorted(entry.name for entry in entries if entry.is_file())
+            names = sorted(entry.name for entry in entries if _is_regular_file(entry))
     except OSError as error:
         listing.error = f"cannot list {cwd}: {error.strerror}"
         return listing
@@ -531,6 +535,14 @@ def _list_files(cwd: str) -> _Listing:
             continue
         listing.rows.append(_FileRow(_printable(name), size, lines))
     return listing
+
+
+def _is_regular_file(entry: os.DirEntry[str]) -> bool:
+    """True for a regular file, or a symlink to one; False for anything we cannot even stat."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _measure(path: str) -> tuple[int, int]:
@@ -562,12 +574,15 @@ def _table(listing: _Listing) -> str:
 def _summary(cwd: str, listing: _Listing) -> str:
     if listing.error is not None:
         return f"I could not read the files: {listing.error}.\n"
-    count = len(listing.rows)
-    text = f"I read {count} file{'' if count == 1 else 's'} in {cwd}:\n"
-    text += "".join(f"- {row.name}: {row.size} bytes, {row.lines} lines\n" for row in listing.rows)
+    text = f"I read {_count(len(listing.rows), 'file')} in {cwd}:\n"
+    text += "".join(f"- {row.name}: {_count(row.size, 'byte')}, {_count(row.lines, 'line')}\n" for row in listing.rows)
     if listing.skipped:
         text += f"I could not read {listing.skipped} more.\n"
     return text
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _split_reply(echo: str, body: str, chunks: int) -> list[str]:

@@ -97,15 +97,11 @@ class SdkAgent:
         for number in range(1, self._chunks + 1):
             if cancelled.is_set():
                 return PromptResponse(stop_reason="cancelled")
-            await client.session_update(
-                session_id, update_agent_message_text(f"chunk {number} of {self._chunks}")
-            )
+            await client.session_update(session_id, update_agent_message_text(f"chunk {number} of {self._chunks}"))
 
         tool_call_id = f"tool_{next(self._tool_numbers)}"
         title = "Write notes.txt"
-        await client.session_update(
-            session_id, start_tool_call(tool_call_id, title, kind="edit", status="pending")
-        )
+        await client.session_update(session_id, start_tool_call(tool_call_id, title, kind="edit", status="pending"))
         tool_call = ToolCallUpdate(tool_call_id=tool_call_id, title=title, kind="edit", status="pending")
         choice = await self._ask(session_id, tool_call)
         status: ToolCallStatus = "completed" if choice in _ALLOWING else "failed"
@@ -132,9 +128,7 @@ class SdkAgent:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--chunks", type=int, default=3, metavar="N", help="message chunks before the tool call"
-    )
+    parser.add_argument("--chunks", type=int, default=3, metavar="N", help="message chunks before the tool call")
     args = parser.parse_args()
     # A cast: SdkAgent implements only part of the `Agent` protocol, on purpose.
     asyncio.run(run_agent(cast("Agent", SdkAgent(args.chunks))))

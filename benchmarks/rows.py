@@ -1,0 +1,369 @@
+"""One measurement in a process of its own: ``python -m benchmarks.rows ROW --updates N``.
+
+Each row sends the same prompt to a fresh flood agent and times the reply, from writing the prompt to having its
+answer: wall time, this process's CPU time (all threads), its peak RSS and its allocated blocks before and after.
+It prints one JSON object on stdout, for :mod:`benchmarks.run`. A process per row keeps the peak RSS and the
+import costs of one client out of another's figures.
+
+Rows:
+
+* ``client`` / ``async`` — tinyacp's :class:`~tinyacp.Client` / :class:`~tinyacp.AsyncClient`, observer a no-op;
+* ``journal`` — ``Client`` with a :class:`~tinyacp.JsonlJournal` recording to a file;
+* ``sdk`` — the official ACP SDK's client side (``acp.spawn_agent_process``), ``session_update`` a no-op;
+* ``decode`` — a bare loop: ``readline`` and the typed msgspec decoder tinyacp uses for updates;
+* ``read`` — a bare loop that only reads the lines;
+* ``pipe`` — reads the agent's output in 1 MiB ``os.read`` calls without splitting it: the flood agent's own rate.
+
+And three that time the edges of a client's life instead of a flood:
+
+* ``initialize`` — from ``Client(options)`` to a finished ``initialize`` against the demo agent;
+* ``teardown`` — ``close()`` of an agent that started sleeping grandchildren, some of which ignore SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FLOOD_AGENT = HERE / "flood_agent.py"
+TEXT_BYTES = 40
+"""The flood agent's chunk text length (``flood_agent.TEXT``)."""
+MiB = 1 << 20
+PROMPT = "flood"
+
+ROWS = ("client", "async", "journal", "sdk", "decode", "read", "pipe", "initialize", "teardown")
+
+
+def flood_command(updates: int, *extra: str) -> list[str]:
+    return [sys.executable, str(FLOOD_AGENT), "--updates", str(updates), *extra]
+
+
+def rss_now_kib() -> int:
+    """The current resident set size (``VmRSS``), in KiB."""
+    with open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+class Clock:
+    """Wall time, CPU time and allocated blocks between :meth:`start` and :meth:`stop`."""
+
+    def start(self) -> None:
+        self.rss_before = rss_now_kib()
+        self.blocks_before = sys.getallocatedblocks()
+        self.cpu0 = time.process_time()
+        self.wall0 = time.perf_counter()
+
+    def stop(self) -> None:
+        self.wall = time.perf_counter() - self.wall0
+        self.cpu = time.process_time() - self.cpu0
+        self.blocks_after = sys.getallocatedblocks()
+
+    def report(self, updates: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "updates": updates,
+            "wall": self.wall,
+            "cpu": self.cpu,
+            "rss_before_kib": self.rss_before,
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "blocks_retained": self.blocks_after - self.blocks_before,
+            **extra,
+        }
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# tinyacp
+
+
+def tinyacp_options(updates: int, reply_limit: int | None, observer: object) -> Any:
+    import tinyacp
+
+    if reply_limit is None:  # keep the whole reply
+        limits = tinyacp.TransferLimits(
+            max_reply_bytes=max(updates * TEXT_BYTES, 1) + MiB,
+            max_reply_chunks=max(updates, tinyacp.TransferLimits().max_reply_chunks),
+        )
+    else:
+        limits = tinyacp.TransferLimits(max_reply_bytes=reply_limit)
+    return tinyacp.Options(command=flood_command(updates), observer=observer, transfer_limits=limits)
+
+
+def check_reply(result: Any, updates: int, reply_limit: int | None) -> dict[str, Any]:
+    if result.chunk_count != updates:
+        raise AssertionError(f"{result.chunk_count} chunks arrived, {updates} were sent")
+    if reply_limit is None and (result.overflow is not None or len(result.text) != updates * TEXT_BYTES):
+        raise AssertionError("the whole reply should have been kept")
+    if reply_limit is not None and updates * TEXT_BYTES > reply_limit and result.overflow is None:
+        raise AssertionError("the reply limit should have been reached")
+    return {"kept_bytes": len(result.text), "overflow": result.overflow is not None}
+
+
+def run_client(updates: int, reply_limit: int | None, journal: bool) -> dict[str, Any]:
+    import tinyacp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = tinyacp_options(updates, reply_limit, tinyacp.BaseObserver())
+        journal_path = Path(tmp) / "journal.jsonl"
+        if journal:
+            observer = tinyacp.JsonlJournal(journal_path)
+            options = dataclasses.replace(options, observer=observer, epoch=observer.begin_epoch())
+        clock = Clock()
+        with tinyacp.Client(options) as client:
+            client.initialize()
+            session = client.new_session(tmp)
+            clock.start()
+            result = client.prompt(session.id, PROMPT)
+            clock.stop()
+        extra = check_reply(result, updates, reply_limit)
+        if journal:
+            observer.close()
+            extra["journal_bytes"] = journal_path.stat().st_size
+    return clock.report(updates, **extra)
+
+
+def run_async_client(updates: int, reply_limit: int | None) -> dict[str, Any]:
+    import tinyacp
+
+    async def main() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as tmp:
+            clock = Clock()
+            async with tinyacp.AsyncClient(tinyacp_options(updates, reply_limit, tinyacp.BaseObserver())) as client:
+                await client.initialize()
+                session = await client.new_session(tmp)
+                clock.start()
+                result = await client.prompt(session.id, PROMPT)
+                clock.stop()
+            return clock.report(updates, **check_reply(result, updates, reply_limit))
+
+    return asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The official SDK
+
+
+def run_sdk(updates: int) -> dict[str, Any]:
+    import acp
+    from acp.schema import ClientCapabilities
+
+    class NoopClient:
+        """The SDK's client side with nothing to do but count (the count checks the run, after it)."""
+
+        def __init__(self) -> None:
+            self.updates = 0
+
+        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+            self.updates += 1
+
+        async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+            raise acp.RequestError.method_not_found("session/request_permission")
+
+    noop = NoopClient()
+
+    async def main() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as tmp:
+            command = flood_command(updates)
+            async with acp.spawn_agent_process(noop, command[0], *command[1:]) as (conn, _process):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+                session = await conn.new_session(cwd=tmp, mcp_servers=[])
+                clock = Clock()
+                clock.start()
+                response = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block(PROMPT)])
+                clock.stop()
+        if noop.updates != updates or response.stop_reason != "end_turn":
+            raise AssertionError(f"the SDK saw {noop.updates} of {updates} updates ({response.stop_reason})")
+        return clock.report(updates)
+
+    return asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Bare loops
+
+
+def handshake(proc: subprocess.Popen[bytes]) -> str:
+    """initialize and session/new by hand; returns the session id."""
+    assert proc.stdin is not None and proc.stdout is not None
+    requests: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
+    ]
+    answer: dict[str, Any] = {}
+    for request in requests:
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+    return str(answer["result"]["sessionId"])
+
+
+def send_prompt(proc: subprocess.Popen[bytes], session_id: str) -> None:
+    assert proc.stdin is not None
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}).encode())
+    proc.stdin.write(b"\n")
+    proc.stdin.flush()
+
+
+def run_bare(updates: int, kind: str) -> dict[str, Any]:
+    # A 64 KiB buffer (one pipe's worth) rather than io's 8 KiB default: the strongest plain readline loop.
+    proc = subprocess.Popen(flood_command(updates), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=64 * 1024)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        session_id = handshake(proc)
+        readline = proc.stdout.readline
+        clock = Clock()
+        if kind == "pipe":
+            fd = proc.stdout.fileno()
+            expected = updates * len(_update_line(session_id)) + len(b'{"jsonrpc":"2.0","id":2,"result":')
+            received = 0
+            clock.start()
+            send_prompt(proc, session_id)
+            while received < expected:
+                chunk = os.read(fd, MiB)
+                if not chunk:
+                    raise AssertionError("the flood agent stopped early")
+                received += len(chunk)
+            clock.stop()
+        elif kind == "decode":
+            decode = _update_decoder()
+            clock.start()
+            send_prompt(proc, session_id)
+            for _ in range(updates):
+                decode(readline())
+            last = readline()
+            clock.stop()
+            _check_last(last)
+        else:
+            clock.start()
+            send_prompt(proc, session_id)
+            for _ in range(updates):
+                readline()
+            last = readline()
+            clock.stop()
+            _check_last(last)
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(10)
+    return clock.report(updates)
+
+
+def _update_decoder() -> Callable[[bytes], Any]:
+    """The decoder tinyacp's core uses for ``session/update`` lines, built the same way."""
+    import msgspec
+
+    from tinyacp._messages import UpdateLine
+
+    return msgspec.json.Decoder(UpdateLine).decode
+
+
+def _update_line(session_id: str) -> bytes:
+    sys.path.insert(0, str(HERE))
+    from flood_agent import update_line
+
+    return update_line(session_id)
+
+
+def _check_last(line: bytes) -> None:
+    if b'"stopReason"' not in line:
+        raise AssertionError(f"expected the prompt's answer, got {line[:200]!r}")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The edges of a client's life
+
+
+def run_initialize() -> dict[str, Any]:
+    import tinyacp
+
+    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"])
+    start = time.perf_counter()
+    client = tinyacp.Client(options)
+    try:
+        client.initialize()
+        seconds = time.perf_counter() - start
+    finally:
+        client.close()
+    return {"seconds": seconds}
+
+
+def run_teardown(grandchildren: int, stubborn: int, kill_grace: float) -> dict[str, Any]:
+    import tinyacp
+
+    extra = ("--grandchildren", str(grandchildren), "--stubborn", str(stubborn))
+    client = tinyacp.Client(tinyacp.Options(command=flood_command(0, *extra), kill_grace=kill_grace))
+    try:
+        client.initialize()  # answered once every grandchild runs
+        pgid = client.pid
+        before = len(live_group_members(pgid))
+    except BaseException:
+        client.close()
+        raise
+    start = time.perf_counter()
+    client.close()
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "kill_grace": kill_grace,
+        "members_before": before,
+        "left": len(live_group_members(pgid)),
+    }
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(entry))
+    return members
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("row", choices=ROWS)
+    parser.add_argument("--updates", type=int, default=0)
+    parser.add_argument("--reply-limit", type=int, default=None, help="max_reply_bytes (tinyacp rows only)")
+    parser.add_argument("--grandchildren", type=int, default=20, help="teardown: sleepers the agent starts")
+    parser.add_argument("--stubborn", type=int, default=1, help="teardown: how many of them ignore SIGTERM")
+    parser.add_argument("--kill-grace", type=float, default=2.0, help="teardown: Options.kill_grace")
+    args = parser.parse_args()
+    if args.row == "initialize":
+        report = run_initialize()
+    elif args.row == "teardown":
+        report = run_teardown(args.grandchildren, args.stubborn, args.kill_grace)
+    elif args.row in ("client", "journal"):
+        report = run_client(args.updates, args.reply_limit, journal=args.row == "journal")
+    elif args.row == "async":
+        report = run_async_client(args.updates, args.reply_limit)
+    elif args.row == "sdk":
+        report = run_sdk(args.updates)
+    else:
+        report = run_bare(args.updates, args.row)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+"""tinyacp against the official ACP SDK and the bare limit, in one run: ``python -m benchmarks.run``.
+
+Every measurement runs in a fresh process (:mod:`benchmarks.rows`) against a fresh flood agent
+(:mod:`benchmarks.flood_agent`), and the rows take turns: round 1 runs every row once, then round 2, and so on,
+so a burst of load on the machine hits all rows alike. The ratios are taken within a round (tinyacp's round-3
+rate over the SDK's round-3 rate) and their median is reported, so the machine's noise cancels as far as it can.
+
+The output is Markdown: the machine, one table per flood size, the reply-limit memory table, the start-up and
+teardown times, and which of the targets of the benchmark's issue were met. ``--quick`` runs tiny floods once
+each, to check that everything still runs (the smoke test does). Nothing here asserts a time.
+
+The official SDK (``agent-client-protocol``) is a benchmark-only dependency (it is in the ``test`` extra, where
+the tests use it as a peer); without it the SDK rows are skipped. Nothing is installed by this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tinyacp
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+ROW_TIMEOUT = 600.0
+"""Seconds one row may take (the SDK at a million updates takes tens of seconds)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    args: tuple[str, ...] = ()
+
+
+CLIENT = Row("client", "tinyacp `Client`")
+ASYNC = Row("async", "tinyacp `AsyncClient`")
+JOURNAL = Row("journal", "tinyacp `Client` + `JsonlJournal` (to a file)")
+SDK = Row("sdk", "official SDK (`acp`)")
+DECODE = Row("decode", "bare `readline` + tinyacp's msgspec decoder")
+READ = Row("read", "bare `readline` only")
+PIPE = Row("pipe", "flood agent's own rate (1 MiB `os.read`, no split)")
+THROUGHPUT_ROWS = (CLIENT, ASYNC, JOURNAL, SDK, DECODE, READ, PIPE)
+
+
+@dataclass
+class Samples:
+    """One row's runs at one flood size, by round."""
+
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def rate(self, round_: int) -> float | None:
+        run = self.runs.get(round_)
+        return None if run is None else run["updates"] / run["wall"]
+
+    def values(self, name: str) -> list[float]:
+        return [run[name] for run in self.runs.values()]
+
+    def rates(self) -> list[float]:
+        return [run["updates"] / run["wall"] for run in self.runs.values()]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running rows
+
+
+PYCACHE: list[str] = []
+"""The private bytecode cache of this run, once made."""
+
+
+def child_env() -> dict[str, str]:
+    """Our environment, with the tinyacp we imported first on the path: the rows measure the same code.
+
+    Bytecode is cached in a directory of this run's own, whatever PYTHONDONTWRITEBYTECODE says: an installed
+    package has its .pyc files, and compiling on every start would be timed as importing.
+    """
+    env = dict(os.environ)
+    src = str(Path(tinyacp.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if PYCACHE:
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
+    return env
+
+
+def run_row(key: str, *args: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.rows", key, *args]
+    done = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True, timeout=ROW_TIMEOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def journal_available() -> bool:
+    try:
+        tinyacp.JsonlJournal  # noqa: B018 (the lazy import is what is being tried)
+    except (AttributeError, ImportError):
+        return False
+    return True
+
+
+def sdk_version() -> str | None:
+    try:
+        return importlib.metadata.version("agent-client-protocol")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_rate(rate: float) -> str:
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f} M"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.0f} k"
+    return f"{rate:.0f}"
+
+
+def fmt_n(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000} 000 000"
+    return f"{n:,}".replace(",", " ")
+
+
+def mib(kib: float) -> str:
+    return f"{kib / 1024:.1f}"
+
+
+def ratio(values: Sequence[float]) -> str:
+    if not values:
+        return "-"
+    return (
+        f"{statistics.median(values):.2f}x"
+        if len(values) == 1
+        else f"{statistics.median(values):.2f}x (n={len(values)})"
+    )
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def paired(a: Samples, b: Samples) -> list[float]:
+    """a's rate over b's, round by round, for the rounds where both ran."""
+    out = []
+    for round_ in a.runs:
+        ra, rb = a.rate(round_), b.rate(round_)
+        if ra is not None and rb is not None:
+            out.append(ra / rb)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The report
+
+
+def machine() -> list[str]:
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    memory = ""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            memory = f", {int(meminfo.readline().split()[1]) / MiB:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return [
+        f"- CPU: {model}, {os.cpu_count()} cores ({usable} usable){memory}",
+        f"- OS: {platform.system()} {platform.release()}",
+        f"- Python {platform.python_version()} ({platform.python_implementation()})",
+        f"- tinyacp {tinyacp.__version__}, msgspec {importlib.metadata.version('msgspec')}, "
+        f"agent-client-protocol {sdk_version() or 'not installed'}",
+        f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+    ]
+
+
+def median_range(values: Sequence[float], scale: Callable[[float], str]) -> str:
+    if len(values) == 1:
+        return scale(values[0])
+    return f"{scale(statistics.median(values))} ({scale(min(values))}-{scale(max(values))})"
+
+
+def throughput_table(n: int, samples: dict[str, Samples]) -> list[str]:
+    sdk, decode = samples.get(SDK.key), samples.get(DECODE.key)
+    rows = []
+    for row in THROUGHPUT_ROWS:
+        s = samples.get(row.key)
+        if s is None or not s.runs:
+            continue
+        cpu = [c / u * 1e6 for c, u in zip(s.values("cpu"), s.values("updates"), strict=True)]
+        rows.append(
+            [
+                row.label,
+                median_range(s.rates(), fmt_rate),
+                f"{statistics.median(cpu):.2f}",
+                mib(max(s.values("peak_rss_kib"))),
+                "1x" if row is SDK else ratio(paired(s, sdk)) if sdk else "-",
+                "1x" if row is DECODE else ratio(paired(s, decode)) if decode else "-",
+                str(len(s.runs)),
+            ]
+        )
+    header = ["N = " + fmt_n(n), "updates/s, median (min-max)", "client CPU µs/update", "peak RSS MiB"]
+    return table([*header, "x SDK", "x bare decode", "runs"], rows)
+
+
+def memory_table(sizes: Sequence[int], samples: dict[tuple[str, int], Samples]) -> list[str]:
+    rows = []
+    small, large = sizes[0], sizes[-1]
+    for row in (CLIENT, ASYNC):
+        s_small, s_large = samples[row.key, small], samples[row.key, large]
+        peak_small = statistics.median(s_small.values("peak_rss_kib"))
+        peak_large = statistics.median(s_large.values("peak_rss_kib"))
+        growth = [
+            statistics.median(
+                [p - b for p, b in zip(s.values("peak_rss_kib"), s.values("rss_before_kib"), strict=True)]
+            )
+            for s in (s_small, s_large)
+        ]
+        blocks = [statistics.median(s.values("blocks_retained")) for s in (s_small, s_large)]
+        rows.append(
+            [
+                row.label,
+                mib(peak_small),
+                mib(peak_large),
+                f"{peak_large / peak_small:.3f}",
+                f"{mib(growth[0])} / {mib(growth[1])}",
+                f"{blocks[0]:.0f} / {blocks[1]:.0f}",
+                median_range(s_large.rates(), fmt_rate),
+            ]
+        )
+    header = [
+        "max_reply_bytes = 1 MiB",
+        f"peak RSS MiB, N = {fmt_n(small)}",
+        f"N = {fmt_n(large)}",
+        "ratio",
+        "RSS growth during the prompt MiB (small / large N)",
+        "blocks retained after the prompt (small / large N)",
+        f"updates/s at N = {fmt_n(large)}",
+    ]
+    return table(header, rows)
+
+
+@dataclass
+class Edges:
+    import_ms: list[float]
+    msgspec_ms: list[float]
+    initialize_ms: list[float]
+    teardown: dict[int, list[dict[str, Any]]]
+
+
+def import_times(runs: int, module: str) -> list[float]:
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    out = []
+    for _ in range(runs + 1):  # the first fills the bytecode cache and is not counted
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, check=True, timeout=60
+        )
+        out.append(float(done.stdout) * 1000)
+    return out[1:]
+
+
+def edges_section(edges: Edges, kill_grace: float, grandchildren: int) -> list[str]:
+    rows = [
+        [
+            "`import tinyacp` (fresh interpreter, bytecode cached)",
+            median_range(edges.import_ms, lambda v: f"{v:.1f} ms"),
+        ],
+        ["… of which `import msgspec` alone", median_range(edges.msgspec_ms, lambda v: f"{v:.1f} ms")],
+        [
+            "`Client(options)` → finished `initialize`, demo agent (`python -m tinyacp.demo`)",
+            median_range(edges.initialize_ms, lambda v: f"{v:.1f} ms"),
+        ],
+    ]
+    for stubborn, runs in sorted(edges.teardown.items()):
+        seconds = [r["seconds"] * 1000 for r in runs]
+        left = max(r["left"] for r in runs)
+        what = "all die on SIGTERM" if not stubborn else f"{stubborn} ignores SIGTERM"
+        rows.append(
+            [
+                f"teardown (`close()`), agent + {grandchildren} grandchildren, {what}; kill_grace = {kill_grace:g} s",
+                median_range(seconds, lambda v: f"{v:.0f} ms") + f"; processes left: {left}",
+            ]
+        )
+    return table(["", "median (min-max)"], rows)
+
+
+def targets_section(
+    sizes: Sequence[int],
+    throughput: dict[int, dict[str, Samples]],
+    memory: dict[tuple[str, int], Samples],
+    edges: Edges,
+) -> list[str]:
+    lines = []
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    for n in sizes:
+        s = throughput[n]
+        if SDK.key in s and s[SDK.key].runs:
+            r = statistics.median(paired(s[CLIENT.key], s[SDK.key]))
+            lines.append(f"- `Client` ≥ 20x the SDK's updates/s at N = {fmt_n(n)}: {r:.1f}x — {verdict(r >= 20)}")
+        r = statistics.median(paired(s[CLIENT.key], s[DECODE.key]))
+        lines.append(
+            f"- `Client` ≥ 0.7x the bare read-and-decode loop at N = {fmt_n(n)}: {r:.2f}x — {verdict(r >= 0.7)}"
+        )
+    small, large = sizes[0], sizes[-1]
+    for row in (CLIENT, ASYNC):
+        peak_small = statistics.median(memory[row.key, small].values("peak_rss_kib"))
+        peak_large = statistics.median(memory[row.key, large].values("peak_rss_kib"))
+        r = peak_large / peak_small
+        lines.append(
+            f"- {row.label}: peak RSS at N = {fmt_n(large)} within 10% of N = {fmt_n(small)} (reply limit 1 MiB): "
+            f"{r:.3f} — {verdict(r <= 1.10)}"
+        )
+    import_ms = statistics.median(edges.import_ms)
+    lines.append(f"- `import tinyacp` under 60 ms: {import_ms:.1f} ms — {verdict(import_ms < 60)}")
+    extra = large - small
+    for row in (CLIENT, ASYNC):
+        blocks = [statistics.median(memory[row.key, n].values("blocks_retained")) for n in (small, large)]
+        per_update = (blocks[1] - blocks[0]) / extra
+        lines.append(
+            f"- {row.label}, no per-update allocation left behind: {blocks[0]:.0f} vs {blocks[1]:.0f} blocks "
+            f"retained after {fmt_n(small)} vs {fmt_n(large)} updates ({per_update:+.5f} per update) — "
+            f"{verdict(abs(per_update) < 0.001)}"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny floods, one run each: checks that it runs")
+    parser.add_argument("--runs", type=int, default=5, help="rounds of the throughput and memory rows")
+    parser.add_argument("--sdk-large-runs", type=int, default=1, help="SDK runs at the largest N (slow)")
+    parser.add_argument("--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="tinyacp-bench-pycache-") as pycache:
+        PYCACHE[:] = [pycache]
+        try:
+            report(args)
+        finally:
+            PYCACHE.clear()
+
+
+def report(args: argparse.Namespace) -> None:
+
+    sizes = [1000, 5000] if args.quick else [100_000, 1_000_000]
+    runs = 1 if args.quick else args.runs
+    kill_grace = 0.2 if args.quick else 2.0
+    grandchildren = 20
+    have_sdk = sdk_version() is not None
+    have_journal = journal_available()
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    throughput: dict[int, dict[str, Samples]] = {n: {} for n in sizes}
+    memory: dict[tuple[str, int], Samples] = {}
+    for round_ in range(runs):
+        for n in sizes:
+            for row in THROUGHPUT_ROWS:
+                if (row is SDK and not have_sdk) or (row is JOURNAL and not have_journal):
+                    continue
+                if row is SDK and n == sizes[-1] and n != sizes[0] and round_ >= args.sdk_large_runs:
+                    continue
+                progress(f"round {round_ + 1}/{runs}: {row.key} N={n}")
+                samples = throughput[n].setdefault(row.key, Samples())
+                samples.runs[round_] = run_row(row.key, "--updates", str(n))
+            for row in (CLIENT, ASYNC):
+                progress(f"round {round_ + 1}/{runs}: {row.key} N={n}, reply limit 1 MiB")
+                samples = memory.setdefault((row.key, n), Samples())
+                samples.runs[round_] = run_row(row.key, "--updates", str(n), "--reply-limit", str(MiB))
+
+    progress("import, initialize and teardown")
+    edge_runs = 3 if args.quick else 9
+    edges = Edges(
+        import_ms=import_times(edge_runs, "tinyacp"),
+        msgspec_ms=import_times(edge_runs, "msgspec"),
+        initialize_ms=[run_row("initialize")["seconds"] * 1000 for _ in range(edge_runs)],
+        teardown={
+            stubborn: [
+                run_row(
+                    "teardown",
+                    "--grandchildren",
+                    str(grandchildren),
+                    "--stubborn",
+                    str(stubborn),
+                    "--kill-grace",
+                    str(kill_grace),
+                )
+                for _ in range(1 if args.quick else 3)
+            ]
+            for stubborn in (0, 1)
+        },
+    )
+
+    out = ["## Machine", "", *machine(), ""]
+    out += [
+        "## Throughput: one prompt answered with N `agent_message_chunk` updates (40 bytes of text each)",
+        "",
+        "The whole reply is kept (limits raised to fit it); the observer is a no-op. Wall time runs from sending",
+        "the prompt to having its answer; CPU is the client process's own (all threads); peak RSS is its `ru_maxrss`.",
+        "Ratios are this row's updates/s over the SDK's (or the bare decode loop's) in the same round, median over",
+        "the rounds where both ran.",
+        "",
+    ]
+    for n in sizes:
+        out += [*throughput_table(n, throughput[n]), ""]
+    if not have_sdk:
+        out += ["The SDK is not installed (`pip install -e '.[test]'`): its rows are left out.", ""]
+    if not have_journal:
+        out += ["`tinyacp.JsonlJournal` is not available in this tree: its row is left out.", ""]
+    out += [
+        "## Memory with a reply limit: `TransferLimits(max_reply_bytes=1 MiB)`",
+        "",
+        "The flood agent ignores the client's `session/cancel` and sends every update; the client keeps the first",
+        "MiB of the reply and must drop the rest without growing. Blocks are `sys.getallocatedblocks()` after the",
+        "prompt minus before it, the reply's text included.",
+        "",
+        *memory_table(sizes, memory),
+        "",
+        "## Start-up and teardown",
+        "",
+        *edges_section(edges, kill_grace, grandchildren),
+        "",
+        "## Targets",
+        "",
+        *targets_section(sizes, throughput, memory, edges),
+        "",
+    ]
+    if args.quick:
+        out.insert(0, "_Quick run (`--quick`): tiny floods, one run each; the figures mean nothing._\n")
+    text = "\n".join(out)
+    print(text)
+    if args.output is not None:
+        args.output.write_text(text)
+    progress("done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,525 @@
+"""The asyncio client: the same conversation as :class:`~tinyacp.Client`, for programs that run many agents.
+
+It keeps every promise of the sync client with the same core; only the waiting differs. The agent's output is
+read into the same fixed line buffer, and only while a call (or a :class:`PromptStream` consumer) asks for the
+next message: nothing is queued, so a slow consumer slows the agent down instead of growing memory. One client
+has no task of its own; observer methods may be coroutine functions and are awaited in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from ._conversation import Done, Record, Step
+from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
+from ._messages import AnyMcpServer, Initialize, PromptContent, Session
+from ._options import Options
+from ._records import OutgoingMessage, PromptResult, Update
+from ._shell import ShellBase, observer_failed
+from .reader import ReaderEvent
+
+__all__ = ["AsyncClient", "PromptStream"]
+
+_KEEP_CLIENT = (RequestError, ProtocolViolation)
+
+
+class AsyncClient(ShellBase):
+    """A conversation with one agent process, for asyncio. Use ``async with AsyncClient(options) as client``.
+
+    The agent starts in the constructor, as with :class:`~tinyacp.Client`; the methods, results and exceptions
+    are the same. ``cancel`` is a coroutine; ``kill`` is a plain method, safe from any thread or signal handler.
+
+    Raises:
+        SpawnError: the agent's program could not be started.
+        ValueError: ``max_update_bytes`` exceeds the reader's line limit.
+        TypeError: the observer lacks a required method.
+    """
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self._busy = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._exchange: _Exchange | None = None
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The calls.
+
+    async def initialize(self, *, timeout: float | None = None) -> Initialize:
+        """As :meth:`tinyacp.Client.initialize`."""
+        return await self._call(self._core.initialize, timeout)  # type: ignore[return-value]
+
+    async def new_session(
+        self,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        timeout: float | None = None,
+    ) -> Session:
+        """As :meth:`tinyacp.Client.new_session`."""
+        path = self._absolute(cwd)
+        return await self._call(lambda: self._core.new_session(path, mcp_servers), timeout)  # type: ignore[return-value]
+
+    async def prompt(
+        self,
+        session_id: str,
+        content: str | Sequence[PromptContent],
+        *,
+        timeout: float | None = None,
+    ) -> PromptResult:
+        """As :meth:`tinyacp.Client.prompt`. If the awaiting task is cancelled, the client sends
+        ``session/cancel``, tears the agent down (shielded) and re-raises :class:`asyncio.CancelledError`."""
+        return await self._call(lambda: self._core.prompt(session_id, content), timeout, prompt=True)  # type: ignore[return-value]
+
+    def prompt_stream(
+        self,
+        session_id: str,
+        content: str | Sequence[PromptContent],
+        *,
+        timeout: float | None = None,
+    ) -> PromptStream:
+        """Send a prompt and iterate over this turn's updates as they arrive (each after the observer recorded
+        it); the :class:`PromptResult` is then ``stream.result``.
+
+        Nothing is sent until the first iteration. While the consumer does not ask for the next update, the
+        client does not read from the agent. Leaving an ``async with`` block early cancels the turn politely.
+        """
+        return PromptStream(self, session_id, content, timeout)
+
+    async def cancel(self, session_id: str) -> None:
+        """Ask the agent to stop the turn: one ``session/cancel``. Safe from any task.
+
+        While a call is in flight, the call writes it (in order with everything else it writes).
+        """
+        self._queue_cancel(session_id)
+        if self._busy:
+            return
+        self._enter()
+        try:
+            await self._service(time.monotonic() + self.options.cancel_grace)
+        except BaseException as exc:
+            await self._fail_async(exc)
+            raise
+        finally:
+            self._leave()
+
+    def kill(self) -> None:
+        """As :meth:`tinyacp.Client.kill`: safe from any thread, task or signal handler."""
+        self._request_kill()
+
+    async def close(self) -> None:
+        """As :meth:`tinyacp.Client.close`; the blocking part of the teardown runs in a worker thread."""
+        exchange = self._exchange
+        if exchange is not None and not exchange.running:
+            exchange.abandon_idle()  # a prompt stream its consumer left without closing it
+        if self._busy:
+            self._request_kill()
+            await self._idle.wait()
+        if self._closed:
+            return
+        self._enter()
+        try:
+            try:
+                await self._drain_available()
+            except ObserverError:
+                await self._teardown_async()
+                raise
+            except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
+                self._failure = exc
+            await self._teardown_async()
+        finally:
+            self._leave()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<tinyacp.AsyncClient pid={self.pid} epoch={self.epoch} {state}>"
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The shell.
+
+    def _enter(self) -> None:
+        if self._busy:
+            raise ClientBusy("another call is in flight on this client")
+        self._busy = True
+        self._idle.clear()
+
+    def _leave(self) -> None:
+        self._busy = False
+        self._idle.set()
+
+    async def _call(
+        self, build: Callable[[], OutgoingMessage], timeout: float | None, *, prompt: bool = False
+    ) -> object:
+        exchange = _Exchange(self, build, timeout, prompt)
+        while True:
+            event = await exchange.next()
+            if event.__class__ is Done:
+                return event.value
+
+    async def _teardown_async(self) -> None:
+        self._closed = True
+        self._core.end_call()
+        if not self._proc.closed:
+            await asyncio.shield(asyncio.to_thread(self._proc.terminate, self.options.kill_grace))
+
+    async def _fail_async(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        await self._teardown_async()
+
+    async def _exited_async(self, what: str) -> AgentExited:
+        await self._teardown_async()
+        return self._exited(what)
+
+    async def _handle(self, line: bytes, deadline: float) -> Update | Done | None:
+        core = self._core
+        event = core.receive(line)
+        if event.__class__ is Update:
+            callback = self._callbacks["on_update"]
+            assert callback is not None
+            try:
+                result = callback(event)
+                if result is not None and hasattr(result, "__await__"):
+                    await result
+            except Exception as exc:
+                raise observer_failed(callback, exc) from exc
+            cancel = core.update_recorded(event)
+            if cancel is not None:
+                await self._write(cancel, deadline)
+            return event
+        return await self._drive(event, deadline)  # type: ignore[arg-type]
+
+    async def _drive(self, step: Step, deadline: float) -> Done | None:
+        result: Any = None
+        try:
+            while True:
+                effect = step.send(result)
+                if effect.__class__ is Record:
+                    result = await self._record(effect.callback, effect.value)
+                else:
+                    await self._write(effect.message, deadline)  # type: ignore[union-attr]
+                    result = None
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def _record(self, name: str, value: object) -> Any:
+        callback = self._callbacks[name]
+        if callback is None:
+            return None
+        try:
+            result = callback(value)
+            if result is not None and hasattr(result, "__await__"):
+                result = await result
+        except Exception as exc:
+            raise observer_failed(callback, exc) from exc
+        return result
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Bytes in, bytes out.
+
+    async def _next_line(self, deadline: float) -> bytes:
+        reader = self._reader
+        polled = reader.poll()
+        while polled.__class__ is not bytes:
+            if polled is ReaderEvent.NEED_DATA:
+                if self._cancels or self._killed:
+                    await self._service(deadline)
+                fd = self._proc.stdout_fd
+                try:
+                    count = os.readv(fd, [reader.writable()])
+                except BlockingIOError:
+                    if self._agent_gone:
+                        raise await self._exited_async("the agent exited before answering") from None
+                    await self._wait((fd,), (), deadline)
+                else:
+                    reader.commit(count)
+            elif polled is ReaderEvent.END_OF_INPUT:
+                raise await self._exited_async("the agent closed its output before answering")
+            else:
+                reader.writable()  # raises the ReaderExhaustion that stopped the reader
+                raise AssertionError("unreachable")
+            polled = reader.poll()
+        return polled
+
+    async def _wait(self, read_fds: tuple[int, ...], write_fds: tuple[int, ...], deadline: float) -> None:
+        """Wait until one of the fds is ready, the agent exits or someone wakes us; at most to the deadline."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AgentTimeout("the agent did not answer in time")
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[int] = loop.create_future()
+
+        def wake(fd: int) -> None:
+            if not ready.done():
+                ready.set_result(fd)
+
+        proc = self._proc
+        watched = [fd for fd in (*read_fds, proc.wake_fd, None if self._agent_gone else proc.exit_fd) if fd is not None]
+        for fd in watched:
+            loop.add_reader(fd, wake, fd)
+        for fd in write_fds:
+            loop.add_writer(fd, wake, fd)
+        try:
+            woken_by = await asyncio.wait_for(ready, None if remaining == float("inf") else remaining)
+        except TimeoutError:
+            raise AgentTimeout("the agent did not answer in time") from None
+        finally:
+            for fd in watched:
+                loop.remove_reader(fd)
+            for fd in write_fds:
+                loop.remove_writer(fd)
+        if woken_by == proc.wake_fd:
+            proc.drain_wake()
+            await self._service(deadline)
+        elif woken_by == proc.exit_fd:
+            self._agent_gone = True
+
+    async def _service(self, deadline: float) -> None:
+        if self._killed:
+            raise await self._exited_async("the agent was stopped by kill()")
+        while self._cancels:
+            await self._write(self._core.cancel(self._cancels.popleft()), deadline)
+
+    async def _write(self, message: OutgoingMessage, deadline: float) -> None:
+        await self._record("on_send", message)
+        data = memoryview(message.raw + b"\n")
+        proc = self._proc
+        while data:
+            try:
+                written = proc.write(data)
+            except BlockingIOError:
+                written = 0
+            except (BrokenPipeError, ConnectionResetError):
+                raise await self._exited_async("the agent closed its input") from None
+            data = data[written:]
+            if data:
+                if self._agent_gone:
+                    raise await self._exited_async("the agent exited before reading its input")
+                await self._wait((), (proc.stdin_fd,), deadline)
+
+    async def _drain_available(self) -> None:
+        reader = self._reader
+        fd = self._proc.stdout_fd
+        deadline = time.monotonic() + 1.0
+        while True:
+            polled = reader.poll()
+            if polled.__class__ is bytes:
+                await self._handle(polled, deadline)
+                continue
+            if polled is not ReaderEvent.NEED_DATA:
+                return
+            try:
+                count = os.readv(fd, [reader.writable()])
+            except BlockingIOError:
+                return
+            reader.commit(count)
+
+
+class _Exchange:
+    """One call in flight: write the request, then hand out updates until the answer (or a failure)."""
+
+    def __init__(
+        self, client: AsyncClient, build: Callable[[], OutgoingMessage], timeout: float | None, prompt: bool
+    ) -> None:
+        self._client = client
+        self._build = build
+        self._timeout = timeout
+        self._prompt = prompt
+        self._deadline = 0.0
+        self._started = False
+        self._finished = False
+        self._in_grace = False
+        self.running = False
+        """Whether a task is inside :meth:`next` right now."""
+        self.done: Done | None = None
+        """The answer, once it came."""
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    async def next(self) -> Update | Done:
+        client = self._client
+        if not self._started:
+            client._enter()
+            client._exchange = self
+            self._started = True
+            try:
+                client._ensure_open()
+                self._deadline = client._deadline(self._timeout)
+                message = self._build()
+            except BaseException:
+                self._finish()
+                raise
+            work = self._first(message)
+        else:
+            work = self._step()
+        self.running = True
+        try:
+            return await self._guard(work)
+        finally:
+            self.running = False
+
+    def abandon_idle(self) -> None:
+        """The consumer left mid-turn and nobody waits on this exchange: release the client for closing."""
+        self._finish()
+
+    async def _first(self, message: OutgoingMessage) -> Update | Done:
+        await self._client._write(message, self._deadline)
+        return await self._step()
+
+    async def _step(self) -> Update | Done:
+        client = self._client
+        while True:
+            try:
+                line = await client._next_line(self._deadline)
+            except AgentTimeout:
+                if not self._prompt or self._in_grace:
+                    raise
+                self._in_grace = True
+                self._deadline = time.monotonic() + client.options.cancel_grace
+                cancel = client._core.deadline_passed()
+                if cancel is not None:
+                    await client._write(cancel, self._deadline)
+                continue
+            event = await client._handle(line, self._deadline)
+            if event is not None:
+                return event
+
+    async def _guard(self, work: Any) -> Update | Done:
+        client = self._client
+        try:
+            event: Update | Done = await work
+        except _KEEP_CLIENT:
+            self._finish()
+            raise
+        except AgentTimeout as exc:
+            if self._prompt:
+                await client._fail_async(exc)
+            self._finish()
+            raise
+        except asyncio.CancelledError:
+            await self._abandon()
+            raise
+        except BaseException as exc:
+            await client._fail_async(exc)
+            self._finish()
+            raise
+        if event.__class__ is Done:
+            self.done = event
+            self._finish()
+        return event
+
+    async def _abandon(self) -> None:
+        """The awaiting task was cancelled: ask the agent to stop, then tear it down whatever happens."""
+        client = self._client
+        try:
+            cancel = client._core.cancel_turn_once() if self._prompt else None
+            if cancel is not None:
+                await asyncio.shield(client._write(cancel, time.monotonic() + 0.5))
+        except BaseException:  # the teardown below is what matters now
+            pass
+        finally:
+            try:
+                await asyncio.shield(client._fail_async(asyncio.CancelledError()))
+            finally:
+                self._finish()
+
+    async def aclose(self) -> None:
+        """Leave early: cancel the turn politely and read on to its answer (bounded by cancel_grace)."""
+        if not self._started or self._finished:
+            return
+        client = self._client
+        cancel = client._core.cancel_turn_once()
+        try:
+            if cancel is not None:
+                await self._guard(client._write(cancel, self._deadline))
+            self._deadline = min(self._deadline, time.monotonic() + client.options.cancel_grace)
+            self._in_grace = True
+            while not self._finished:
+                await self._guard(self._step())
+        except AgentTimeout:
+            await client._fail_async(AgentTimeout("the agent did not end the turn after session/cancel"))
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self._finished:
+            self._finished = True
+            client = self._client
+            client._core.end_call()
+            if client._exchange is self:
+                client._exchange = None
+            client._leave()
+
+
+class PromptStream:
+    """The updates of one prompt turn, as they arrive; then :attr:`result`.
+
+    ``async for update in client.prompt_stream(session_id, text)`` yields each update of the turn's session
+    after the observer recorded it. Buffering is one update: the agent is not read while the consumer is busy.
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        session_id: str,
+        content: str | Sequence[PromptContent],
+        timeout: float | None,
+    ) -> None:
+        self._session_id = session_id
+        self._exchange = _Exchange(client, lambda: client._core.prompt(session_id, content), timeout, True)
+        self._result: PromptResult | None = None
+
+    @property
+    def result(self) -> PromptResult:
+        """The turn's result, once the iteration ended.
+
+        Raises:
+            RuntimeError: the turn has not ended yet.
+        """
+        if self._result is None:
+            raise RuntimeError("the turn has not ended yet: iterate the stream to its end first")
+        return self._result
+
+    def __aiter__(self) -> PromptStream:
+        return self
+
+    async def __anext__(self) -> Update:
+        exchange = self._exchange
+        while not exchange.finished:
+            event = await exchange.next()
+            if event.__class__ is Update and event.session_id == self._session_id:
+                return event
+        self._take_result()
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends."""
+        await self._exchange.aclose()
+        self._take_result()
+
+    def _take_result(self) -> None:
+        done = self._exchange.done
+        if done is not None:
+            self._result = done.value  # type: ignore[assignment]
+
+    async def __aenter__(self) -> PromptStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

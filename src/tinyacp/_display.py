@@ -1,0 +1,508 @@
+"""What ``tinyacp prompt`` shows a person while the agent works, and the sanitizing of everything an agent says.
+
+The display writes to stderr; the reply text goes to stdout, so ``tinyacp prompt … > answer.md`` keeps the answer
+clean. On a terminal the display keeps a live region at the bottom (the plan as a checklist, and a status line
+with a spinner and the elapsed time) and prints events above it; anywhere else it prints plain lines, with no
+colour and no animation.
+
+Nothing the agent sends reaches the terminal unfiltered: titles, plans, tool output and, on a terminal, the reply
+text go through :func:`sanitize`, which removes escape sequences (colours, cursor moves, OSC title and hyperlink
+sequences) and replaces every other control character but newline and tab, so an agent cannot rewrite the screen
+or hide text from the person deciding what it may run. The raw bytes stay in the journal.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import threading
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any, BinaryIO, TextIO
+
+from ._messages import (
+    AgentThoughtChunk,
+    CurrentModeUpdate,
+    Plan,
+    PlanEntry,
+    ToolCall,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+from ._permissions import PermissionRequest
+from ._records import Update
+
+__all__ = ["Display", "one_line", "plan_lines", "sanitize", "tool_output_lines"]
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sanitizing.
+
+# ECMA-48 sequences, removed whole so no "[31m" debris is left: CSI, OSC (ended by BEL or ST), the string
+# sequences DCS/SOS/PM/APC, and the two-byte escapes.
+_SEQUENCES = re.compile(
+    r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]"
+)
+# What is left of the C0 and C1 controls (a lone ESC, BEL, backspace, the C1 CSI/OSC code points that some
+# terminals honour) and the bidirectional overrides and isolates that can make text read differently than it is.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_REPLACEMENT = "\ufffd"
+
+
+def sanitize(text: str) -> str:
+    """``text`` fit for a terminal: escape sequences removed, CR LF and lone CR made LF, other controls but LF
+    and TAB replaced by U+FFFD, lone surrogates (legal in JSON, not in UTF-8) replaced by ``?``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if "\x1b" in text:
+        text = _SEQUENCES.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub(_REPLACEMENT, text)
+
+
+def one_line(text: str | None, limit: int = 200) -> str:
+    """Sanitized, on one line (newlines and tabs become spaces), at most ``limit`` characters."""
+    if not text:
+        return ""
+    text = " ".join(sanitize(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _width(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def fit(text: str, columns: int) -> str:
+    """``text`` cut to ``columns`` terminal columns (wide characters count two), with an ellipsis if cut."""
+    if columns <= 0:
+        return ""
+    if len(text) * 2 <= columns:
+        return text
+    widths = [_width(char) for char in text]
+    if sum(widths) <= columns:
+        return text
+    used = 0
+    for index, width in enumerate(widths):
+        if used + width > columns - 1:
+            return text[:index] + "…"
+        used += width
+    return text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Formatting shared with `tinyacp show`.
+
+_PLAN_MARKS = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+def plan_lines(entries: Sequence[PlanEntry], limit: int = 200) -> list[str]:
+    """The plan as a checklist: ``[x]`` done, ``[~]`` in progress, ``[ ]`` pending."""
+    return [f"  {_PLAN_MARKS.get(entry.status, '[?]')} {one_line(entry.content, limit)}" for entry in entries]
+
+
+def tool_output_lines(content: Iterable[Any] | None, max_lines: int = 6, limit: int = 200) -> list[str]:
+    """A tool call's content, briefly: the first lines of its text, the paths of its diffs."""
+    lines: list[str] = []
+    for item in content or ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "content" and isinstance(item.get("content"), dict):
+            block = item["content"]
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                lines += sanitize(block["text"]).splitlines()
+            else:
+                lines.append(f"[{one_line(str(block.get('type')), 40)}]")
+        elif item.get("type") == "diff":
+            lines.append(f"diff: {one_line(str(item.get('path', '')), limit)}")
+    shown = [f"  | {one_line(line, limit)}" for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(f"  | … {len(lines) - max_lines} more lines")
+    return shown
+
+
+def verdict(request: PermissionRequest) -> str:
+    """What the agent was told, in words."""
+    if request.selected is None:
+        return "answered 'cancelled'"
+    if request.allowed:
+        return "allowed always" if request.selected.kind == "allow_always" else "allowed once"
+    return "rejected"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The display.
+
+_SPINNER_UNICODE = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_SPINNER_ASCII = "|/-\\"
+_TICK = 0.1  # spinner frame period: ten frames a second reads as motion without costing a core
+_PLAIN_TICK = 0.25  # without a terminal the ticker only prints what a signal handler left
+_LIVE_PLAN_ROWS = 12  # a longer plan is cut in the live region (all of it is printed at the end)
+
+
+class _Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled and text else text
+
+
+class Display:
+    """The live view on stderr (and the reply on stdout in text mode).
+
+    Every method is called from the thread that runs the client, except :meth:`note_from_signal` (a signal
+    handler: it only appends to a deque) and the ticker thread's redraws. One lock orders all writes.
+
+    Args:
+        err: the stream for the display (stderr).
+        out: where reply text goes (stdout's binary buffer), or None when stdout carries JSON.
+        quiet: show nothing but errors.
+        color: None to decide (a terminal, no ``NO_COLOR``, ``TERM`` not ``dumb``), or force on/off.
+    """
+
+    def __init__(self, err: TextIO, out: BinaryIO | None, *, quiet: bool = False, color: bool | None = None) -> None:
+        self._err = err
+        self._out = out
+        self.quiet = quiet
+        err_tty = _isatty(err)
+        term = os.environ.get("TERM", "")
+        self.live = err_tty and term != "dumb" and not quiet
+        """Whether the display animates (a terminal on stderr)."""
+        if color is None:
+            color = self.live and not os.environ.get("NO_COLOR")
+        self._style = _Style(color)
+        self.out_tty = out is not None and _isatty(out)
+        self._shared = self.live and self.out_tty and _same_file(err, out)
+        encoding = (getattr(err, "encoding", None) or "").lower().replace("-", "")
+        self._spinner = _SPINNER_UNICODE if encoding == "utf8" else _SPINNER_ASCII
+        self._lock = threading.Lock()
+        self._notes: collections.deque[str] = collections.deque()
+        self._start = time.monotonic()
+        self._frame = 0
+        self._live_height = 0
+        self._paused = False
+        self._reply_mid_line = False
+        self._activity = "starting the agent"
+        self._plan: list[PlanEntry] = []
+        self._usage = ""
+        self._thought: list[str] = []
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Life cycle.
+
+    def start(self) -> None:
+        """Start the clock (and the spinner, on a terminal)."""
+        self._start = time.monotonic()
+        if self.quiet:
+            return
+        self._ticker = threading.Thread(target=self._tick, name="tinyacp-display", daemon=True)
+        self._ticker.start()
+
+    def stop(self) -> None:
+        """Stop the spinner and clear the live region. Idempotent."""
+        self._stop.set()
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.join(timeout=2.0)
+        with self._lock:
+            self._flush_thought()
+            self._drain_notes()
+            self._write_err(self._clear_live())
+            self._live_height = 0
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since :meth:`start`."""
+        return time.monotonic() - self._start
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Events.
+
+    def info(self, text: str) -> None:
+        """A line about the run (not from the agent), dimmed on a terminal."""
+        self._emit([self._style(text, "2")])
+
+    def note_from_signal(self, text: str) -> None:
+        """A line to print soon; safe in a signal handler (no lock, no I/O)."""
+        self._notes.append(text)
+
+    def activity(self, text: str) -> None:
+        """What the status line says the agent is doing."""
+        self._activity = text
+
+    def update(self, update: Update) -> None:
+        """Show one update: thoughts, tool calls, the plan, mode changes, usage (reply text goes to :meth:`reply`)."""
+        payload = update.payload
+        if not isinstance(payload, AgentThoughtChunk):
+            self._flush_thought_locked()
+        if isinstance(payload, AgentThoughtChunk):
+            text = payload.content.text
+            if text:
+                self._thought.append(text)
+                self._activity = "thinking: " + one_line("".join(self._thought)[-80:], 80)
+        elif isinstance(payload, ToolCall | ToolCallUpdate):
+            self._tool(payload)
+        elif isinstance(payload, Plan):
+            self._show_plan(payload.entries)
+        elif isinstance(payload, CurrentModeUpdate):
+            self._emit([self._style(f"mode: {one_line(payload.current_mode_id, 80)}", "2")])
+        elif isinstance(payload, UsageUpdate) and payload.size > 0:
+            self._usage = f"context {100 * payload.used // payload.size}%"
+
+    def reply(self, text: str) -> None:
+        """Write reply text to stdout as it arrives (sanitized when stdout is a terminal)."""
+        out = self._out
+        if out is None or not text:
+            return
+        self._flush_thought_locked()
+        self._activity = "writing the reply"
+        with self._lock:
+            if self._shared:
+                self._write_err(self._clear_live())
+                self._live_height = 0
+            data = sanitize(text) if self.out_tty else text
+            try:
+                out.write(data.encode("utf-8", "replace"))
+                out.flush()
+            except BrokenPipeError:
+                self._out = None  # the reader went away (`| head`): the run goes on, the journal keeps all
+                return
+            if data:
+                self._reply_mid_line = not data.endswith("\n")
+
+    def end_reply(self) -> None:
+        """End the reply with a newline on a terminal, so the shell's prompt starts on a line of its own."""
+        with self._lock:
+            if self.out_tty and self._reply_mid_line and self._out is not None:
+                try:
+                    self._out.write(b"\n")
+                    self._out.flush()
+                except BrokenPipeError:
+                    self._out = None
+                self._reply_mid_line = False
+
+    def permission(self, request: PermissionRequest, who: str) -> None:
+        """Show a permission decision and who made it."""
+        tool = request.tool_call
+        kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
+        said = verdict(request)
+        code = "32" if request.allowed else "31"
+        self._emit(
+            [f"permission: {one_line(tool.title or tool.tool_call_id)}{kind}: {self._style(said, code)} ({who})"]
+        )
+
+    def lines(self, lines: Sequence[str], code: str = "") -> None:
+        """Permanent lines, optionally in one SGR style."""
+        self._emit([self._style(line, code) if code else line for line in lines])
+
+    def error(self, text: str) -> None:
+        """An error line; shown even when quiet."""
+        with self._lock:
+            self._write_err(self._clear_live() + self._style("tinyacp: error: ", "1;31") + text + "\n")
+            self._live_height = 0
+            self._redraw()
+
+    def final_plan(self) -> None:
+        """Print the last plan as permanent lines (on a terminal it lived in the live region)."""
+        if self.live and self._plan:
+            self._emit(["plan:", *self._plan_lines()])
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Asking the person (the prompt itself is the caller's; the display steps aside meanwhile).
+
+    def pause(self, lines: Sequence[str]) -> None:
+        """Stop redrawing, clear the live region and print ``lines`` (the question)."""
+        with self._lock:
+            self._paused = True
+            prefix = "\n" if self._shared and self._reply_mid_line else ""
+            self._reply_mid_line = False
+            self._write_err(self._clear_live() + prefix + "".join(line + "\n" for line in lines))
+            self._live_height = 0
+
+    def prompt_text(self, text: str) -> None:
+        """Write the input prompt (no newline)."""
+        with self._lock:
+            self._write_err(self._style(text, "1"))
+
+    def resume(self) -> None:
+        """Redraw again after :meth:`pause`."""
+        with self._lock:
+            self._paused = False
+            self._redraw()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Internals.
+
+    def _tool(self, payload: ToolCall | ToolCallUpdate) -> None:
+        state = self._tools.setdefault(payload.tool_call_id, {"title": "", "kind": "", "status": "", "content": None})
+        before = (state["title"], state["status"])
+        if payload.title is not None:
+            state["title"] = payload.title
+        if payload.tool_kind is not None:
+            state["kind"] = payload.tool_kind
+        if payload.content is not None:
+            state["content"] = payload.content
+        if payload.status is not None:
+            state["status"] = payload.status
+        elif isinstance(payload, ToolCall):
+            state["status"] = "pending"
+        status = state["status"]
+        if status == "in_progress":
+            self._activity = "running: " + one_line(state["title"], 120)
+        if (state["title"], status) == before:
+            return
+        kind = f" [{one_line(state['kind'], 20)}]" if state["kind"] else ""
+        code = {"completed": "32", "failed": "31", "in_progress": "33"}.get(status, "2")
+        head = (
+            f"tool {one_line(payload.tool_call_id, 60)}{kind} {one_line(state['title'])}: {self._style(status, code)}"
+        )
+        lines = [head]
+        if status in ("completed", "failed"):
+            lines += [self._style(line, "2") for line in tool_output_lines(state["content"])]
+        self._emit(lines)
+
+    def _show_plan(self, entries: list[PlanEntry]) -> None:
+        if entries == self._plan:
+            return
+        self._plan = list(entries)
+        if self.live:
+            with self._lock:
+                self._redraw()
+        else:
+            self._emit(["plan:", *self._plan_lines()])
+
+    def _plan_lines(self, limit: int | None = None) -> list[str]:
+        entries = self._plan if limit is None or len(self._plan) <= limit else self._plan[: limit - 1]
+        lines = []
+        for line in plan_lines(entries):
+            mark = line[2:5]
+            code = {"[x]": "32", "[~]": "33"}.get(mark, "2")
+            lines.append(f"  {self._style(mark, code)}{line[5:]}")
+        if len(entries) < len(self._plan):
+            lines.append(self._style(f"  … {len(self._plan) - len(entries)} more", "2"))
+        return lines
+
+    def _flush_thought_locked(self) -> None:
+        if self._thought:
+            with self._lock:
+                self._flush_thought()
+
+    def _flush_thought(self) -> None:
+        """Print the thought gathered so far as one line (called with the lock held)."""
+        if not self._thought:
+            return
+        text = one_line("".join(self._thought), 200)
+        self._thought.clear()
+        if text and not self.quiet:
+            self._permanent([self._style(f"thought: {text}", "2")])
+
+    def _emit(self, lines: list[str]) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            self._drain_notes()
+            self._permanent(lines)
+
+    def _permanent(self, lines: list[str]) -> None:
+        """Print lines above the live region (called with the lock held)."""
+        prefix = "\n" if self._shared and self._reply_mid_line else ""
+        self._reply_mid_line = False
+        body = "".join(line + "\n" for line in lines)
+        self._write_err(self._clear_live() + prefix + body)
+        self._live_height = 0
+        self._redraw()
+
+    def _drain_notes(self) -> None:
+        while self._notes:
+            line = self._style(self._notes.popleft(), "1;33")
+            prefix = "\n" if self._shared and self._reply_mid_line else ""
+            self._reply_mid_line = False
+            self._write_err(self._clear_live() + prefix + line + "\n")
+            self._live_height = 0
+
+    def _redraw(self) -> None:
+        """Draw the live region (called with the lock held)."""
+        if not self.live or self._paused or self._stop.is_set():
+            return
+        if self._shared and self._reply_mid_line:
+            return  # the cursor is inside the reply's last line: drawing now would split it
+        width = self._columns()
+        spinner = self._spinner[self._frame % len(self._spinner)]
+        parts = [f"{self.elapsed:.1f}s", self._activity]
+        if self._plan:
+            done = sum(entry.status == "completed" for entry in self._plan)
+            parts.append(f"plan {done}/{len(self._plan)}")
+        if self._usage:
+            parts.append(self._usage)
+        status = fit(" · ".join(parts), width - 3)
+        lines = [_fit_styled(line, width) for line in self._plan_lines(_LIVE_PLAN_ROWS)] if self._plan else []
+        lines.append(self._style(spinner, "36") + " " + status)
+        self._write_err(self._clear_live() + "\n".join(lines))
+        self._live_height = len(lines)
+
+    def _clear_live(self) -> str:
+        if not self._live_height:
+            return ""
+        up = self._live_height - 1
+        return "\r" + (f"\x1b[{up}A" if up else "") + "\x1b[J"
+
+    def _columns(self) -> int:
+        try:
+            columns = os.get_terminal_size(self._err.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            columns = 0
+        if columns <= 0:  # a terminal that reports no size (a fresh pty): $COLUMNS, else 80
+            columns = shutil.get_terminal_size().columns
+        return max(20, columns)
+
+    def _tick(self) -> None:
+        period = _TICK if self.live else _PLAIN_TICK
+        while not self._stop.wait(period):
+            with self._lock:
+                self._drain_notes()
+                self._frame += 1
+                self._redraw()
+
+    def _write_err(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._err.write(text)
+            self._err.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # nobody reads the display any more; the run and its journal go on
+
+
+def _fit_styled(line: str, width: int) -> str:
+    """Cut a line that may hold our SGR codes to the terminal width, so the live region never wraps."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
+    if sum(map(_width, plain)) < width:
+        return line
+    return fit(plain, width - 1)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
+    except (AttributeError, ValueError, OSError):
+        return False

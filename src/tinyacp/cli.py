@@ -1,0 +1,485 @@
+"""The ``tinyacp`` command: send a prompt to a coding agent from a terminal or a CI job, watch what it does,
+decide what it may run, and keep a record.
+
+Subcommands: ``prompt`` (the main job), ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
+``tinyacp COMMAND --help`` for each. Exit status of ``prompt`` and ``probe`` (see :class:`tinyacp._run.Exit`)::
+
+    0    the agent ended its turn (end_turn)
+    1    agent error: it exited, broke the protocol or answered with an error; or the journal failed
+    2    usage error: bad arguments, an unreadable file, config or journal path
+    3    the agent refused (refusal)
+    4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
+    5    --timeout passed
+    6    a transfer limit was reached
+    7    the agent's program could not be started (not installed)
+    130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N (SIGTERM, SIGHUP) stopped the run
+
+This module is not imported by ``import tinyacp``: the library stays free of the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._agents import AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
+from ._client import Client
+from ._dirs import journal_dir, private_dir
+from ._display import one_line
+from ._errors import TinyAcpError
+from ._journal import read_journal
+from ._limits import TransferLimits
+from ._observer import BaseObserver
+from ._options import Options
+from ._permissions import PermissionPolicy
+from ._records import AgentMessage, MessageKind
+from ._run import Attachment, Exit, PromptSettings, explain, read_attachment, run_prompt
+from ._version import __version__
+from .reader import DEFAULT_MAX_LINE, ReaderLimits
+
+__all__ = ["main"]
+
+EXIT_STATUS = """exit status:
+  0    the agent ended its turn (end_turn)
+  1    agent error: it exited, broke the protocol or answered with an error; or the journal failed
+  2    usage error: bad arguments, an unreadable file, config or journal path
+  3    the agent refused (refusal)
+  4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
+  5    --timeout passed
+  6    a transfer limit was reached
+  7    the agent's program could not be started (not installed)
+  130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""
+
+_DEFAULT_LIMITS = TransferLimits()
+_PROBE_TIMEOUT = 60.0  # the first `npx -y` of an adapter downloads it; a minute covers that on a slow line
+
+
+class _Usage(Exception):
+    """A usage error found after parsing (a missing file, a bad limit): exit 2 with this message."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Parsing.
+
+
+def _size(text: str) -> int:
+    """A byte count: ``1048576``, ``512K``, ``16M``, ``1G`` (powers of 1024; ``KiB``/``MB`` spellings too)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if match is None or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive size: {text!r} (examples: 4096, 512K, 16M)")
+    power = " kmg".index((match.group(2) or " ").lower())
+    return int(match.group(1)) << (10 * power)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, not {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``tinyacp``."""
+    parser = argparse.ArgumentParser(
+        prog="tinyacp",
+        description="Send prompts to coding agents that speak ACP, watch them work, decide what they may run.",
+    )
+    parser.add_argument("--version", action="version", version=f"tinyacp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
+    agent = argparse.ArgumentParser(add_help=False)
+    agent.add_argument(
+        "--agent",
+        metavar='NAME|"CMD ARGS"',
+        help="an agent name (see `tinyacp agents`), optionally with more arguments, or a command line "
+        "(default: the built-in demo agent)",
+    )
+    agent.add_argument("--cwd", default=".", metavar="DIR", help="the session's working directory (default: .)")
+
+    prompt = commands.add_parser(
+        "prompt",
+        parents=[config, agent],
+        help="send a prompt to an agent and show what it does",
+        description="Send TEXT to the agent, show its work on stderr, stream its reply to stdout.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prompt.add_argument("text", nargs="+", metavar="TEXT", help="the prompt; - reads it from stdin")
+    prompt.add_argument("--format", choices=("text", "json"), default="text", help="stdout: the reply, or events")
+    rules = prompt.add_argument_group("permissions (default: ask on a terminal, else reject)")
+    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
+    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
+    rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    content = prompt.add_argument_group("content")
+    content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
+    content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
+    record = prompt.add_argument_group("journal (default: one file per run in the state directory)")
+    record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
+    record.add_argument("--no-journal", action="store_true", help="keep no journal")
+    record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
+    timing = prompt.add_argument_group("time")
+    timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of the whole run")
+    timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
+    timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
+    limits = prompt.add_argument_group("limits (sizes in bytes; K, M, G suffixes)")
+    limits.add_argument("--max-line", type=_size, default=DEFAULT_MAX_LINE, metavar="SIZE")
+    for name, default in (
+        ("max-message-bytes", _DEFAULT_LIMITS.max_message_bytes),
+        ("max-update-bytes", None),
+        ("max-updates", _DEFAULT_LIMITS.max_updates),
+        ("max-reply-bytes", _DEFAULT_LIMITS.max_reply_bytes),
+        ("max-reply-chunks", _DEFAULT_LIMITS.max_reply_chunks),
+    ):
+        limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
+    shown = prompt.add_argument_group("display")
+    shown.add_argument("-q", "--quiet", action="store_true", help="show nothing on stderr but errors")
+    shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
+    prompt.set_defaults(handler=cmd_prompt)
+
+    probe = commands.add_parser(
+        "probe",
+        parents=[config, agent],
+        help="start an agent and show what it offers",
+        description="Start the agent, initialize, print what it offers, stop it.",
+    )
+    probe.add_argument("--format", choices=("text", "json"), default="text")
+    probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
+    probe.set_defaults(handler=cmd_probe)
+
+    agents = commands.add_parser("agents", parents=[config], help="list the agents known by name")
+    agents.add_argument("--format", choices=("text", "json"), default="text")
+    agents.set_defaults(handler=cmd_agents)
+
+    show = commands.add_parser("show", help="render a journal as a readable conversation")
+    show.add_argument("journal", type=Path, metavar="JOURNAL")
+    show.add_argument("--format", choices=("text", "json"), default="text")
+    show.set_defaults(handler=cmd_show)
+
+    from . import replay
+
+    replayer = commands.add_parser(
+        "replay",
+        help="be a recorded agent: replay a journal's agent side (a test double)",
+        description=(replay.__doc__ or "").split("\n\n")[1],
+    )
+    replay.build_parser(replayer)
+    replayer.set_defaults(handler=replay.run)
+
+    commands.add_parser(
+        "demo-agent",
+        help="run the built-in demo agent on stdin/stdout (same flags as python -m tinyacp.demo)",
+        add_help=False,
+    )
+    return parser
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Commands.
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.config)
+
+
+def _agent(args: argparse.Namespace) -> AgentSpec:
+    return resolve_agent(args.agent, _config(args))
+
+
+def _cwd(args: argparse.Namespace) -> Path:
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        raise _Usage(f"--cwd {args.cwd}: not a directory")
+    return cwd
+
+
+def _prompt_text(words: list[str]) -> str:
+    if words == ["-"]:
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Usage(f"the prompt on stdin is not UTF-8: {exc}") from None
+    return " ".join(words)
+
+
+def _attachments(args: argparse.Namespace) -> tuple[Attachment, ...]:
+    items = []
+    for path, image in [(path, False) for path in args.file] + [(path, True) for path in args.image]:
+        try:
+            items.append(read_attachment(path, image=image))
+        except OSError as exc:
+            raise _Usage(f"{'--image' if image else '--file'} {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise _Usage(str(exc)) from None
+    return tuple(items)
+
+
+def _journal_path(args: argparse.Namespace, agent: AgentSpec) -> Path | None:
+    if args.no_journal:
+        return None
+    if args.journal is not None:
+        return Path(args.journal)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent.name)[:40] or "agent"
+    try:
+        directory = private_dir(journal_dir())
+    except OSError as exc:
+        raise _Usage(f"cannot create the journal directory: {exc} (use --journal PATH or --no-journal)") from None
+    return directory / f"{stamp}-{name}-{os.getpid()}.jsonl"
+
+
+def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
+    max_update = args.max_update_bytes
+    if max_update is None:  # follow a lowered line limit: an update can never be longer than a line
+        max_update = min(_DEFAULT_LIMITS.max_update_bytes, args.max_line)
+    if max_update > args.max_line:
+        raise _Usage(f"--max-update-bytes ({max_update}) may not exceed --max-line ({args.max_line})")
+    transfer = TransferLimits(
+        max_message_bytes=args.max_message_bytes,
+        max_update_bytes=max_update,
+        max_updates=args.max_updates,
+        max_reply_bytes=args.max_reply_bytes,
+        max_reply_chunks=args.max_reply_chunks,
+    )
+    return ReaderLimits(max_line=args.max_line), transfer
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    """``tinyacp prompt``."""
+    agent = _agent(args)
+    cwd = _cwd(args)
+    attachments = _attachments(args)
+    reader_limits, transfer_limits = _limits(args)
+    text = _prompt_text(args.text)
+    terminal = _isatty(sys.stdin) and _isatty(sys.stderr)
+    ask = terminal and not args.yes and not args.no_input
+    settings = PromptSettings(
+        agent=agent,
+        text=text,
+        cwd=cwd,
+        attachments=attachments,
+        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
+        ask=ask,
+        no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
+        json=args.format == "json",
+        quiet=args.quiet,
+        timeout=args.timeout,
+        cancel_grace=args.cancel_grace,
+        kill_grace=args.kill_grace,
+        journal=_journal_path(args, agent),
+        sync_journal=args.sync_journal,
+        reader_limits=reader_limits,
+        transfer_limits=transfer_limits,
+        agent_log=args.agent_log,
+    )
+    return run_prompt(settings)
+
+
+class _InitializeAnswer(BaseObserver):
+    """Keeps the agent's raw answer to ``initialize``, to print it whole with ``probe --format json``."""
+
+    raw: bytes = b""
+
+    def on_message(self, message: AgentMessage) -> None:
+        if message.kind == MessageKind.RESPONSE and message.method == "initialize":
+            self.raw = message.raw
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """``tinyacp probe``: initialize, print what the agent offers."""
+    agent = _agent(args)
+    cwd = _cwd(args)
+
+    answer = _InitializeAnswer()
+    env = {**os.environ, **agent.env} if agent.env else None
+    try:
+        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
+            init = client.initialize(timeout=args.timeout)
+    except TinyAcpError as exc:
+        code, message, hint = explain(exc, agent, None)
+        _error(message, hint)
+        return int(code)
+    info = init.agent_info
+    caps = init.agent_capabilities
+    report: dict[str, Any] = {
+        "agent": {"name": info.name, "version": info.version, "title": info.title} if info else None,
+        "protocol_version": init.protocol_version,
+        "prompt_capabilities": {
+            "image": caps.prompt_capabilities.image,
+            "audio": caps.prompt_capabilities.audio,
+            "embedded_context": caps.prompt_capabilities.embedded_context,
+        },
+        "mcp_capabilities": {"http": caps.mcp_capabilities.http, "sse": caps.mcp_capabilities.sse},
+        "load_session": caps.load_session,
+        "session_capabilities": caps.session_capabilities,
+        "auth_methods": [
+            {"id": method.id, "name": method.name, "description": method.description, "type": method.type}
+            for method in init.auth_methods
+        ],
+        "command": list(agent.command),
+        "initialize": _loads(answer.raw).get("result"),
+    }
+    if args.format == "json":
+        print(json.dumps(report, ensure_ascii=True))
+    else:
+        print(_probe_text(report))
+    return int(Exit.OK)
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _probe_text(report: dict[str, Any]) -> str:
+    def yes(value: object) -> str:
+        return "yes" if value else "no"
+
+    agent = report["agent"] or {}
+    name = one_line(f"{agent.get('name', '?')} {agent.get('version', '')}", 100)
+    title = f" ({one_line(agent['title'], 100)})" if agent.get("title") else ""
+    prompt = report["prompt_capabilities"]
+    mcp = report["mcp_capabilities"]
+    sessions = ", ".join(
+        one_line(key, 40) for key, value in report["session_capabilities"].items() if value is not None
+    )
+    lines = [
+        f"agent:                {name}{title}",
+        f"protocol version:     {report['protocol_version']}",
+        f"prompt content:       text, resource links; image: {yes(prompt['image'])}, audio: {yes(prompt['audio'])}, "
+        f"embedded files: {yes(prompt['embedded_context'])}",
+        f"mcp servers:          stdio; http: {yes(mcp['http'])}, sse: {yes(mcp['sse'])}",
+        f"load session:         {yes(report['load_session'])}",
+        f"session capabilities: {sessions or 'none'}",
+        "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
+    ]
+    for method in report["auth_methods"]:
+        if method["description"]:
+            lines.append(f"  {one_line(method['name'], 60)}: {one_line(method['description'], 200)}")
+    return "\n".join(lines)
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
+    config = _config(args)
+    rows: list[dict[str, Any]] = []
+    for spec in config.agents.values():
+        program = spec.program()
+        rows.append(
+            {
+                "name": spec.name,
+                "command": list(spec.command),
+                "display": spec.display_command(),
+                "installed": program is not None,
+                "program": program,
+                "description": spec.description,
+                "install": spec.install,
+                "source": spec.source,
+            }
+        )
+    if args.format == "json":
+        document = {
+            "default": config.default_agent,
+            "config": str(config.path or default_config_path()),
+            "agents": rows,
+        }
+        print(json.dumps(document, ensure_ascii=True, indent=2))
+        return 0
+    width = max(len(row["name"]) for row in rows)
+    command_width = min(48, max(len(row["display"]) for row in rows))
+    for row in rows:
+        state = "ready" if row["installed"] else f"missing {row['command'][0]}"
+        marker = "*" if row["name"] == config.default_agent else " "
+        print(f"{marker} {row['name']:<{width}}  {row['display']:<{command_width}}  {state:<16} {row['description']}")
+    missing = [row for row in rows if not row["installed"] and row["install"]]
+    if missing:
+        print("\nto install:")
+        for row in missing:
+            print(f"  {row['name']}: {row['install']}")
+    where = config.path or default_config_path()
+    print(f"\n* default agent. config file: {where}{'' if config.path else ' (none yet)'}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``tinyacp show JOURNAL``."""
+    from ._show import render_json, render_text
+
+    try:
+        contents = read_journal(args.journal)
+    except OSError as exc:
+        raise _Usage(f"{args.journal}: {exc.strerror or exc}") from None
+    if args.format == "json":
+        render_json(contents, sys.stdout)
+    else:
+        render_text(contents, sys.stdout)
+    sys.stdout.flush()
+    if contents.torn is not None:
+        print(f"tinyacp: the journal's last line is torn ({len(contents.torn)} bytes): ignored", file=sys.stderr)
+    if contents.unreadable:
+        lines = ", ".join(map(str, contents.unreadable[:10]))
+        print(f"tinyacp: unreadable (torn) lines ignored: {lines}", file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Entry point.
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _error(message: str, hint: str | None = None) -> None:
+    print(f"tinyacp: error: {message}", file=sys.stderr)
+    if hint:
+        print(hint, file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tinyacp`` command; returns the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["demo-agent"]:  # the demo's own parser takes every flag, --help included
+        from . import demo
+
+        return demo.main(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return int(Exit.USAGE)
+    try:
+        return int(args.handler(args))
+    except (_Usage, ConfigError) as exc:
+        _error(str(exc))
+        return int(Exit.USAGE)
+    except KeyboardInterrupt:
+        return int(Exit.CANCELLED)
+    except BrokenPipeError:  # `tinyacp show … | head`: the reader has what it wanted
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Shared test fixtures: scripted agents, a recording observer, and one client API over both shells.
+
+Every client a test makes through ``make_client`` is checked after the test: its agent's process group must
+have no live member left, and the client must be closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tinyacp
+from tinyacp._process import _live_group_members
+
+TESTS = Path(__file__).resolve().parent
+AGENTS = TESTS / "agents"
+SHARED_ACP = TESTS.parents[1] / "shared" / "acp"
+SCHEMA_PATH = SHARED_ACP / "schema" / "v1" / "schema.json"
+
+INIT_RESULT: dict[str, Any] = {
+    "protocolVersion": 1,
+    "agentCapabilities": {"promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}},
+    "agentInfo": {"name": "scripted", "version": "1"},
+}
+
+
+def handshake(session: str = "s1", init: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Steps that answer initialize and session/new, then wait for the prompt."""
+    return [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": init or INIT_RESULT},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": {"sessionId": session}},
+        {"op": "expect", "method": "session/prompt"},
+    ]
+
+
+def chunk(text: str) -> dict[str, Any]:
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+def end_turn(reason: str = "end_turn") -> dict[str, Any]:
+    return {"op": "reply", "result": {"stopReason": reason}}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll a condition until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except FileNotFoundError:
+        return False
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] != b"Z"
+
+
+class Recorder(tinyacp.BaseObserver):
+    """Records every call in order: ``events`` is a list of (callback name, record)."""
+
+    def __init__(
+        self,
+        decide: Callable[[tinyacp.PermissionRequest], tinyacp.PermissionReply | None] | None = None,
+        on_decision: Callable[[tinyacp.PermissionRequest], None] | None = None,
+    ) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self._decide = decide
+        self._on_decision = on_decision
+        self.lock = threading.Lock()
+
+    def _add(self, name: str, value: Any) -> None:
+        with self.lock:
+            self.events.append((name, value))
+
+    def on_update(self, update: tinyacp.Update) -> None:
+        self._add("update", update)
+
+    def on_permission_request(self, request: tinyacp.PermissionRequest) -> tinyacp.PermissionReply | None:
+        self._add("permission_request", request)
+        return self._decide(request) if self._decide else None
+
+    def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
+        self._add("permission_decision", request)
+        if self._on_decision:
+            self._on_decision(request)
+
+    def on_message(self, message: tinyacp.AgentMessage) -> None:
+        self._add("message", message)
+
+    def on_send(self, message: tinyacp.OutgoingMessage) -> None:
+        self._add("send", message)
+
+    def of(self, name: str) -> list[Any]:
+        with self.lock:
+            return [value for event, value in self.events if event == name]
+
+    @property
+    def updates(self) -> list[tinyacp.Update]:
+        return self.of("update")
+
+
+class Scripted:
+    """A scripted agent's command line and the log of what it received."""
+
+    def __init__(self, tmp_path: Path, steps: list[dict[str, Any]], name: str = "agent") -> None:
+        self.script = tmp_path / f"{name}.json"
+        self.log = tmp_path / f"{name}.log"
+        self.script.write_text(json.dumps(steps))
+        self.argv = [sys.executable, str(AGENTS / "scripted.py"), str(self.script), str(self.log)]
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every JSON line the agent received, in order."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_bytes().splitlines() if line.strip()]
+
+    def methods(self) -> list[str | None]:
+        return [message.get("method") for message in self.received()]
+
+
+class AsyncFacade:
+    """The sync client API over an AsyncClient, each call run to completion on a private event loop.
+
+    ``cancel`` and ``kill`` may be called from another thread while a call runs, as with ``Client``.
+    """
+
+    def __init__(self, options: tinyacp.Options) -> None:
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._client: tinyacp.AsyncClient = self._loop.run_until_complete(self._make(options))
+        except BaseException:
+            self._loop.close()  # a client that failed to start must not leak its loop's fds
+            raise
+
+    @staticmethod
+    async def _make(options: tinyacp.Options) -> tinyacp.AsyncClient:
+        return tinyacp.AsyncClient(options)
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    @property
+    def inner(self) -> tinyacp.AsyncClient:
+        return self._client
+
+    @property
+    def pid(self) -> int:
+        return self._client.pid
+
+    @property
+    def closed(self) -> bool:
+        return self._client.closed
+
+    @property
+    def returncode(self) -> int | None:
+        return self._client.returncode
+
+    def stderr_tail(self) -> bytes | None:
+        return self._client.stderr_tail()
+
+    def initialize(self, **kwargs: Any) -> tinyacp.Initialize:
+        return self._run(self._client.initialize(**kwargs))  # type: ignore[no-any-return]
+
+    def new_session(self, *args: Any, **kwargs: Any) -> tinyacp.Session:
+        return self._run(self._client.new_session(*args, **kwargs))  # type: ignore[no-any-return]
+
+    def prompt(self, *args: Any, **kwargs: Any) -> tinyacp.PromptResult:
+        return self._run(self._client.prompt(*args, **kwargs))  # type: ignore[no-any-return]
+
+    def cancel(self, session_id: str) -> None:
+        if self._loop.is_running() and threading.current_thread() is not threading.main_thread():
+            future = asyncio.run_coroutine_threadsafe(self._client.cancel(session_id), self._loop)
+            future.result(timeout=10)
+        else:
+            self._run(self._client.cancel(session_id))
+
+    def kill(self) -> None:
+        self._client.kill()
+
+    def close(self) -> None:
+        try:
+            if not self._loop.is_closed():
+                self._run(self._client.close())
+        finally:
+            if not self._loop.is_closed():
+                self._loop.close()
+
+    def __enter__(self) -> AsyncFacade:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+ClientLike = tinyacp.Client | AsyncFacade
+
+
+@pytest.fixture(params=["sync", "async"])
+def client_kind(request: pytest.FixtureRequest) -> str:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def make_client(client_kind: str) -> Iterator[Callable[..., ClientLike]]:
+    """Build a Client or an AsyncClient (behind the same API) from Options; check no process is left after."""
+    made: list[ClientLike] = []
+
+    def make(options: tinyacp.Options | None = None, **kwargs: Any) -> ClientLike:
+        if options is None:
+            options = tinyacp.Options(**kwargs)
+        client: ClientLike = tinyacp.Client(options) if client_kind == "sync" else AsyncFacade(options)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+    for client in made:
+        wait_for(lambda c=client: not _live_group_members(c.pid), timeout=10, what=f"agent group {client.pid} gone")
+        with pytest.raises(ChildProcessError):
+            os.waitpid(client.pid, os.WNOHANG)
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Callable[..., Scripted]:
+    def make(steps: list[dict[str, Any]], name: str = "agent") -> Scripted:
+        return Scripted(tmp_path, steps, name)
+
+    return make

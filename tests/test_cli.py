@@ -1,0 +1,701 @@
+"""The ``tinyacp`` command, run as a subprocess: formats, exit codes, permissions, terminals, signals, journals.
+
+Every run carries a marker in its environment, which the agent inherits; after each test no live process with
+that marker may be left (the CLI, its agent, or anything the agent started).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import shlex
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import termios
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tinyacp
+from conftest import AGENTS, chunk, end_turn, handshake, pid_alive, wait_for
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+CLI = [sys.executable, "-m", "tinyacp.cli"]
+MARKER = "TINYACP_TEST_RUN"
+TIMEOUT = 30.0  # a CLI run that hangs fails its test after this long
+
+# What the agent sends to test sanitizing: escape sequences, an OSC title and hyperlink, CR, BEL, a bidi override.
+EVIL_TITLE = "Read \x1b]0;pwned\x07notes\x1b[2J"
+EVIL_OUTPUT = "line1\rOVER\x1b]8;;http://evil.example\x07link\x1b]8;;\x07"
+EVIL_REPLY = "safe \x1b[2Jabc\rXYZ\x07 \u202eevil\u009b31m\n"
+
+
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment holds this test's marker."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                environ = file.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and pid_alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+class Cli:
+    """Runs ``tinyacp`` in a scratch home: its own config and state dirs, a work dir with two files."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.work = tmp / "work"
+        self.work.mkdir()
+        (self.work / "a.txt").write_text("hello\n")
+        (self.work / "b.md").write_text("x\ny\n")
+        self.marker = uuid.uuid4().hex
+        env = {key: value for key, value in os.environ.items() if key not in ("NO_COLOR", "TERM")}
+        env.update(
+            PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+            XDG_STATE_HOME=str(tmp / "state"),
+            XDG_CONFIG_HOME=str(tmp / "config"),
+            TERM="dumb",
+        )
+        env[MARKER] = self.marker
+        self.env = env
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def run(
+        self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [*CLI, *args],
+            input=input if input is not None else b"",
+            capture_output=True,
+            cwd=self.work,
+            env=env or self.env,
+            timeout=TIMEOUT,
+            check=False,
+        )
+
+    def popen(self, *args: str, stderr: Path) -> subprocess.Popen[bytes]:
+        with open(stderr, "wb") as err:
+            proc = subprocess.Popen(
+                [*CLI, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=self.work,
+                env=self.env,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        """Stop what a failed test left running, close the pipes."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=TIMEOUT)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    def expected_reply(self, prompt: str = "hello") -> str:
+        return (
+            f"You said: {prompt}\nI read 2 files in {self.work}:\n- a.txt: 6 bytes, 1 line\n- b.md: 4 bytes, 2 lines\n"
+        )
+
+    def scripted(self, steps: list[dict[str, Any]], name: str = "agent") -> str:
+        """An --agent value for a scripted agent (tests/agents/scripted.py)."""
+        script = self.tmp / f"{name}.json"
+        script.write_text(json.dumps(steps))
+        return shlex.join([sys.executable, str(AGENTS / "scripted.py"), str(script), str(self.tmp / f"{name}.log")])
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(tmp_path)
+    yield runner
+    runner.close()
+    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
+
+
+def _events(stdout: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+class Lines:
+    """Reads a child's stdout line by line with a deadline (no thread, no blocking read)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buffer = b""
+        self.lines: list[bytes] = []
+
+    def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        seen = len(self.lines)
+        while True:
+            for line in self.lines[seen:]:
+                event = json.loads(line)
+                if predicate(event):
+                    return event  # type: ignore[no-any-return]
+            seen = len(self.lines)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no such event in time; got {self.lines!r}")
+            readable, _, _ = select.select([self.fd], [], [], remaining)
+            if readable:
+                data = os.read(self.fd, 65536)
+                if not data:
+                    raise AssertionError(f"stdout closed; got {self.lines!r}")
+                self.buffer += data
+                *complete, self.buffer = self.buffer.split(b"\n")
+                self.lines += complete
+
+    def rest(self) -> list[dict[str, Any]]:
+        while data := os.read(self.fd, 65536):
+            self.buffer += data
+        self.lines += [line for line in self.buffer.split(b"\n") if line]
+        self.buffer = b""
+        return [json.loads(line) for line in self.lines]
+
+
+class Terminal:
+    """``tinyacp`` on a pseudo-terminal: stdin, stdout and stderr are the pty, as in an interactive shell."""
+
+    def __init__(self, cli: Cli, *args: str) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(cli.env, TERM="xterm-256color")
+        self.proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, cwd=cli.work, env=env)
+        os.close(slave)
+        self.master = master
+        self.output = b""
+
+    def _read(self, timeout: float) -> bool:
+        readable, _, _ = select.select([self.master], [], [], timeout)
+        if not readable:
+            return True
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: every process holding the pty has exited
+            return False
+        self.output += data
+        return bool(data)
+
+    def wait_for(self, text: bytes, timeout: float = TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._read(min(remaining, 0.5)):
+                raise AssertionError(f"{text!r} never appeared; got {self.output!r}")
+
+    def send(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def finish(self, timeout: float = TIMEOUT) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._read(0.2):
+            if self.proc.poll() is not None and not select.select([self.master], [], [], 0.05)[0]:
+                break
+        os.close(self.master)
+        return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The main job.
+
+
+def test_prompt_runs_the_demo_agent_by_default_reply_on_stdout_work_on_stderr(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == cli.expected_reply()
+    err = done.stderr.decode()
+    assert "starting demo" in err
+    assert "[ ] Read the files in the working directory" in err  # the plan, as a checklist
+    assert "[x] Read the files in the working directory" in err  # and as it changed
+    assert "[read] Read files in" in err and ": pending" in err and ": completed" in err
+    assert "allowed once (by the policy: --yes)" in err
+    assert "done: end_turn" in err
+    assert "\x1b" not in err  # not a terminal: no colour, no animation
+
+
+def test_json_format_prints_one_event_per_line_ending_with_the_result(cli: Cli) -> None:
+    done = cli.run("prompt", "--format", "json", "--allow-kind", "read", "hello")
+    assert done.returncode == 0, done.stderr
+    events = _events(done.stdout)
+    assert events[0]["type"] == "session"
+    assert events[0]["agent"]["name"] == "tinyacp-demo"
+    assert events[-1]["type"] == "result"
+    assert [event["type"] for event in events[1:-1]].count("permission") == 1
+    updates = [event for event in events if event["type"] == "update"]
+    assert [event["seq"] for event in updates] == list(range(1, len(updates) + 1))
+    assert all(event["epoch"] == 1 for event in events)
+    assert updates[0]["kind"] == "plan" and updates[0]["update"]["sessionUpdate"] == "plan"
+    (permission,) = [event for event in events if event["type"] == "permission"]
+    assert permission["decided_by"] == "policy" and permission["rule"] == "--allow-kind read"
+    assert permission["allowed"] is True and permission["selected"] == "allow"
+    assert permission["tool_call"]["kind"] == "read"
+    result = events[-1]
+    assert result["outcome"] == "end_turn" and result["exit_code"] == 0
+    assert result["stop_reason"] == "end_turn"
+    assert result["text"] == cli.expected_reply()
+    assert result["counts"] == {"updates": len(updates), "chunks": 3, "permissions": 1, "allowed": 1, "rejected": 0}
+    assert result["overflow"] is None and result["timed_out"] is False
+    assert isinstance(result["elapsed"], float)
+    assert result["seq"] == updates[-1]["seq"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "allowed", "rule"),
+    [
+        (["--allow-kind", "read"], True, "--allow-kind read"),
+        (["--allow-title", "Read files in "], True, '--allow-title "Read files in "'),
+        (["-y"], True, "--yes"),
+        (["--allow-kind", "edit", "--allow-title", "Delete"], False, "not asked"),
+    ],
+)
+def test_permission_flags_build_the_policy(cli: Cli, flags: list[str], allowed: bool, rule: str) -> None:
+    done = cli.run("prompt", "--format", "json", *flags, "hello")
+    assert done.returncode == 0
+    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    assert permission["allowed"] is allowed
+    assert permission["rule"] == rule
+    assert permission["decided_by"] == ("policy" if allowed else "default-reject")
+
+
+def test_without_a_terminal_a_request_no_rule_allows_is_rejected_and_the_run_says_so(cli: Cli) -> None:
+    done = cli.run("prompt", "hello")
+    assert done.returncode == 0
+    assert done.stdout.decode() == f"You said: hello\nI was not allowed to read the files in {cli.work}.\n"
+    err = done.stderr.decode()
+    assert "rejected (no rule allows it and there is no terminal to ask)" in err
+    assert "1 permission request was rejected" in err and "--allow-kind KIND" in err
+
+
+def test_prompt_text_dash_reads_the_prompt_from_stdin(cli: Cli) -> None:
+    done = cli.run("prompt", "-y", "-", input=b"from stdin")
+    assert done.returncode == 0
+    assert done.stdout.decode().startswith("You said: from stdin\n")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Exit status.
+
+
+@pytest.mark.parametrize(
+    ("reason", "code", "outcome"),
+    [
+        ("refusal", 3, "refusal"),
+        ("max_tokens", 4, "incomplete"),
+        ("max_turn_requests", 4, "incomplete"),
+        ("something_newer", 4, "incomplete"),
+        ("cancelled", 130, "cancelled"),
+    ],
+)
+def test_each_stop_reason_has_its_exit_status(cli: Cli, reason: str, code: int, outcome: str) -> None:
+    agent = cli.scripted([*handshake(), {"op": "update", "update": chunk("partial")}, end_turn(reason)])
+    done = cli.run("prompt", "--agent", agent, "--format", "json", "hi")
+    assert done.returncode == code, done.stderr
+    result = _events(done.stdout)[-1]
+    assert (result["outcome"], result["stop_reason"], result["exit_code"]) == (outcome, reason, code)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [*handshake(), {"op": "exit", "code": 3}],
+        [*handshake(), {"op": "reply_error", "code": -32603, "message": "the model is down"}],
+    ],
+    ids=["agent-exits", "error-answer"],
+)
+def test_an_agent_error_exits_1_with_a_message(cli: Cli, steps: list[dict[str, Any]]) -> None:
+    done = cli.run("prompt", "--agent", cli.scripted(steps), "--format", "json", "hi")
+    assert done.returncode == 1
+    result = _events(done.stdout)[-1]
+    assert result["outcome"] == "agent_error" and result["error"]["message"]
+    assert "tinyacp: error:" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+
+
+def test_timeout_cancels_the_turn_and_exits_5(cli: Cli) -> None:
+    done = cli.run("prompt", "--agent", "demo --delay 10", "--timeout", "1.5", "--format", "json", "hi")
+    assert done.returncode == 5, done.stderr
+    result = _events(done.stdout)[-1]
+    assert result["outcome"] == "timeout" and result["timed_out"] is True
+    assert result["stop_reason"] == "cancelled"
+
+
+def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli) -> None:
+    done = cli.run("prompt", "-y", "--max-reply-chunks", "1", "hello")
+    assert done.returncode == 6, done.stderr
+    assert done.stdout == b"You said: hello\n"
+    assert b"reply limit reached" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prompt", "--file", "missing.txt", "hi"],
+        ["prompt", "--image", "a.txt", "hi"],
+        ["prompt", "--cwd", "nowhere", "hi"],
+        ["prompt", "--max-line", "1K", "--max-update-bytes", "2K", "hi"],
+        ["prompt", "--timeout", "soon", "hi"],
+        ["prompt", "--agent", "", "hi"],
+        ["prompt"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(cli: Cli, args: list[str]) -> None:
+    done = cli.run(*args)
+    assert done.returncode == 2
+    assert b"Traceback" not in done.stderr
+
+
+def test_a_broken_config_file_is_a_usage_error(cli: Cli) -> None:
+    config = cli.tmp / "config" / "tinyacp"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("[agents.x]\ncommand = 42\n")
+    done = cli.run("prompt", "hi")
+    assert done.returncode == 2
+    assert "command must be a non-empty list" in done.stderr.decode()
+
+
+def test_a_missing_agent_gets_an_install_hint_not_a_traceback(cli: Cli) -> None:
+    empty = cli.tmp / "empty-path"
+    empty.mkdir()
+    env = dict(cli.env, PATH=str(empty))
+    done = cli.run("prompt", "--agent", "gemini", "--format", "json", "hi", env=env)
+    assert done.returncode == 7
+    err = done.stderr.decode()
+    assert "gemini is not installed" in err and "npm install -g @google/gemini-cli" in err
+    assert "Traceback" not in err
+    assert _events(done.stdout)[-1]["outcome"] == "not_installed"
+    done = cli.run("probe", "--agent", "claude", env=env)
+    assert done.returncode == 7
+    assert "Node.js" in done.stderr.decode()
+    done = cli.run("prompt", "--agent", "no-such-agent-program --acp", "hi")
+    assert done.returncode == 7
+    assert "'no-such-agent-program' was not found on PATH" in done.stderr.decode()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Ctrl-C and other signals.
+
+
+def test_ctrl_c_once_cancels_the_turn_and_leaves_no_process(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    proc = cli.popen(
+        "prompt", "-y", "--agent", "demo --delay 0.5", "--format", "json", "--journal", str(journal), "hi",
+        stderr=cli.tmp / "err.txt",
+    )  # fmt: skip
+    lines = Lines(proc)
+    session = lines.until(lambda event: event["type"] == "session")
+    lines.until(lambda event: event["type"] == "update")  # the turn runs
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=TIMEOUT) == 130
+    result = lines.rest()[-1]
+    assert result["outcome"] == "cancelled" and result["stop_reason"] == "cancelled"
+    assert not pid_alive(session["pid"])
+    sent = [record.get("method") for record in tinyacp.JsonlJournal.read(journal) if record.get("dir") == "out"]
+    assert "session/cancel" in sent
+    assert "cancelling the turn" in (cli.tmp / "err.txt").read_text()
+
+
+def test_ctrl_c_twice_kills_the_agent_group(cli: Cli) -> None:
+    pidfile = cli.tmp / "children.txt"
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "ignore_sigterm"},
+            {"op": "spawn", "argv": [sys.executable, "-c", "import time; time.sleep(60)"], "pidfile": str(pidfile)},
+            {"op": "update", "update": chunk("working")},
+            {"op": "hang"},  # deaf to session/cancel, and to SIGTERM
+        ]
+    )
+    journal = cli.tmp / "run.jsonl"
+    proc = cli.popen(
+        "prompt", "--agent", agent, "--kill-grace", "0.3", "--format", "json", "--journal", str(journal), "hi",
+        stderr=cli.tmp / "err.txt",
+    )  # fmt: skip
+    lines = Lines(proc)
+    session = lines.until(lambda event: event["type"] == "session")
+    lines.until(lambda event: event["type"] == "update")
+    child = int(pidfile.read_text())
+    proc.send_signal(signal.SIGINT)
+    wait_for(
+        lambda: any(r.get("method") == "session/cancel" for r in tinyacp.JsonlJournal.read(journal)),
+        what="the cancel sent",
+    )
+    assert proc.poll() is None  # the agent ignores the cancel: the run waits for it
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=TIMEOUT) == 130
+    assert not pid_alive(session["pid"]) and not pid_alive(child)
+    result = lines.rest()[-1]
+    assert result["outcome"] == "cancelled" and result["error"]["type"] == "AgentExited"
+    assert "stopping the agent" in (cli.tmp / "err.txt").read_text()
+
+
+def test_sigterm_stops_the_agent_and_exits_143(cli: Cli) -> None:
+    proc = cli.popen("prompt", "-y", "--agent", "demo --delay 5", "--format", "json", "hi", stderr=cli.tmp / "e")
+    lines = Lines(proc)
+    session = lines.until(lambda event: event["type"] == "session")
+    lines.until(lambda event: event["type"] == "update")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
+    assert not pid_alive(session["pid"])
+    assert lines.rest()[-1]["outcome"] == "terminated"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A terminal.
+
+
+@pytest.mark.parametrize(
+    ("answer", "allowed", "said"),
+    [(b"y", True, b"allowed once"), (b"n", False, b"rejected"), (b"", False, b"rejected")],
+    ids=["yes", "no", "enter"],
+)
+def test_on_a_terminal_the_person_is_asked(cli: Cli, answer: bytes, allowed: bool, said: bytes) -> None:
+    terminal = Terminal(cli, "prompt", "--no-journal", "hello")
+    terminal.wait_for(b"allow? [y] once")
+    assert b"Read files in" in terminal.output
+    terminal.send(answer + b"\n")
+    assert terminal.finish() == 0
+    assert said + b"\x1b[0m (by you)" in terminal.output
+    reply = b"I read 2 files" if allowed else b"I was not allowed"
+    assert reply in terminal.output
+
+
+def test_allow_for_this_run_covers_later_requests_of_the_same_kind(cli: Cli) -> None:
+    def request(request_id: int, title: str) -> dict[str, Any]:
+        tool = {"toolCallId": f"t{request_id}", "title": title, "kind": "edit"}
+        options = [
+            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+            {"optionId": "always", "name": "Always", "kind": "allow_always"},
+            {"optionId": "no", "name": "No", "kind": "reject_once"},
+        ]
+        params = {"sessionId": "s1", "toolCall": tool, "options": options}
+        return {"op": "request", "id": request_id, "method": "session/request_permission", "params": params}
+
+    agent = cli.scripted([*handshake(), request(1, "Edit a.txt"), request(2, "Edit b.md"), end_turn()])
+    journal = cli.tmp / "run.jsonl"
+    terminal = Terminal(cli, "prompt", "--agent", agent, "--journal", str(journal), "hi")
+    terminal.wait_for(b"allow? [y] once")
+    terminal.send(b"a\n")
+    assert terminal.finish() == 0
+    assert terminal.output.count(b"allow? [y] once") == 1
+    decisions = [record for record in tinyacp.JsonlJournal.read(journal) if record["type"] == "decision"]
+    assert [decision["outcome"]["optionId"] for decision in decisions] == ["yes", "yes"]  # once each, not "always"
+    assert b"by you, for all 'edit' requests in this run" in terminal.output
+
+
+def test_ctrl_c_while_asking_cancels_the_turn(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    terminal = Terminal(cli, "prompt", "--journal", str(journal), "hello")
+    terminal.wait_for(b"allow? [y] once")
+    terminal.proc.send_signal(signal.SIGINT)
+    assert terminal.finish() == 130
+    (decision,) = [record for record in tinyacp.JsonlJournal.read(journal) if record["type"] == "decision"]
+    assert decision["outcome"] == {"outcome": "cancelled"}
+    assert b"Traceback" not in terminal.output
+
+
+def _evil_agent(cli: Cli) -> str:
+    options = [{"optionId": "ok", "name": "ok", "kind": "allow_once"}]
+    permission = {
+        "op": "request",
+        "id": 1,
+        "method": "session/request_permission",
+        "params": {"sessionId": "s1", "toolCall": {"toolCallId": "t1", "title": EVIL_TITLE}, "options": options},
+    }
+    plan = {"sessionUpdate": "plan", "entries": [{"content": "step \x1b[31mred\x1b[0m", "status": "in_progress"}]}
+    tool = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": EVIL_TITLE, "kind": "read"}
+    done = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "t1",
+        "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": EVIL_OUTPUT}}],
+    }
+    steps = [
+        *handshake(),
+        {"op": "update", "update": plan},
+        {"op": "update", "update": tool},
+        permission,
+        {"op": "update", "update": done},
+        {"op": "update", "update": chunk(EVIL_REPLY)},
+        end_turn(),
+    ]
+    return cli.scripted(steps)
+
+
+def _assert_clean(screen: bytes) -> None:
+    for bad in (b"\x1b]", b"\x1b[2J", b"\x1b[31m", b"\x07", b"abc\rXYZ", b"line1\rOVER", "\u202e".encode()):
+        assert bad not in screen, (bad, screen)
+    assert "\u009b".encode() not in screen
+
+
+def test_an_agents_control_characters_never_reach_the_terminal(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    terminal = Terminal(cli, "prompt", "-y", "--agent", _evil_agent(cli), "--journal", str(journal), "hi")
+    assert terminal.finish() == 0
+    _assert_clean(terminal.output)
+    assert b"Read notes" in terminal.output and b"XYZ" in terminal.output and b"OVER" in terminal.output
+    raw = b"".join(
+        tinyacp.JsonlJournal.raw(record) for record in tinyacp.JsonlJournal.read(journal) if "line" in record
+    )
+    assert b"\\u001b]0;pwned\\u0007" in raw  # the journal keeps what the agent sent
+
+
+def test_without_a_terminal_the_display_is_sanitized_and_stdout_is_the_exact_reply(cli: Cli) -> None:
+    done = cli.run("prompt", "-y", "--agent", _evil_agent(cli), "hi")
+    assert done.returncode == 0, done.stderr
+    _assert_clean(done.stderr)
+    assert b"\x1b" not in done.stderr and b"\r" not in done.stderr
+    assert done.stdout == EVIL_REPLY.encode()  # a file gets the reply as the agent wrote it
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Journals, show, replay.
+
+
+def test_every_run_is_journaled_by_default_readable_by_its_owner_only(cli: Cli) -> None:
+    assert cli.run("prompt", "-y", "hello").returncode == 0
+    directory = cli.tmp / "state" / "tinyacp" / "journals"
+    (journal,) = directory.iterdir()
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+    records = tinyacp.JsonlJournal.read(journal)
+    assert records[0]["type"] == "epoch"
+    assert any(record.get("method") == "session/prompt" for record in records)
+    assert cli.run("prompt", "-y", "--no-journal", "hello").returncode == 0
+    assert len(list(directory.iterdir())) == 1
+
+
+def test_show_renders_a_journal_and_a_torn_last_line_is_ignored(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    assert cli.run("prompt", "-y", "--journal", str(journal), "hello").returncode == 0
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0
+    text = shown.stdout.decode()
+    for expected in ("== epoch 1", "> prompt:", "    hello", "? permission asked: Read files in", "-> allow_once"):
+        assert expected in text
+    assert "reply:\n    You said: hello\n" in text and "< stop reason: end_turn" in text
+
+    with open(journal, "ab") as file:
+        file.write(b'{"type":"line","epoch":1,"dir":"in","ts":"2026-')  # a crash mid-write
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0 and shown.stdout.decode() == text
+    assert "last line is torn" in shown.stderr.decode()
+
+    assert cli.run("prompt", "-y", "--journal", str(journal), "again").returncode == 0  # appends epoch 2
+    shown = cli.run("show", "--format", "json", str(journal))
+    records = _events(shown.stdout)
+    assert [record["epoch"] for record in records if record["type"] == "epoch"] == [1, 2]
+    prompts = [r["message"]["params"]["prompt"][0]["text"] for r in records if r.get("method") == "session/prompt"]
+    assert prompts == ["hello", "again"]
+    assert "unreadable (torn) lines ignored" in shown.stderr.decode()
+
+
+def test_replay_command_stands_in_for_the_recorded_agent(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    first = cli.run("prompt", "-y", "--journal", str(journal), "hello")
+    assert first.returncode == 0
+    agent = shlex.join([*CLI, "replay", "--strict", str(journal)])
+    again = cli.run("prompt", "-y", "--no-journal", "--agent", agent, "hello")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout == cli.expected_reply().encode()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The other subcommands.
+
+
+def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cli) -> None:
+    done = cli.run("agents", "--format", "json")
+    listing = json.loads(done.stdout)
+    names = {agent["name"]: agent for agent in listing["agents"]}
+    assert {"demo", "claude", "codex", "gemini", "opencode"} <= set(names)
+    assert names["claude"]["command"] == ["npx", "-y", "@zed-industries/claude-agent-acp"]
+    assert names["codex"]["command"] == ["npx", "-y", "@zed-industries/codex-acp"]
+    assert names["gemini"]["command"] == ["gemini", "--acp"]
+    assert names["opencode"]["command"] == ["opencode", "acp"]
+    assert listing["default"] == "demo"
+
+    config = cli.tmp / "config" / "tinyacp"
+    config.mkdir(parents=True)
+    mine = shlex.join([sys.executable, "-m", "tinyacp.demo", "--chunks", "1"])
+    (config / "config.toml").write_text(
+        f'default_agent = "mine"\n[agents.mine]\ncommand = {json.dumps(mine)}\ndescription = "my demo"\n'
+        '[agents.gemini]\ncommand = ["my-gemini", "--acp"]\n'
+    )
+    listing = json.loads(cli.run("agents", "--format", "json").stdout)
+    names = {agent["name"]: agent for agent in listing["agents"]}
+    assert names["mine"]["description"] == "my demo" and names["mine"]["installed"] is True
+    assert names["gemini"]["command"] == ["my-gemini", "--acp"]
+    assert names["gemini"]["install"] == "npm install -g @google/gemini-cli"  # kept from the built-in entry
+    text = cli.run("agents").stdout.decode()
+    assert "* mine" in text
+    done = cli.run("prompt", "-y", "hello")  # the config's default agent: one chunk
+    assert done.returncode == 0 and done.stdout.decode() == cli.expected_reply()
+    assert "starting mine" in done.stderr.decode()
+
+
+def test_probe_prints_what_the_agent_offers(cli: Cli) -> None:
+    done = cli.run("probe")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert "tinyacp-demo" in text and "protocol version:     1" in text and "embedded files: yes" in text
+    report = json.loads(cli.run("probe", "--format", "json").stdout)
+    assert report["agent"]["name"] == "tinyacp-demo"
+    assert report["protocol_version"] == 1
+    assert report["prompt_capabilities"] == {"image": False, "audio": False, "embedded_context": True}
+    assert report["auth_methods"] == [] and report["session_capabilities"] == {}
+    assert report["initialize"]["agentInfo"]["title"] == "tinyacp demo agent"
+
+
+def test_demo_agent_subcommand_is_the_demo_agent_with_its_flags(cli: Cli) -> None:
+    agent = shlex.join([*CLI, "demo-agent", "--chunks", "1"])
+    done = cli.run("prompt", "-y", "--agent", agent, "--format", "json", "hello")
+    assert done.returncode == 0, done.stderr
+    assert _events(done.stdout)[-1]["counts"]["chunks"] == 1
+    assert b"--all-kinds" in cli.run("demo-agent", "--help").stdout
+
+
+def test_files_are_embedded_and_images_linked_when_the_agent_cannot_take_them(cli: Cli) -> None:
+    (cli.work / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run("prompt", "-y", "--journal", str(journal), "--file", "a.txt", "--image", "pic.png", "look")
+    assert done.returncode == 0, done.stderr
+    assert "pic.png is sent as a link" in done.stderr.decode()
+    (line,) = [record for record in tinyacp.JsonlJournal.read(journal) if record.get("method") == "session/prompt"]
+    blocks = json.loads(line["line"])["params"]["prompt"]
+    assert blocks[0] == {"type": "text", "text": "look"}
+    assert blocks[1]["type"] == "resource" and blocks[1]["resource"]["text"] == "hello\n"
+    assert blocks[2]["type"] == "resource_link" and blocks[2]["uri"].endswith("/pic.png")
+
+
+def test_import_tinyacp_does_not_import_the_cli() -> None:
+    code = (
+        "import sys, tinyacp; tinyacp.JsonlJournal; "
+        "bad = [m for m in ('tinyacp.cli', 'tinyacp._run', 'tinyacp._display', 'argparse') if m in sys.modules]; "
+        "print(bad)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=TIMEOUT, check=True)
+    assert done.stdout.strip() == b"[]"

@@ -1,0 +1,259 @@
+"""The durable journal: every line in both directions, in order, byte-exact; epochs; fsync; torn lines."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tinyacp
+from conftest import Recorder, chunk, end_turn, handshake
+from tinyacp._journal import last_epoch, read_journal
+
+DEMO = [sys.executable, "-m", "tinyacp.demo"]
+
+
+class Both(Recorder):
+    """Records like Recorder and forwards every call to a journal, so the two records can be compared."""
+
+    def __init__(self, journal: tinyacp.JsonlJournal) -> None:
+        super().__init__()
+        self.journal = journal
+
+    def on_update(self, update: tinyacp.Update) -> None:
+        self.journal.on_update(update)
+        super().on_update(update)
+
+    def on_permission_request(self, request: tinyacp.PermissionRequest) -> None:
+        self.journal.on_permission_request(request)
+        super().on_permission_request(request)
+
+    def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
+        self.journal.on_permission_decision(request)
+        super().on_permission_decision(request)
+
+    def on_message(self, message: tinyacp.AgentMessage) -> None:
+        self.journal.on_message(message)
+        super().on_message(message)
+
+    def on_send(self, message: tinyacp.OutgoingMessage) -> None:
+        self.journal.on_send(message)
+        super().on_send(message)
+
+
+def _demo_env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    return env
+
+
+def test_journal_records_every_line_in_both_directions_in_order_byte_exact(tmp_path: Path, make_client: Any) -> None:
+    (tmp_path / "a.txt").write_text("hello\n")
+    journal = tinyacp.JsonlJournal(tmp_path / "run.jsonl")
+    epoch = journal.begin_epoch()
+    observer = Both(journal)
+    client = make_client(
+        command=DEMO,
+        env=_demo_env(),
+        epoch=epoch,
+        observer=observer,
+        policy=tinyacp.PermissionPolicy(kinds=["read"]),
+    )
+    client.initialize(timeout=10)
+    session = client.new_session(tmp_path, timeout=10)
+    result = client.prompt(session.id, "hi", timeout=10)
+    client.close()
+    journal.close()
+    assert result.stop_reason == "end_turn"
+
+    records = tinyacp.JsonlJournal.read(tmp_path / "run.jsonl")
+    assert records[0] == {"type": "epoch", "epoch": 1, "ts": records[0]["ts"]}
+    lines = [record for record in records if record["type"] == "line"]
+    expected = [
+        (name, value.raw)
+        for name, value in observer.events
+        if name in ("update", "permission_request", "message", "send")
+    ]
+    assert [("out" if name == "send" else "in", raw) for name, raw in expected] == [
+        (record["dir"], tinyacp.JsonlJournal.raw(record)) for record in lines
+    ]
+    assert all(record["epoch"] == 1 for record in records)
+    updates = [record for record in lines if record["kind"] == "update"]
+    assert [record["seq"] for record in updates] == [update.seq for update in observer.updates]
+    assert [record["kind"] for record in lines if record["dir"] == "out"] == [
+        "request",
+        "request",
+        "request",
+        "response",
+    ]
+    (decision,) = [record for record in records if record["type"] == "decision"]
+    assert decision["decided_by"] == "policy"
+    assert decision["outcome"] == {"outcome": "selected", "optionId": "allow"}
+    # The decision is recorded after the request and before our answer to it.
+    index = records.index(decision)
+    assert records[index - 1]["kind"] == "permission_request"
+    assert records[index + 1]["dir"] == "out" and records[index + 1]["kind"] == "response"
+
+
+def test_a_line_that_is_not_utf8_is_kept_in_base64_and_recovered_exactly(
+    tmp_path: Path, make_client: Any, scripted: Any
+) -> None:
+    bad = b'{"jsonrpc":"2.0","method":"x/\xff\xfe"}'
+    agent = scripted([*handshake(), {"op": "raw_b64", "data": base64.b64encode(bad + b"\n").decode()}, end_turn()])
+    journal = tinyacp.JsonlJournal(tmp_path / "j.jsonl")
+    client = make_client(command=agent.argv, observer=journal)
+    client.initialize(timeout=10)
+    session = client.new_session(tmp_path, timeout=10)
+    client.prompt(session.id, "hi", timeout=10)
+    client.close()
+    records = tinyacp.JsonlJournal.read(tmp_path / "j.jsonl")
+    (invalid,) = [record for record in records if record.get("kind") == "invalid"]
+    assert "line" not in invalid
+    assert tinyacp.JsonlJournal.raw(invalid) == bad
+
+
+def test_begin_epoch_continues_from_the_last_epoch_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 1
+        assert journal.begin_epoch() == 2
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 3
+    assert [record["epoch"] for record in tinyacp.JsonlJournal.read(path)] == [1, 2, 3]
+
+
+def test_last_epoch_is_found_behind_lines_longer_than_the_read_block(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    big = json.dumps({"type": "line", "epoch": 7, "dir": "in", "ts": "t", "kind": "update", "line": "x" * 200_000})
+    path.write_text('{"type":"epoch","epoch":7,"ts":"t"}\n' + big + "\n" + big + "\n")
+    assert last_epoch(path) == 7
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 8
+
+
+def test_a_torn_last_line_is_ignored_on_read_and_sealed_before_the_next_append(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 1
+    torn = b'{"type":"epoch","epoch":99,"ts":"2026'  # a crash mid-write: it claims epoch 99
+    with open(path, "ab") as file:
+        file.write(torn)
+
+    contents = read_journal(path)
+    assert contents.torn == torn
+    assert [record["epoch"] for record in contents.records] == [1]
+    assert last_epoch(path) == 1
+
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 2  # not 100: the torn line does not count
+    data = path.read_bytes()
+    assert torn + b"\n" + b'{"type":"epoch","epoch":2' in data  # sealed, never merged with the new line
+    contents = read_journal(path)
+    assert contents.torn is None
+    assert contents.unreadable == [2]
+    assert [record["epoch"] for record in contents.records] == [1, 2]
+
+
+def test_a_file_holding_only_a_torn_line_starts_at_epoch_one(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"type":"epoch","epo')
+    assert last_epoch(path) == 0
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch() == 1
+
+
+def test_journal_file_is_readable_by_its_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        with tinyacp.JsonlJournal(tmp_path / "j.jsonl") as journal:
+            journal.begin_epoch()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "j.jsonl").st_mode) == 0o600
+
+
+class FsyncSpy:
+    """Records fsync calls in the order of an event list shared with an observer."""
+
+    def __init__(self, events: list[str], real: Any) -> None:
+        self.events = events
+        self.real = real
+
+    def __call__(self, fd: int) -> None:
+        self.events.append("fsync")
+        self.real(fd)
+
+
+def test_a_permission_decision_is_fsynced_before_the_answer_goes_out(
+    tmp_path: Path, make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = tinyacp.JsonlJournal(tmp_path / "j.jsonl")
+    events: list[str] = []
+    monkeypatch.setattr(os, "fsync", FsyncSpy(events, os.fsync))  # after the file's creation (its own fsync)
+
+    class Ordered(Both):
+        def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
+            events.append("decision")
+            super().on_permission_decision(request)
+
+        def on_send(self, message: tinyacp.OutgoingMessage) -> None:
+            events.append(f"send {message.method}")
+            super().on_send(message)
+
+    client = make_client(command=DEMO, env=_demo_env(), observer=Ordered(journal))
+    client.initialize(timeout=10)
+    session = client.new_session(tmp_path, timeout=10)
+    client.prompt(session.id, "hi", timeout=10)
+    assert events == [
+        "send initialize",
+        "send session/new",
+        "send session/prompt",
+        "decision",
+        "fsync",
+        "send None",  # the answer to the permission request
+    ]
+
+
+def test_sync_true_fsyncs_every_line(tmp_path: Path, make_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = tinyacp.JsonlJournal(tmp_path / "j.jsonl", sync=True)
+    events: list[str] = []
+    monkeypatch.setattr(os, "fsync", FsyncSpy(events, os.fsync))
+    client = make_client(command=DEMO, env=_demo_env(), observer=journal)
+    client.initialize(timeout=10)
+    client.close()
+    records = tinyacp.JsonlJournal.read(tmp_path / "j.jsonl")
+    assert len(records) == 2  # initialize, and its answer
+    assert events.count("fsync") == len(records)
+
+
+def test_the_journal_decides_nothing(tmp_path: Path, make_client: Any, scripted: Any) -> None:
+    request = {
+        "op": "request",
+        "id": 5,
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "t", "title": "rm -rf /", "kind": "execute"},
+            "options": [
+                {"optionId": "ok", "name": "ok", "kind": "allow_once"},
+                {"optionId": "no", "name": "no", "kind": "reject_once"},
+            ],
+        },
+    }
+    agent = scripted([*handshake(), request, {"op": "update", "session": "s1", "update": chunk("x")}, end_turn()])
+    journal = tinyacp.JsonlJournal(tmp_path / "j.jsonl")
+    client = make_client(command=agent.argv, observer=journal)
+    client.initialize(timeout=10)
+    session = client.new_session(tmp_path, timeout=10)
+    client.prompt(session.id, "hi", timeout=10)
+    client.close()
+    (decision,) = [r for r in tinyacp.JsonlJournal.read(tmp_path / "j.jsonl") if r["type"] == "decision"]
+    assert decision["decided_by"] == "default-reject"
+    assert decision["outcome"] == {"outcome": "selected", "optionId": "no"}

@@ -1,0 +1,215 @@
+"""Memory proofs: the client's peak memory does not grow with what the agent sends.
+
+Each proof runs the client in a fresh Python process (so ``ru_maxrss`` is the peak of that client alone, not of
+the test runner) against the firehose agent, for the sync and the asyncio client:
+
+- 200 MiB of reply text in one prompt with ``max_reply_bytes=1 MiB``: the prompt returns with an overflow, the
+  agent got exactly one ``session/cancel``, and the peak RSS is the same as after 20 MiB;
+- one 1 GiB line: ``ReaderExhaustion``, within the same bound.
+
+The bound is the same client's peak after a one-chunk prompt (the interpreter, tinyacp, and the reader's line
+buffer, which is allocated before the agent starts) plus :data:`BUDGET`, which covers what the limits let the
+client hold on top: the kept reply (1 MiB, and 1 MiB more while it is joined into ``PromptResult.text``), one
+line in flight and its decoded update (twice 64 KiB here), and allocator slack. It is a behaviour test, not a
+benchmark: the figures appear in the assertion messages and are never compared to a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import AGENTS, TESTS
+
+MiB = 1024 * 1024
+BUDGET = 8 * MiB
+"""What the limits let one client hold beyond its own baseline (see the module docstring)."""
+GROWTH = 2 * MiB
+"""How much more a ten times bigger flood may cost: allocator noise, nothing that scales with the flood."""
+CHUNK_BYTES = 64 * 1024
+REPLY_LIMIT = 1 * MiB
+
+CLIENT = r'''
+"""Run one client against the agent given on the command line; print what happened and the peak RSS."""
+
+import asyncio
+import json
+import resource
+import sys
+
+import tinyacp
+from tinyacp._process import _live_group_members
+
+
+class Counter(tinyacp.BaseObserver):
+    """Counts, keeps nothing: what the client itself holds is what is measured."""
+
+    def __init__(self):
+        self.updates = 0
+        self.cancels = 0
+
+    def on_update(self, update):
+        self.updates += 1
+
+    def on_send(self, message):
+        if message.method == "session/cancel":
+            self.cancels += 1
+
+
+def describe(result):
+    overflow = result.overflow
+    return {
+        "text_bytes": len(result.text.encode()),
+        "chunk_count": result.chunk_count,
+        "stop_reason": str(result.stop_reason),
+        "overflow": None if overflow is None else [str(overflow.kind), overflow.kept_bytes, overflow.kept_chunks,
+                                                   overflow.left_out_seq],
+    }
+
+
+def run_sync(options, out):
+    with tinyacp.Client(options) as client:
+        out["pid"] = client.pid
+        client.initialize()
+        client.new_session("/")
+        try:
+            out.update(describe(client.prompt("s1", "flood")))
+            client.new_session("/")  # answered only after the agent logged all we wrote before it
+        except tinyacp.LimitExceeded as exc:
+            out["error"] = type(exc).__name__
+            out["seen"] = getattr(exc, "seen", None)
+        out["closed_after_call"] = client.closed
+    out["returncode"] = client.returncode
+
+
+async def run_async(options, out):
+    async with tinyacp.AsyncClient(options) as client:
+        out["pid"] = client.pid
+        await client.initialize()
+        await client.new_session("/")
+        try:
+            out.update(describe(await client.prompt("s1", "flood")))
+            await client.new_session("/")
+        except tinyacp.LimitExceeded as exc:
+            out["error"] = type(exc).__name__
+            out["seen"] = getattr(exc, "seen", None)
+        out["closed_after_call"] = client.closed
+    out["returncode"] = client.returncode
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    counter = Counter()
+    options = tinyacp.Options(
+        command=config["agent"],
+        observer=counter,
+        transfer_limits=tinyacp.TransferLimits(max_reply_bytes=config["max_reply_bytes"]),
+        timeout=60,
+    )
+    out = {}
+    if config["kind"] == "sync":
+        run_sync(options, out)
+    else:
+        asyncio.run(run_async(options, out))
+    out["updates_seen"] = counter.updates
+    out["cancels_sent"] = counter.cancels
+    out["left_behind"] = _live_group_members(out["pid"])
+    out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    print(json.dumps(out))
+
+
+main()
+'''
+
+
+# On Linux a new program's ru_maxrss starts at its parent's peak: exec records the peak of the memory it
+# replaces, which for a process spawned with vfork (what subprocess does) is the parent's, here the test
+# runner's. The client is therefore started by this small launcher, whose own peak is below the client's.
+LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+
+
+def run_client(tmp_path: Path, kind: str, name: str, agent_args: list[str]) -> tuple[dict[str, Any], list[str | None]]:
+    """Run the client script against the firehose agent; return its report and the methods the agent received."""
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    log = tmp_path / f"{name}.log"
+    agent = [sys.executable, os.fspath(AGENTS / "firehose_agent.py"), os.fspath(log), *agent_args]
+    config = {"kind": kind, "agent": agent, "max_reply_bytes": REPLY_LIMIT}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.fspath(TESTS.parent / "src"), env.get("PYTHONPATH")]))
+    client = [sys.executable, os.fspath(script), json.dumps(config)]
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *client],
+        capture_output=True,
+        env=env,
+        timeout=100,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["left_behind"] == []
+    assert report["returncode"] is not None
+    methods = [json.loads(line).get("method") for line in log.read_bytes().splitlines()] if log.exists() else []
+    return report, methods
+
+
+def flood(tmp_path: Path, kind: str, mib: int) -> tuple[dict[str, Any], list[str | None]]:
+    count = mib * MiB // CHUNK_BYTES
+    args = ["--count", str(count), "--chunk-bytes", str(CHUNK_BYTES), "--await-cancel", "30"]
+    return run_client(tmp_path, kind, f"flood{mib}", args)
+
+
+def baseline(tmp_path: Path, kind: str) -> int:
+    """The same client's peak after a one-chunk reply: everything but what the flood could add."""
+    report, _ = run_client(tmp_path, kind, "baseline", ["--count", "1", "--chunk-bytes", str(CHUNK_BYTES)])
+    assert report["overflow"] is None
+    return int(report["maxrss"])
+
+
+def mib(size: int) -> str:
+    return f"{size / MiB:.1f} MiB"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_200_mib_flood_past_the_reply_limit_leaves_peak_memory_where_20_mib_leaves_it(
+    tmp_path: Path, kind: str
+) -> None:
+    bound = baseline(tmp_path, kind) + BUDGET
+    small, _ = flood(tmp_path, kind, 20)
+    big, methods = flood(tmp_path, kind, 200)
+
+    count = 200 * MiB // CHUNK_BYTES
+    kept = REPLY_LIMIT // CHUNK_BYTES
+    assert big["overflow"] == ["reply_bytes", REPLY_LIMIT, kept, kept + 1]
+    assert (big["text_bytes"], big["chunk_count"], big["updates_seen"]) == (REPLY_LIMIT, count, count)
+    assert big["stop_reason"] == "cancelled"
+    assert big["cancels_sent"] == 1
+    assert methods == ["initialize", "session/new", "session/prompt", "session/cancel", "session/new"]
+    assert small["overflow"] == big["overflow"]
+
+    figures = f"bound {mib(bound)}, 20 MiB flood {mib(small['maxrss'])}, 200 MiB flood {mib(big['maxrss'])}"
+    assert small["maxrss"] < bound, figures
+    assert big["maxrss"] < bound, figures
+    assert big["maxrss"] - small["maxrss"] < GROWTH, figures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_1_gib_line_stops_the_reader_within_the_same_bound(tmp_path: Path, kind: str) -> None:
+    bound = baseline(tmp_path, kind) + BUDGET
+
+    report, methods = run_client(tmp_path, kind, "big_line", ["--big-line", str(1 << 30)])
+
+    assert report["error"] == "ReaderExhaustion"
+    assert report["seen"] == 2 * MiB + 1  # the default line limit, and one byte more: nothing further was read
+    assert report["closed_after_call"] is True
+    assert report["updates_seen"] == 0
+    assert methods[:3] == ["initialize", "session/new", "session/prompt"]
+    assert report["maxrss"] < bound, f"bound {mib(bound)}, 1 GiB line {mib(report['maxrss'])}"

@@ -1,0 +1,151 @@
+"""The public surface: ``tinyacp.__all__`` is exactly what the package exports, and the one exception tree is
+what the errors module draws (httpx's ``test_exported_members`` idea)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import types
+from pathlib import Path
+
+import pytest
+
+import tinyacp
+from tinyacp import _errors
+
+INIT = Path(tinyacp.__file__)
+
+
+def group_then_name(name: str) -> tuple[int, str]:
+    """The order of ``__all__``: CONSTANTS, then Classes, then everything else; code-point order in each group
+    (the isort style that ruff's RUF022 keeps)."""
+    if name.isupper():
+        return (0, name)
+    if name[0].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def names_bound_in_init() -> set[str]:
+    """Every name ``__init__.py`` binds from the package itself: its relative imports (those under
+    TYPE_CHECKING too, which ``__getattr__`` serves lazily) and its own top-level definitions."""
+    tree = ast.parse(INIT.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            names.update(alias.asname or alias.name for alias in node.names)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_all_is_sorted_constants_then_classes_then_the_rest() -> None:
+    assert tinyacp.__all__ == sorted(tinyacp.__all__, key=group_then_name)
+    assert len(set(tinyacp.__all__)) == len(tinyacp.__all__)
+
+
+@pytest.mark.parametrize("name", tinyacp.__all__)
+def test_every_name_in_all_is_importable(name: str) -> None:
+    assert getattr(tinyacp, name) is not None
+    namespace: dict[str, object] = {}
+    exec(f"from tinyacp import {name}", namespace)
+    assert namespace[name] is getattr(tinyacp, name)
+
+
+def test_star_import_gives_exactly_all() -> None:
+    namespace: dict[str, object] = {}
+    exec("from tinyacp import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(tinyacp.__all__)
+
+
+def test_every_public_name_of_the_package_is_in_all() -> None:
+    public = {name for name in names_bound_in_init() if not name.startswith("_")}
+    assert public <= set(tinyacp.__all__)
+    assert set(tinyacp.__all__) - public == {"__version__"}
+
+
+def test_nothing_public_is_left_in_the_namespace_outside_all() -> None:
+    """What the module namespace holds beyond ``__all__`` is private, a submodule or a typing/future helper."""
+    helpers = {"annotations", "TYPE_CHECKING", "Any"}
+    extra = {
+        name
+        for name, value in vars(tinyacp).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType) and name not in helpers
+    }
+    assert extra <= set(tinyacp.__all__)
+
+
+def test_lazy_names_are_served_and_unknown_names_raise_attribute_error() -> None:
+    assert tinyacp.AsyncClient.__name__ == "AsyncClient"
+    assert tinyacp.JsonlJournal.__name__ == "JsonlJournal"
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        tinyacp.Nope  # noqa: B018
+
+
+# -- the exception tree --------------------------------------------------------------------------------------
+
+
+def error_classes() -> dict[str, type[BaseException]]:
+    return {
+        name: value
+        for name, value in vars(_errors).items()
+        if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == _errors.__name__
+    }
+
+
+def test_every_exception_derives_from_tinyacp_error_and_is_exported() -> None:
+    classes = error_classes()
+    assert len(classes) >= 17
+    for name, cls in classes.items():
+        assert issubclass(cls, tinyacp.TinyAcpError), name
+        assert getattr(tinyacp, name) is cls
+        assert name in _errors.__all__
+        assert cls.__doc__ and "\n" not in cls.__doc__.strip(), f"{name} needs a one-line docstring"
+
+
+def test_limit_and_timeout_errors_are_what_callers_catch() -> None:
+    assert issubclass(tinyacp.ReaderExhaustion, tinyacp.LimitExceeded)
+    assert issubclass(tinyacp.TransferLimitExceeded, tinyacp.LimitExceeded)
+    assert issubclass(tinyacp.AgentTimeout, TimeoutError)
+    assert issubclass(tinyacp.AgentTimeout, tinyacp.AgentError)
+    assert tinyacp.reader.ReaderExhaustion is tinyacp.ReaderExhaustion
+
+
+def drawn_tree() -> dict[str, str | None]:
+    """The errors module docstring's drawing, as {class: drawn parent}."""
+    doc = _errors.__doc__
+    assert doc is not None
+    drawing = doc.split("::", 1)[1]
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for text in drawing.splitlines():
+        found = re.match(r"^(\s*(?:[│├└]\s*|── )*)([A-Z]\w+)\s", text + " ")
+        if not found or not text.strip():
+            continue
+        if stack and not re.search(r"[├└]── ", text):
+            break  # the drawing ended: prose follows
+        column = len(found.group(1))
+        while stack and stack[-1][0] >= column:
+            stack.pop()
+        parents[found.group(2)] = stack[-1][1] if stack else None
+        stack.append((column, found.group(2)))
+    return parents
+
+
+def test_the_errors_docstring_draws_every_class_under_its_real_parent() -> None:
+    drawn = drawn_tree()
+    classes = error_classes()
+    assert set(drawn) == set(classes)
+    for name, parent in drawn.items():
+        cls = classes[name]
+        if parent is None:
+            assert cls is tinyacp.TinyAcpError
+            continue
+        ours = [base for base in cls.__bases__ if issubclass(base, tinyacp.TinyAcpError)]
+        assert [base.__name__ for base in ours] == [parent], name
