@@ -196,12 +196,15 @@ class AsyncFacade:
         self._client.kill()
 
     def close(self) -> None:
+        self._run(self._client.close())
+
+    def dispose(self) -> None:
+        """Close the client if still open, then the private loop (the fixture does this after the test)."""
         try:
-            if not self._loop.is_closed():
+            if not self._client.closed:
                 self._run(self._client.close())
         finally:
-            if not self._loop.is_closed():
-                self._loop.close()
+            self._loop.close()
 
     def __enter__(self) -> AsyncFacade:
         return self
@@ -232,7 +235,10 @@ def make_client(client_kind: str) -> Iterator[Callable[..., ClientLike]]:
 
     yield make
     for client in made:
-        client.close()
+        if isinstance(client, AsyncFacade):
+            client.dispose()
+        else:
+            client.close()
     for client in made:
         wait_for(lambda c=client: not _live_group_members(c.pid), timeout=10, what=f"agent group {client.pid} gone")
         with pytest.raises(ChildProcessError):

@@ -1,8 +1,9 @@
-"""The benchmark still runs, and the memory claim it reports holds as behaviour.
+"""The benchmark still runs, and what it claims beyond speed holds as behaviour.
 
 ``benchmarks/`` is not part of the suite and asserts no time; running it with tiny floods here keeps it from
 rotting. The memory claim is a behaviour, so it is asserted: past the reply limit, handling more updates leaves
-nothing behind and the peak of what is allocated does not grow with their number.
+nothing behind and the peak of what is allocated does not grow with their number. So is the correctness of the
+hot path's shortcuts: the reader cuts lines in batches, and the kept reply is joined in blocks.
 """
 
 from __future__ import annotations
@@ -12,14 +13,22 @@ import os
 import subprocess
 import sys
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 import tinyacp
+import tinyacp.reader
 from conftest import TESTS, ClientLike
+from tinyacp.reader import LineReader, ReaderEvent, ReaderExhaustion, ReaderLimits, ReaderState
 
 ROOT = TESTS.parent
 FLOOD_AGENT = ROOT / "benchmarks" / "flood_agent.py"
+FLOOD_TEXT = "The quick brown fox jumps over a lazy do"
+"""What every chunk of the flood agent says (``benchmarks/flood_agent.py``)."""
 KiB = 1024
 SMALL, LARGE = 10_000, 100_000
 
@@ -53,7 +62,7 @@ def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path:
         "## Targets",
     ):
         assert label in report, label
-    teardowns = [line for line in report.splitlines() if "teardown" in line]
+    teardowns = [line for line in report.splitlines() if line.startswith("| teardown")]
     assert len(teardowns) == 2
     assert all(line.endswith("processes left: 0 |") for line in teardowns), teardowns
 
@@ -92,3 +101,96 @@ def test_updates_past_the_reply_limit_leave_nothing_behind_and_do_not_raise_the_
     # Peak: the kept reply (64 KiB, then joined), the reader's batch (16 KiB) and transients; one Update at a time.
     assert large[1] < 1024 * KiB, (small, large)
     assert large[1] < small[1] + 256 * KiB, (small, large)
+
+
+# -- the hot path's shortcuts --------------------------------------------------------------------------------
+
+
+@contextmanager
+def reader_batch(size: int) -> Iterator[None]:
+    """Make the reader cut its lines in batches of ``size`` bytes (16 KiB normally) for the block's duration."""
+    saved = tinyacp.reader._BATCH
+    tinyacp.reader._BATCH = size
+    try:
+        yield
+    finally:
+        tinyacp.reader._BATCH = saved
+
+
+def drive(reader: LineReader, data: bytes, sizes: list[int]) -> tuple[list[bytes], ReaderExhaustion | None]:
+    """Feed ``data`` in chunks of ``sizes`` (cycled), polling until NEED_DATA after each; then end the input."""
+    lines: list[bytes] = []
+
+    def poll_all() -> ReaderEvent:
+        while True:
+            polled = reader.poll()
+            if polled.__class__ is not bytes:
+                return polled  # type: ignore[return-value]
+            lines.append(polled)  # type: ignore[arg-type]
+            assert reader.status.lines == len(lines)
+
+    pos = 0
+    turn = 0
+    try:
+        while pos < len(data):
+            view = reader.writable()
+            n = min(len(view), sizes[turn % len(sizes)], len(data) - pos)
+            turn += 1
+            view[:n] = data[pos : pos + n]
+            reader.commit(n)
+            pos += n
+            if poll_all() is ReaderEvent.EXHAUSTED:
+                reader.writable()
+        reader.commit(0)
+        assert poll_all() in (ReaderEvent.END_OF_INPUT, ReaderEvent.EXHAUSTED)
+        if reader.status.state is ReaderState.EXHAUSTED:
+            reader.writable()
+    except ReaderExhaustion as exc:
+        return lines, exc
+    return lines, None
+
+
+@given(
+    batch=st.integers(1, 24),
+    max_line=st.integers(1, 40),
+    lines=st.lists(st.binary(max_size=48).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    tail=st.binary(max_size=48).map(lambda b: b.replace(b"\n", b"")),
+    sizes=st.lists(st.integers(1, 64), min_size=1, max_size=6),
+)
+def test_lines_cut_in_batches_of_any_size_are_the_lines_of_split(
+    batch: int, max_line: int, lines: list[bytes], tail: bytes, sizes: list[int]
+) -> None:
+    data = b"".join(line + b"\n" for line in lines) + tail
+    expected = [*lines, tail] if tail else lines
+    overlong = next((i for i, line in enumerate(expected) if len(line) > max_line), None)
+    with reader_batch(batch):
+        reader = LineReader(limits=ReaderLimits(max_line))
+        got, error = drive(reader, data, sizes)
+    if overlong is None:
+        assert error is None
+        assert got == expected
+        assert reader.status.lines == len(expected)
+    else:
+        assert got == expected[:overlong]
+        assert error is not None
+        assert error.max_line == max_line
+
+
+def test_a_long_reply_is_kept_whole_and_in_order_across_the_joined_blocks(
+    make_client: Callable[..., ClientLike],
+) -> None:
+    updates = 3 * 1024 + 5  # three joined blocks and a tail
+    limits = tinyacp.TransferLimits(max_reply_chunks=updates)
+    client = make_client(
+        command=[sys.executable, str(FLOOD_AGENT)], observer=tinyacp.BaseObserver(), transfer_limits=limits
+    )
+    client.initialize(timeout=30)
+    session = client.new_session(ROOT, timeout=30)
+    result = client.prompt(session.id, str(updates), timeout=60)
+    assert result.overflow is None
+    assert (result.chunk_count, result.update_count) == (updates, updates)
+    assert result.text == FLOOD_TEXT * updates
+    cut = client.prompt(session.id, str(updates + 1), timeout=60)
+    assert cut.overflow is not None
+    assert (cut.overflow.kept_chunks, cut.overflow.left_out_seq) == (updates, 2 * updates + 1)
+    assert cut.text == FLOOD_TEXT * updates

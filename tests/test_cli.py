@@ -607,7 +607,8 @@ def test_show_renders_a_journal_and_a_torn_last_line_is_ignored(cli: Cli) -> Non
     shown = cli.run("show", "--format", "json", str(journal))
     records = _events(shown.stdout)
     assert [record["epoch"] for record in records if record["type"] == "epoch"] == [1, 2]
-    prompts = [r["message"]["params"]["prompt"][0]["text"] for r in records if r.get("method") == "session/prompt"]
+    sent = [record for record in records if record.get("dir") == "out" and record.get("method") == "session/prompt"]
+    prompts = [record["message"]["params"]["prompt"][0]["text"] for record in sent]
     assert prompts == ["hello", "again"]
     assert "unreadable (torn) lines ignored" in shown.stderr.decode()
 
@@ -683,7 +684,8 @@ def test_files_are_embedded_and_images_linked_when_the_agent_cannot_take_them(cl
     done = cli.run("prompt", "-y", "--journal", str(journal), "--file", "a.txt", "--image", "pic.png", "look")
     assert done.returncode == 0, done.stderr
     assert "pic.png is sent as a link" in done.stderr.decode()
-    (line,) = [record for record in tinyacp.JsonlJournal.read(journal) if record.get("method") == "session/prompt"]
+    records = tinyacp.JsonlJournal.read(journal)
+    (line,) = [record for record in records if record.get("dir") == "out" and record.get("method") == "session/prompt"]
     blocks = json.loads(line["line"])["params"]["prompt"]
     assert blocks[0] == {"type": "text", "text": "look"}
     assert blocks[1]["type"] == "resource" and blocks[1]["resource"]["text"] == "hello\n"

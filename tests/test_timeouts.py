@@ -194,6 +194,22 @@ def test_a_prompt_the_agent_does_not_read_times_out_while_writing_and_tears_down
     assert_torn_down(client)
 
 
+def test_a_handshake_call_that_times_out_half_written_tears_the_agent_down(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    # Part of the line is in the pipe and cannot be taken back: anything written after it would be glued to it.
+    agent = scripted([*handshake()[:2], {"op": "hang"}])  # never reads after initialize
+    client = make_client(command=agent.argv)
+    client.initialize()
+
+    with pytest.raises(AgentTimeout):
+        client.new_session("/" + "d" * (4 << 20), timeout=0.3)  # far more than a pipe holds
+
+    assert_torn_down(client)
+    with pytest.raises(tinyacp.ClientClosed, match="AgentTimeout"):
+        client.new_session("/")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The clock and the cost of waiting.
 

@@ -308,7 +308,12 @@ class AsyncClient(ShellBase):
             if data:
                 if self._agent_gone:
                     raise await self._exited_async("the agent exited before reading its input")
-                await self._wait((), (proc.stdin_fd,), deadline)
+                try:
+                    await self._wait((), (proc.stdin_fd,), deadline)
+                except AgentTimeout as exc:
+                    # Part of a line may be in the pipe already and cannot be taken back: tear down.
+                    await self._fail_async(exc)
+                    raise
 
     async def _drain_available(self) -> None:
         reader = self._reader

@@ -325,7 +325,10 @@ class Client(ShellBase):
             if data:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise AgentTimeout("the agent did not read its input in time")
+                    # Part of a line may be in the pipe already and cannot be taken back: tear down.
+                    error = AgentTimeout("the agent did not read its input in time")
+                    self._fail(error)
+                    raise error
                 timeout_ms = None if remaining == float("inf") else max(1, int(remaining * 1000) + 1)
                 events = self._write_poll.poll(timeout_ms)
                 if self._killed:

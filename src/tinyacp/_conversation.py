@@ -72,6 +72,9 @@ ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
 
+_JOIN_EVERY: Final = 1024
+"""update_recorded joins the kept reply text into one string every this many chunks."""
+
 # msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
 # that is an unreadable line from the agent like any other, not our crash.
 _UNREADABLE: Final = (msgspec.MsgspecError, RecursionError)
@@ -370,6 +373,7 @@ class Conversation:
         text = payload.content.text
         if text is None:
             size = 0
+            text = ""
         elif text.isascii():
             size = len(text)
         else:
@@ -377,10 +381,17 @@ class Conversation:
         kept_bytes = turn.kept_bytes + size
         kept_chunks = turn.kept_chunks
         if kept_chunks < self._max_reply_chunks and kept_bytes <= self._max_reply_bytes:
-            if text is not None:
-                turn.parts.append(text)
+            # parts holds one string per kept chunk, except that every _JOIN_EVERY of them are joined into one:
+            # a str object costs 49 bytes more than its ASCII text, which more than doubles a reply of short
+            # chunks (a million 40-byte chunks: 89 MB as chunks, 40 MB joined).
+            parts = turn.parts
+            parts.append(text)
             turn.kept_bytes = kept_bytes
-            turn.kept_chunks = kept_chunks + 1
+            kept_chunks += 1
+            turn.kept_chunks = kept_chunks
+            if not kept_chunks % _JOIN_EVERY:
+                joined = kept_chunks // _JOIN_EVERY - 1  # blocks joined before this one
+                parts[joined:] = ["".join(parts[joined:])]
             return None
         kind = OverflowKind.REPLY_CHUNKS if kept_chunks >= self._max_reply_chunks else OverflowKind.REPLY_BYTES
         turn.overflow = Overflow(kind, turn.kept_bytes, kept_chunks, update.seq)

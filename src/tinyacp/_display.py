@@ -308,10 +308,11 @@ class Display:
         """Permanent lines, optionally in one SGR style."""
         self._emit([self._style(line, code) if code else line for line in lines])
 
-    def error(self, text: str) -> None:
-        """An error line; shown even when quiet."""
+    def error(self, text: str, more: Sequence[str] = ()) -> None:
+        """An error line, and lines that help with it; shown even when quiet."""
         with self._lock:
-            self._write_err(self._clear_live() + self._style("tinyacp: error: ", "1;31") + text + "\n")
+            body = self._style("tinyacp: error: ", "1;31") + text + "\n" + "".join(line + "\n" for line in more)
+            self._write_err(self._clear_live() + body)
             self._live_height = 0
             self._redraw()
 
@@ -362,6 +363,8 @@ class Display:
         status = state["status"]
         if status == "in_progress":
             self._activity = "running: " + one_line(state["title"], 120)
+        elif status in ("completed", "failed"):
+            self._activity = "waiting for the agent"
         if (state["title"], status) == before:
             return
         kind = f" [{one_line(state['kind'], 20)}]" if state["kind"] else ""

@@ -27,7 +27,7 @@ import msgspec
 
 from ._agents import AgentSpec
 from ._client import Client
-from ._display import Display, one_line, verdict
+from ._display import Display, one_line, tool_output_lines
 from ._errors import (
     AgentExited,
     AgentTimeout,
@@ -218,7 +218,7 @@ class JsonEvents:
                     {"option_id": option.option_id, "name": option.name, "kind": option.kind}
                     for option in request.options
                 ],
-                "decision": verdict(request).replace("answered 'cancelled'", "cancelled").replace(" ", "_"),
+                "decision": _decision(request),
                 "allowed": request.allowed,
                 "selected": request.selected.option_id if request.selected is not None else None,
                 "decided_by": decided_by,
@@ -226,6 +226,15 @@ class JsonEvents:
                 "reason": request.reason,
             }
         )
+
+
+def _decision(request: PermissionRequest) -> str:
+    """``allowed_once``, ``allowed_always``, ``rejected``, or ``cancelled`` (the protocol's cancelled outcome)."""
+    if request.selected is None:
+        return "cancelled"
+    if request.allowed:
+        return "allowed_always" if request.selected.kind == "allow_always" else "allowed_once"
+    return "rejected"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -248,6 +257,9 @@ class Asker:
         if tool.locations:
             paths = [one_line(str(loc.get("path", "")), 200) for loc in tool.locations if isinstance(loc, dict)]
             lines.append(f"  on: {', '.join(path for path in paths if path)}")
+        lines += tool_output_lines(tool.content)
+        if tool.raw_input is not None:
+            lines.append(f"  input: {one_line(json.dumps(tool.raw_input, ensure_ascii=False, default=str), 300)}")
         self._display.pause(lines)
         try:
             while True:
@@ -631,8 +643,10 @@ class PromptRun:
                 self.journal = JsonlJournal(settings.journal, sync=settings.sync_journal)
                 self.epoch = self.journal.begin_epoch()
             except OSError as exc:
-                self.display.error(f"cannot write the journal {settings.journal}: {exc.strerror or exc}")
-                self.display.lines(["(choose another file with --journal PATH, or run with --no-journal)"])
+                self.display.error(
+                    f"cannot write the journal {settings.journal}: {exc.strerror or exc}",
+                    ["(choose another file with --journal PATH, or run with --no-journal)"],
+                )
                 return int(Exit.USAGE)
         if settings.json:
             self.events = JsonEvents(self.stdout, self.epoch)
@@ -731,9 +745,7 @@ class PromptRun:
         result = outcome.result
         elapsed = display.elapsed
         if outcome.error is not None:
-            display.error(outcome.error)
-            if outcome.hint:
-                display.lines(outcome.hint.splitlines())
+            display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
         elif result is not None:
             permissions = observer.allowed + observer.rejected
             parts = [

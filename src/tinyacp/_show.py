@@ -205,7 +205,8 @@ class _Renderer:
                 option.get("optionId"): option for option in params.get("options") or [] if isinstance(option, dict)
             }
             option = options.get(outcome.get("optionId"), {})
-            said = f"{one_line(str(option.get('kind', outcome.get('optionId'))), 40)}"
+            chosen = one_line(str(outcome.get("optionId")), 40)
+            said = f"{one_line(str(option.get('kind', '?')), 40)} (option {chosen!r})"
         who = one_line(str(record.get("decided_by")), 40)
         reason = one_line(str(record.get("reason", "")), 200)
         self.write(f"    -> {said} (decided by {who}: {reason})")

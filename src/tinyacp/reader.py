@@ -230,19 +230,15 @@ class LineReader:
         if pending:
             return pending.pop()
         start = self._start
-        end = self._end
         scan = self._scan
-        stop = start + _BATCH
-        if stop > end:
-            stop = end
+        stop = min(start + _BATCH, self._end)
         if scan >= stop:
             return self._poll_slow(scan)
         last = self._buf.rfind(_NEWLINE, scan, stop)
         if last < 0:
             return self._poll_slow(stop)
-        # The bytes after `last` are searched again by the next window, which then finds a newline past them or
-        # moves on: no byte is searched more than twice.
-        self._start = self._scan = last + 1
+        self._start = last + 1
+        self._scan = stop  # no newline after `last` in the window: the search goes on from its end
         lines = self._view[start:last].tobytes().split(_NEWLINE)
         self._lines += len(lines)
         if len(lines) == 1:

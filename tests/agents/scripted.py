@@ -65,7 +65,8 @@ class Script:
             if message is None:
                 sys.exit(0)
             if message.get("method") == method:
-                self.last_id = message.get("id")
+                if "id" in message:  # a notification (session/cancel) leaves the request to answer as it was
+                    self.last_id = message["id"]
                 return message
 
     def await_response(self, request_id: Any) -> dict[str, Any]:
@@ -124,7 +125,10 @@ class Script:
                 "method": "session/update",
                 "params": {
                     "sessionId": session,
-                    "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": step["text"]}},
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": step["text"]},
+                    },
                 },
             },
             separators=(",", ":"),
