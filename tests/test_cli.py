@@ -701,3 +701,46 @@ def test_import_tinyacp_does_not_import_the_cli() -> None:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=TIMEOUT, check=True)
     assert done.stdout.strip() == b"[]"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The pieces, in process.
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain text\n\ttab", "plain text\n\ttab"),
+        ("\x1b[31mred\x1b[0m", "red"),
+        ("\x1b]0;title\x07after", "after"),
+        ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
+        ("a\rb", "a\nb"),
+        ("a\r\nb", "a\nb"),
+        ("bell\x07 back\x08 nul\x00", "bell\ufffd back\ufffd nul\ufffd"),
+        ("c1 \u009b31m csi", "c1 \ufffd31m csi"),
+        ("lone \x1b", "lone \ufffd"),
+        ("\u202eevil", "\ufffdevil"),
+        ("surrogate \ud800", "surrogate ?"),
+    ],
+)
+def test_sanitize_removes_escape_sequences_and_replaces_controls(raw: str, shown: str) -> None:
+    from tinyacp._display import sanitize
+
+    assert sanitize(raw) == shown
+
+
+def test_platform_dirs_follow_xdg_and_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyacp import _dirs
+
+    home = str(tmp_path)
+    assert _dirs.config_dir({"HOME": home}) == tmp_path / ".config" / "tinyacp" or sys.platform == "darwin"
+    assert _dirs.config_dir({"HOME": home, "XDG_CONFIG_HOME": str(tmp_path / "c")}) == tmp_path / "c" / "tinyacp"
+    assert _dirs.state_dir({"HOME": home, "XDG_STATE_HOME": "relative/is/ignored"}).parent.parent.name in (
+        ".local",
+        "Library",
+    )
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert _dirs.config_dir({"HOME": home}) == tmp_path / "Library" / "Application Support" / "tinyacp"
+    assert _dirs.journal_dir({"HOME": home}) == tmp_path / "Library" / "Application Support" / "tinyacp" / "journals"
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert _dirs.state_dir({"HOME": home}) == tmp_path / ".local" / "state" / "tinyacp"

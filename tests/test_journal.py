@@ -161,6 +161,12 @@ def test_a_torn_last_line_is_ignored_on_read_and_sealed_before_the_next_append(t
     assert [record["epoch"] for record in contents.records] == [1, 2]
 
 
+def test_a_torn_last_line_longer_than_the_read_block_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"type":"epoch","epoch":4,"ts":"t"}\n' + b'{"type":"epoch","epoch":9,"x":"' + b"y" * 200_000)
+    assert last_epoch(path) == 4
+
+
 def test_a_file_holding_only_a_torn_line_starts_at_epoch_one(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
     path.write_bytes(b'{"type":"epoch","epo')

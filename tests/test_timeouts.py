@@ -70,22 +70,20 @@ def test_a_handshake_call_with_no_answer_raises_agent_timeout_at_its_deadline(
 def test_options_timeout_is_the_default_deadline_and_a_call_can_override_it(
     make_client: MakeClient, scripted: MakeScripted
 ) -> None:
-    agent = scripted(
-        [
-            {"op": "expect", "method": "initialize"},  # the first initialize is never answered
-            {"op": "expect", "method": "initialize"},
-            {"op": "sleep", "seconds": 0.4},  # slower than the default deadline, well within the call's own
-            {"op": "reply", "result": {"protocolVersion": 1}},
-        ]
-    )
-    client = make_client(command=agent.argv, timeout=0.2)
+    slow_reply = [{"op": "sleep", "seconds": 0.5}, {"op": "reply", "result": {"protocolVersion": 1}}]
+    # Each answer is slower than the default deadline; the first comes after its call gave up on it.
+    agent = scripted([{"op": "expect", "method": "initialize"}, *slow_reply] * 2)
+    recorder = Recorder()
+    client = make_client(command=agent.argv, observer=recorder, timeout=0.2)
     started = time.monotonic()
     with pytest.raises(AgentTimeout):
         client.initialize()
     assert time.monotonic() - started >= 0.2
 
-    # A handshake call's timeout leaves the client usable: the late answer would be a stray response.
+    # A handshake call's timeout leaves the client usable; the late answer is recorded as a stray response.
     assert client.initialize(timeout=10).protocol_version == 1
+    responses = [(m.kind, m.id) for m in recorder.of("message")]
+    assert responses == [(tinyacp.MessageKind.STRAY_RESPONSE, 0), (tinyacp.MessageKind.RESPONSE, 1)]
     assert agent.methods() == ["initialize", "initialize"]
 
 

@@ -277,7 +277,7 @@ class Display:
             try:
                 out.write(data.encode("utf-8", "replace"))
                 out.flush()
-            except BrokenPipeError:
+            except OSError:
                 self._out = None  # the reader went away (`| head`): the run goes on, the journal keeps all
                 return
             if data:
@@ -290,7 +290,7 @@ class Display:
                 try:
                     self._out.write(b"\n")
                     self._out.flush()
-                except BrokenPipeError:
+                except OSError:
                     self._out = None
                 self._reply_mid_line = False
 
@@ -485,8 +485,8 @@ class Display:
         try:
             self._err.write(text)
             self._err.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # nobody reads the display any more; the run and its journal go on
+        except (OSError, ValueError):
+            pass  # nobody reads the display any more (a closed pipe, a hung-up terminal); the run goes on
 
 
 def _fit_styled(line: str, width: int) -> str:

@@ -6,20 +6,17 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal, TypeAlias
 
 from ._limits import TransferLimits, default_transfer_limits
 from ._messages import ClientInfo
 from ._observer import Observer
 from ._permissions import PermissionPolicy
+from ._process import StderrTarget
 from ._version import __version__
 from .reader import ReaderLimits, default_reader_limits
 
 __all__ = ["Options", "StderrTarget"]
 
-StderrTarget: TypeAlias = Literal["discard", "tail"] | int | IO[Any]
-"""Where the agent's stderr goes: discarded (the default), ``"tail"`` (drained, the last 64 KiB kept for error
-messages), or an open file / file descriptor."""
 
 DEFAULT_CLIENT_INFO = ClientInfo(name="tinyacp", version=__version__, title="tinyacp")
 

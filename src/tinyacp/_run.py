@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,7 +173,7 @@ class JsonEvents:
         try:
             self._out.write(_json_line(event))
             self._out.flush()
-        except BrokenPipeError:
+        except OSError:
             self._out = None
 
     def session(self, init: Initialize, session_id: str, cwd: Path, pid: int, journal: Path | None) -> None:
@@ -312,7 +313,10 @@ class Interrupts:
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
-        """Take over the signals (main thread only)."""
+        """Take over the signals. Outside the main thread (an embedding program) Python allows no handler: the
+        program's own handling stays, and the client still tears the agent down when the run unwinds."""
+        if threading.current_thread() is not threading.main_thread():
+            return
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
 
@@ -643,6 +647,8 @@ class PromptRun:
                 self.journal = JsonlJournal(settings.journal, sync=settings.sync_journal)
                 self.epoch = self.journal.begin_epoch()
             except OSError as exc:
+                if self.journal is not None:
+                    self.journal.close()
                 self.display.error(
                     f"cannot write the journal {settings.journal}: {exc.strerror or exc}",
                     ["(choose another file with --journal PATH, or run with --no-journal)"],
