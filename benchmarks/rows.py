@@ -11,10 +11,11 @@ Rows:
 * ``journal`` — ``Client`` with a :class:`~tinyacp.JsonlJournal` recording to a file;
 * ``sdk`` — the official ACP SDK's client side (``acp.spawn_agent_process``), ``session_update`` a no-op;
 * ``decode`` — a bare loop: ``readline`` and the typed msgspec decoder tinyacp uses for updates;
+* ``json`` — the same loop with the standard library's ``json.loads``, the figure the benchmark's issue quotes;
 * ``read`` — a bare loop that only reads the lines;
 * ``pipe`` — reads the agent's output in 1 MiB ``os.read`` calls without splitting it: the flood agent's own rate.
 
-And three that time the edges of a client's life instead of a flood:
+And two that time the edges of a client's life instead of a flood:
 
 * ``initialize`` — from ``Client(options)`` to a finished ``initialize`` against the demo agent;
 * ``teardown`` — ``close()`` of an agent that started sleeping grandchildren, some of which ignore SIGTERM.
@@ -34,16 +35,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from benchmarks.flood_agent import TEXT, update_line
 
 HERE = Path(__file__).resolve().parent
 FLOOD_AGENT = HERE / "flood_agent.py"
-TEXT_BYTES = 40
-"""The flood agent's chunk text length (``flood_agent.TEXT``)."""
+TEXT_BYTES = len(TEXT.encode())
 MiB = 1 << 20
 PROMPT = "flood"
 
-ROWS = ("client", "async", "journal", "sdk", "decode", "read", "pipe", "initialize", "teardown")
+ROWS = ("client", "async", "journal", "sdk", "decode", "json", "read", "pipe", "initialize", "teardown")
 
 
 def flood_command(updates: int, *extra: str) -> list[str]:
@@ -89,7 +91,7 @@ class Clock:
 # tinyacp
 
 
-def tinyacp_options(updates: int, reply_limit: int | None, observer: object) -> Any:
+def tinyacp_options(updates: int, reply_limit: int | None, observer: Any) -> Any:
     import tinyacp
 
     if reply_limit is None:  # keep the whole reply
@@ -177,7 +179,8 @@ def run_sdk(updates: int) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             command = flood_command(updates)
-            async with acp.spawn_agent_process(noop, command[0], *command[1:]) as (conn, _process):
+            client = cast(acp.Client, noop)  # the SDK's Protocol lists every method; a no-op needs two
+            async with acp.spawn_agent_process(client, command[0], *command[1:]) as (conn, _process):
                 await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
                 session = await conn.new_session(cwd=tmp, mcp_servers=[])
                 clock = Clock()
@@ -228,7 +231,7 @@ def run_bare(updates: int, kind: str) -> dict[str, Any]:
         clock = Clock()
         if kind == "pipe":
             fd = proc.stdout.fileno()
-            expected = updates * len(_update_line(session_id)) + len(b'{"jsonrpc":"2.0","id":2,"result":')
+            expected = updates * len(update_line(session_id)) + len(b'{"jsonrpc":"2.0","id":2,"result":')
             received = 0
             clock.start()
             send_prompt(proc, session_id)
@@ -238,8 +241,8 @@ def run_bare(updates: int, kind: str) -> dict[str, Any]:
                     raise AssertionError("the flood agent stopped early")
                 received += len(chunk)
             clock.stop()
-        elif kind == "decode":
-            decode = _update_decoder()
+        elif kind in ("decode", "json"):
+            decode = _update_decoder() if kind == "decode" else json.loads
             clock.start()
             send_prompt(proc, session_id)
             for _ in range(updates):
@@ -269,13 +272,6 @@ def _update_decoder() -> Callable[[bytes], Any]:
     from tinyacp._messages import UpdateLine
 
     return msgspec.json.Decoder(UpdateLine).decode
-
-
-def _update_line(session_id: str) -> bytes:
-    sys.path.insert(0, str(HERE))
-    from flood_agent import update_line
-
-    return update_line(session_id)
 
 
 def _check_last(line: bytes) -> None:

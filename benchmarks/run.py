@@ -51,9 +51,10 @@ ASYNC = Row("async", "tinyacp `AsyncClient`")
 JOURNAL = Row("journal", "tinyacp `Client` + `JsonlJournal` (to a file)")
 SDK = Row("sdk", "official SDK (`acp`)")
 DECODE = Row("decode", "bare `readline` + tinyacp's msgspec decoder")
+JSON = Row("json", "bare `readline` + `json.loads`")
 READ = Row("read", "bare `readline` only")
 PIPE = Row("pipe", "flood agent's own rate (1 MiB `os.read`, no split)")
-THROUGHPUT_ROWS = (CLIENT, ASYNC, JOURNAL, SDK, DECODE, READ, PIPE)
+THROUGHPUT_ROWS = (CLIENT, ASYNC, JOURNAL, SDK, DECODE, JSON, READ, PIPE)
 
 
 @dataclass
@@ -358,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny floods, one run each: checks that it runs")
     parser.add_argument("--runs", type=int, default=5, help="rounds of the throughput and memory rows")
-    parser.add_argument("--sdk-large-runs", type=int, default=1, help="SDK runs at the largest N (slow)")
+    parser.add_argument("--sdk-large-runs", type=int, default=3, help="SDK runs at the largest N (slow)")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tinyacp-bench-pycache-") as pycache:

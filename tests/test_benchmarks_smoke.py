@@ -126,7 +126,7 @@ def drive(reader: LineReader, data: bytes, sizes: list[int]) -> tuple[list[bytes
             polled = reader.poll()
             if polled.__class__ is not bytes:
                 return polled  # type: ignore[return-value]
-            lines.append(polled)  # type: ignore[arg-type]
+            lines.append(polled)
             assert reader.status.lines == len(lines)
 
     pos = 0

@@ -732,15 +732,13 @@ def test_sanitize_removes_escape_sequences_and_replaces_controls(raw: str, shown
 def test_platform_dirs_follow_xdg_and_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tinyacp import _dirs
 
-    home = str(tmp_path)
-    assert _dirs.config_dir({"HOME": home}) == tmp_path / ".config" / "tinyacp" or sys.platform == "darwin"
-    assert _dirs.config_dir({"HOME": home, "XDG_CONFIG_HOME": str(tmp_path / "c")}) == tmp_path / "c" / "tinyacp"
-    assert _dirs.state_dir({"HOME": home, "XDG_STATE_HOME": "relative/is/ignored"}).parent.parent.name in (
-        ".local",
-        "Library",
-    )
-    monkeypatch.setattr(sys, "platform", "darwin")
-    assert _dirs.config_dir({"HOME": home}) == tmp_path / "Library" / "Application Support" / "tinyacp"
-    assert _dirs.journal_dir({"HOME": home}) == tmp_path / "Library" / "Application Support" / "tinyacp" / "journals"
+    home = {"HOME": str(tmp_path)}
     monkeypatch.setattr(sys, "platform", "linux")
-    assert _dirs.state_dir({"HOME": home}) == tmp_path / ".local" / "state" / "tinyacp"
+    assert _dirs.config_dir(home) == tmp_path / ".config" / "tinyacp"
+    assert _dirs.state_dir(home) == tmp_path / ".local" / "state" / "tinyacp"
+    assert _dirs.state_dir({**home, "XDG_STATE_HOME": "relative/is/ignored"}) == _dirs.state_dir(home)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    support = tmp_path / "Library" / "Application Support" / "tinyacp"
+    assert _dirs.config_dir(home) == support
+    assert _dirs.journal_dir(home) == support / "journals"
+    assert _dirs.config_dir({**home, "XDG_CONFIG_HOME": str(tmp_path / "c")}) == tmp_path / "c" / "tinyacp"

@@ -126,6 +126,8 @@ class AgentProcess:
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         stderr: StderrTarget = "discard",
+        supervise: bool = False,
+        kill_grace: float = 2.0,
     ) -> AgentProcess:
         """Start the agent in a new process group, with pipes for stdin and stdout.
 
@@ -140,6 +142,10 @@ class AgentProcess:
                 on); ``"tail"`` to have a thread read it continuously and keep the last
                 :data:`STDERR_TAIL_BYTES` (see :meth:`stderr_tail`), so a chatty agent never blocks; or an
                 open file or an fd >= 0 of the caller's, which the agent writes to directly.
+            supervise: Run the agent under :mod:`tinyacp._supervisor` (Linux), which then leads the group
+                and is what ``pid`` names; it stops the agent's escaped descendants too, after half of
+                ``kill_grace``, and exits as the agent did. Returns once the agent itself was started.
+            kill_grace: The grace the supervisor gives escaped descendants (halved); unused without it.
 
         Returns:
             The running agent. Call :meth:`terminate` when done with it.
@@ -163,6 +169,15 @@ class AgentProcess:
             stdout_r, stdout_w = _pipe(owned, child="write")
             wake_r, wake_w = _pipe(owned)
             child_ends = [stdin_r, stdout_w]
+            command, status_r = args, -1
+            pass_fds: tuple[int, ...] = ()
+            if supervise:
+                from . import _supervisor
+
+                status_r, status_w = os.pipe()  # both ends blocking: we wait on it once, below
+                owned += (status_r, status_w)
+                child_ends.append(status_w)
+                command, pass_fds = _supervisor.command(args, grace=kill_grace, status_fd=status_w), (status_w,)
             if keep_tail:
                 err_r, err_w = _pipe(owned, child="write")
                 stop_r, stop_w = _pipe(owned)
@@ -170,13 +185,14 @@ class AgentProcess:
                 child_ends.append(err_w)
             try:
                 proc = subprocess.Popen(
-                    args,
+                    command,
                     stdin=stdin_r,
                     stdout=stdout_w,
                     stderr=child_stderr,
                     cwd=cwd,
                     env=env,
                     close_fds=True,
+                    pass_fds=pass_fds,
                     process_group=0,
                 )
             except OSError as exc:
@@ -187,6 +203,14 @@ class AgentProcess:
                     owned.remove(fd)
                     os.close(fd)
             try:
+                if supervise:
+                    owned.remove(status_r)
+                    try:
+                        failure = _supervisor.read_status(status_r)
+                    finally:
+                        os.close(status_r)
+                    if failure is not None:
+                        raise SpawnError(_spawn_failure(args[0], cwd, failure)) from failure
                 exit_fd = _pidfd_open(proc.pid)
                 if exit_fd is not None:
                     owned.append(exit_fd)

@@ -75,6 +75,8 @@ class ShellBase:
             cwd=options.cwd,
             env=options.env,
             stderr=options.stderr,
+            supervise=options.supervise,
+            kill_grace=options.kill_grace,
         )
 
     def __del__(self) -> None:

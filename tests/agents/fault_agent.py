@@ -55,7 +55,7 @@ class LoggingScript(Script):
     def op_tool(self, step: dict[str, Any]) -> None:
         ready_r, ready_w = os.pipe()
         flags = [flag for flag in ("ignore_term", "escape") if step.get(flag)]
-        tool = subprocess.Popen(  # noqa: S603
+        tool = subprocess.Popen(
             [sys.executable, str(TOOL), str(ready_w), *("--" + flag.replace("_", "-") for flag in flags)],
             stdin=subprocess.DEVNULL,
             stdout=1 if step.get("hold_stdout") else subprocess.DEVNULL,

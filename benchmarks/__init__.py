@@ -1,0 +1,1 @@
+"""tinyacp's benchmarks: ``python -m benchmarks.run`` (see ``benchmarks/RESULTS.md``); not part of the package."""
