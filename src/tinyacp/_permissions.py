@@ -141,6 +141,18 @@ class PermissionRequest:
         return self._outcome
 
 
+def _unambiguous(options: list[PermissionOption]) -> list[PermissionOption]:
+    """The options whose id names one kind only.
+
+    An agent that gives one id to an allow and a reject option (a bug, or a trick) would read an answer naming
+    that id as either: such an option is never chosen, so a rejection can never be read as an allow.
+    """
+    kinds: dict[str, set[str]] = {}
+    for option in options:
+        kinds.setdefault(option.option_id, set()).add(option.kind)
+    return [option for option in options if len(kinds[option.option_id]) == 1]
+
+
 def _first(options: list[PermissionOption], *kinds: str) -> PermissionOption | None:
     for kind in kinds:
         for option in options:
@@ -169,23 +181,29 @@ def decide(
             PermissionReply.reject(),
             "neither the observer nor the policy allowed it",
         )
-    options = request.options
+    options = _unambiguous(request.options)
+    unambiguous = " unambiguous" if len(options) < len(request.options) else ""
     decision = wanted
     selected: PermissionOption | None = None
     if wanted.action == "select":
         selected = next((option for option in options if option.option_id == wanted.option_id), None)
         if selected is None:
-            why = f"option {wanted.option_id!r} was not offered by the agent, so it is rejected"
+            offered = any(option.option_id == wanted.option_id for option in request.options)
+            why = (
+                f"option {wanted.option_id!r} is ambiguous (the agent gave that id to options of different kinds)"
+                if offered
+                else f"option {wanted.option_id!r} was not offered by the agent"
+            ) + ", so it is rejected"
             decision = PermissionReply.reject()
     if decision.action == "allow":
         selected = _first(options, PermissionOptionKind.ALLOW_ONCE, PermissionOptionKind.ALLOW_ALWAYS)
         if selected is None:
-            why += "; the agent offered no allow option, so it is rejected"
+            why += f"; the agent offered no{unambiguous} allow option, so it is rejected"
             decision = PermissionReply.reject()
     if decision.action == "reject":
         selected = _first(options, PermissionOptionKind.REJECT_ONCE, PermissionOptionKind.REJECT_ALWAYS)
         if selected is None:
-            why += "; the agent offered no reject option, so the answer is the cancelled outcome"
+            why += f"; the agent offered no{unambiguous} reject option, so the answer is the cancelled outcome"
     request.decision = decision
     request.decided_by = source
     request.selected = selected

@@ -10,8 +10,9 @@ This module never waits for data: the sync and the asyncio shells wait on the fd
 
 Limits:
     A process that left the group on purpose (``setsid``, ``setpgid``, a daemonising tool) is not reached
-    by the group's signals and may outlive the agent. Catching it would need a cgroup or a subreaper,
-    which are process-wide decisions that belong to the application, not to a library.
+    by the group's signals and may outlive the agent. Making this process a subreaper, or the agent a cgroup,
+    would be a process-wide decision that belongs to the application; ``spawn(supervise=True)`` puts a
+    subreaper in a process of its own instead (:mod:`tinyacp._supervisor`, Linux).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ The client starts ``python -I -S <this file> --grace G --parent PID --status-fd 
 place, as the leader of the new process group. The supervisor starts ARGV as its child in that same group, with
 the same stdin, stdout and stderr and the environment the client passed, and then:
 
-- tells the client on FD whether the agent started (EOF) or why not (``exec <errno>``), so a missing program is
-  still a :class:`~tinyacp.SpawnError` in the client's constructor; it keeps no copy of the agent's stdin or
+- tells the client on FD whether the agent started (``ok``) or why not (``exec <errno>``), so a missing program
+  is still a :class:`~tinyacp.SpawnError` in the client's constructor; it keeps no copy of the agent's stdin or
   stdout (the client still sees the agent close its output), and never writes to stdout;
 - while the agent runs, only reaps the orphans that die;
 - when the agent exits, or the client process is gone: SIGTERM (and SIGCONT) to every descendant left, SIGKILL
@@ -95,13 +95,16 @@ def command(argv: Sequence[str], *, grace: float, status_fd: int) -> list[str]:
 def read_status(fd: int) -> OSError | None:
     """Wait for the supervisor to start the agent: None if it did, else the error that stopped it.
 
-    ``fd`` is the blocking read end of the status pipe; the supervisor closes its end once the agent runs.
+    ``fd`` is the blocking read end of the status pipe. The supervisor writes ``ok`` once the agent runs, or
+    what failed; EOF with neither means it ended before it could say (a crash, or a stop signal).
     """
     data = b""
     while chunk := os.read(fd, 256):
         data += chunk
-    if not data:
+    if data == b"ok":
         return None
+    if not data:
+        return OSError(errno.EIO, "the supervisor ended before it started the agent (its error is on stderr)")
     stage, _, number = data.decode("ascii", "replace").partition(" ")
     try:
         code = int(number)
@@ -154,6 +157,7 @@ class _Supervisor:
             )
         except OSError as exc:
             self._fail("exec", exc)
+        os.write(self.status_fd, b"ok")
         os.close(self.status_fd)
         # Keep no copy of the agent's stdin and stdout: the client must see the agent close its output, and
         # the agent must see EOF when the client closes its input.
@@ -380,8 +384,9 @@ def _exit_like(sig: int) -> NoReturn:
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the agent's crash is not ours to dump
     signal.set_wakeup_fd(-1)
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two have no handler to reset, and cannot be blocked
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
     os.kill(os.getpid(), sig)
     os._exit(128 + sig)  # a signal whose default is not to end a process (none that ends an agent)
 

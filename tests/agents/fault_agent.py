@@ -8,8 +8,11 @@ the observer's record with exactly what the agent wrote, up to the fault:
 - ``{"flood": BASE64, "count": N}``: the ``flood`` step, one line (without its newline) N times;
 - ``{"big": SIZE, "newline": BOOL}``: the ``big_line`` step, SIZE bytes of ``x``.
 
-One more step: ``tool`` starts ``fault_tool.py`` (``ignore_term``, ``escape``, ``hold_stdout`` as there; with
-``hold_stdout`` the tool's stdout is ours), waits until it reports ready, and appends its pid to ``pidfile``.
+Two more steps: ``report`` sends an ``agent_message_chunk`` whose text is a JSON object telling how the agent
+was started (``argv`` beyond the three above, ``environ``: its initial environment in base64, ``cwd``, ``pid``,
+``ppid``, ``pgid``, ``sid``); ``tool`` starts ``fault_tool.py`` (``ignore_term``, ``escape``, ``hold_stdout`` as
+there; with ``hold_stdout`` the tool's stdout is ours), waits until it reports ready, and appends its pid to
+``pidfile``.
 """
 
 from __future__ import annotations
@@ -51,6 +54,14 @@ class LoggingScript(Script):
     def op_big_line(self, step: dict[str, Any]) -> None:
         self.note(big=step["size"], newline=step.get("newline", True))
         super().op_big_line(step)
+
+    def op_report(self, step: dict[str, Any]) -> None:
+        with open("/proc/self/environ", "rb") as environ:
+            env = base64.b64encode(environ.read()).decode()
+        ids = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "sid": os.getsid(0)}
+        report = {"argv": sys.argv[4:], "environ": env, "cwd": os.getcwd(), **ids}
+        text = json.dumps(report)
+        self.op_update({"update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
 
     def op_tool(self, step: dict[str, Any]) -> None:
         ready_r, ready_w = os.pipe()

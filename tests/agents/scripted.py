@@ -183,7 +183,7 @@ class Script:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def op_spawn(self, step: dict[str, Any]) -> None:
-        child = subprocess.Popen(step["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # noqa: S603
+        child = subprocess.Popen(step["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.children.append(child)
         with open(step["pidfile"], "a") as pidfile:
             pidfile.write(f"{child.pid}\n")
