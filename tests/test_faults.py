@@ -244,7 +244,6 @@ class Run:
     agent: FaultAgent
     ledger: Ledger
     tmp: Path
-    kind: str
     cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     def open(self) -> str:
@@ -1353,11 +1352,10 @@ def cleanups() -> Iterator[list[Callable[[], None]]]:
 def test_fault_matrix(
     row: Fault,
     make_client: MakeClient,
-    client_kind: str,
     tmp_path: Path,
     cleanups: list[Callable[[], None]],
 ) -> None:
-    run_row(row, row.options, make_client=make_client, kind=client_kind, tmp_path=tmp_path, cleanups=cleanups)
+    run_row(row, row.options, make_client=make_client, tmp_path=tmp_path, cleanups=cleanups)
 
 
 SUPERVISED = [row for row in FAULTS if row.supervised]
@@ -1367,12 +1365,11 @@ SUPERVISED = [row for row in FAULTS if row.supervised]
 def test_fault_matrix_supervised(
     row: Fault,
     make_client: MakeClient,
-    client_kind: str,
     tmp_path: Path,
     cleanups: list[Callable[[], None]],
 ) -> None:
     options = {**row.options, "supervise": True}
-    run_row(row, options, make_client=make_client, kind=client_kind, tmp_path=tmp_path, cleanups=cleanups)
+    run_row(row, options, make_client=make_client, tmp_path=tmp_path, cleanups=cleanups)
 
 
 def run_row(
@@ -1380,7 +1377,6 @@ def run_row(
     row_options: Mapping[str, Any],
     *,
     make_client: MakeClient,
-    kind: str,
     tmp_path: Path,
     cleanups: list[Callable[[], None]],
 ) -> None:
@@ -1391,7 +1387,7 @@ def run_row(
     before = (fd_count(), thread_count(), children())
 
     client = make_client(command=agent.argv, observer=ledger, cwd=tmp_path, **options)
-    run = Run(client, agent, ledger, tmp_path, kind, cleanups)
+    run = Run(client, agent, ledger, tmp_path, cleanups)
     row.act(run)
     client.close()
     if isinstance(client, AsyncFacade):

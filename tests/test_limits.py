@@ -6,7 +6,9 @@ library documents them: lines without their newline, reply text in UTF-8 bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -409,6 +411,23 @@ def test_a_reply_one_past_a_reply_limit_keeps_what_fit_cancels_once_and_still_re
     client.new_session("/")  # the agent logged everything we wrote before this
     assert cancels(agent) == 1
     assert [message.method for message in recorder.of("send")].count("session/cancel") == 1
+
+
+def test_an_agent_that_ignores_the_overflow_cancel_gets_cancel_grace_then_is_torn_down(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    agent = scripted([*handshake(), {"op": "update", "update": chunk("abc")}, {"op": "ignore_sigterm"}, {"op": "hang"}])
+    recorder = Recorder()
+    base = options(agent, recorder, max_reply_bytes=2)
+    client = make_client(dataclasses.replace(base, cancel_grace=0.3, kill_grace=0.2))
+    start(client)
+
+    with pytest.raises(tinyacp.AgentTimeout):
+        client.prompt("s1", "hi", timeout=math.inf)  # no deadline of the caller's: only the grace ends the wait
+
+    assert [update.text for update in recorder.updates] == ["abc"]
+    assert [message.method for message in recorder.of("send")].count("session/cancel") == 1
+    assert_torn_down(client)
 
 
 def test_after_a_reply_overflow_permission_requests_get_the_cancelled_outcome(

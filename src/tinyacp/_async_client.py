@@ -9,6 +9,7 @@ has no task of its own; observer methods may be coroutine functions and are awai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -184,23 +185,50 @@ class AsyncClient(ShellBase):
         await self._teardown_async()
         return self._exited(what)
 
-    async def _handle(self, line: bytes, deadline: float) -> Update | Done | None:
-        core = self._core
-        event = core.receive(line)
-        if event.__class__ is Update:
-            callback = self._callbacks["on_update"]
-            assert callback is not None
-            try:
-                result = callback(event)
-                if result is not None and hasattr(result, "__await__"):
-                    await result
-            except Exception as exc:
-                raise observer_failed(callback, exc) from exc
-            cancel = core.update_recorded(event)
-            if cancel is not None:
-                await self._write(cancel, deadline)
-            return event
-        return await self._drive(event, deadline)  # type: ignore[arg-type]
+    async def _pump(self, exchange: _Exchange) -> Update | Done:
+        """Handle the agent's lines in order until the call has its answer (or, streaming, the next update).
+
+        A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then
+        on it waits at most ``cancel_grace`` for the agent's final response.
+        """
+        poll = self._reader.poll
+        receive = self._core.receive
+        update_recorded = self._core.update_recorded
+        on_update = self._on_update
+        while True:
+            line = poll()
+            if line.__class__ is not bytes:
+                try:
+                    line = await self._next_line(exchange.deadline)
+                except AgentTimeout:
+                    if not exchange.prompt or exchange.in_grace:
+                        raise
+                    exchange.in_grace = True
+                    exchange.deadline = time.monotonic() + self.options.cancel_grace
+                    cancel = self._core.deadline_passed()
+                    if cancel is not None:
+                        await self._write(cancel, exchange.deadline)
+                    continue
+            event = receive(line)
+            if event.__class__ is Update:
+                try:
+                    result = on_update(event)
+                    if result is not None and hasattr(result, "__await__"):
+                        await result
+                except Exception as exc:
+                    raise observer_failed(on_update, exc) from exc
+                cancel = update_recorded(event)
+                if cancel is not None:
+                    await self._write(cancel, exchange.deadline)
+                    if exchange.prompt and not exchange.in_grace:
+                        exchange.in_grace = True
+                        exchange.deadline = min(exchange.deadline, time.monotonic() + self.options.cancel_grace)
+                if exchange.stream:
+                    return event
+                continue
+            done = await self._drive(event, exchange.deadline)  # type: ignore[arg-type]
+            if done is not None:
+                return done
 
     async def _drive(self, step: Step, deadline: float) -> Done | None:
         result: Any = None
@@ -316,37 +344,36 @@ class AsyncClient(ShellBase):
                     raise
 
     async def _drain_available(self) -> None:
-        reader = self._reader
-        fd = self._proc.stdout_fd
-        deadline = time.monotonic() + 1.0
-        while True:
-            polled = reader.poll()
-            if polled.__class__ is bytes:
-                await self._handle(polled, deadline)
-                continue
-            if polled is not ReaderEvent.NEED_DATA:
-                return
-            try:
-                count = os.readv(fd, [reader.writable()])
-            except BlockingIOError:
-                return
-            reader.commit(count)
+        """At close: record what the agent already sent (an update may follow the last response)."""
+        exchange = _Exchange(self, None, None, prompt=False)
+        exchange.deadline = time.monotonic()
+        with contextlib.suppress(AgentTimeout, AgentExited):  # nothing more to read now, or ever
+            await self._pump(exchange)
 
 
 class _Exchange:
     """One call in flight: write the request, then hand out updates until the answer (or a failure)."""
 
     def __init__(
-        self, client: AsyncClient, build: Callable[[], OutgoingMessage], timeout: float | None, prompt: bool
+        self,
+        client: AsyncClient,
+        build: Callable[[], OutgoingMessage] | None,
+        timeout: float | None,
+        prompt: bool,
+        stream: bool = False,
     ) -> None:
         self._client = client
         self._build = build
         self._timeout = timeout
-        self._prompt = prompt
-        self._deadline = 0.0
+        self.prompt = prompt
+        """A prompt turn: its deadline and reply limits lead to a cancel and a grace period."""
+        self.stream = stream
+        """Hand out each update of the turn as it is recorded (``prompt_stream``)."""
+        self.deadline = 0.0
+        self.in_grace = False
+        """The agent was asked to stop; ``deadline`` is now the end of the grace period."""
         self._started = False
         self._finished = False
-        self._in_grace = False
         self.running = False
         """Whether a task is inside :meth:`next` right now."""
         self.done: Done | None = None
@@ -364,7 +391,8 @@ class _Exchange:
             self._started = True
             try:
                 client._ensure_open()
-                self._deadline = client._deadline(self._timeout)
+                self.deadline = client._deadline(self._timeout)
+                assert self._build is not None, "only a call's exchange is started"
                 message = self._build()
             except BaseException:
                 self._finish()
@@ -383,26 +411,11 @@ class _Exchange:
         self._finish()
 
     async def _first(self, message: OutgoingMessage) -> Update | Done:
-        await self._client._write(message, self._deadline)
+        await self._client._write(message, self.deadline)
         return await self._step()
 
     async def _step(self) -> Update | Done:
-        client = self._client
-        while True:
-            try:
-                line = await client._next_line(self._deadline)
-            except AgentTimeout:
-                if not self._prompt or self._in_grace:
-                    raise
-                self._in_grace = True
-                self._deadline = time.monotonic() + client.options.cancel_grace
-                cancel = client._core.deadline_passed()
-                if cancel is not None:
-                    await client._write(cancel, self._deadline)
-                continue
-            event = await client._handle(line, self._deadline)
-            if event is not None:
-                return event
+        return await self._client._pump(self)
 
     async def _guard(self, work: Any) -> Update | Done:
         client = self._client
@@ -412,7 +425,7 @@ class _Exchange:
             self._finish()
             raise
         except AgentTimeout as exc:
-            if self._prompt:
+            if self.prompt:
                 await client._fail_async(exc)
             self._finish()
             raise
@@ -432,7 +445,7 @@ class _Exchange:
         """The awaiting task was cancelled: ask the agent to stop, then tear it down whatever happens."""
         client = self._client
         try:
-            cancel = client._core.cancel_turn_once() if self._prompt else None
+            cancel = client._core.cancel_turn_once() if self.prompt else None
             if cancel is not None:
                 await asyncio.shield(client._write(cancel, time.monotonic() + 0.5))
         except BaseException:  # the teardown below is what matters now
@@ -451,9 +464,9 @@ class _Exchange:
         cancel = client._core.cancel_turn_once()
         try:
             if cancel is not None:
-                await self._guard(client._write(cancel, self._deadline))
-            self._deadline = min(self._deadline, time.monotonic() + client.options.cancel_grace)
-            self._in_grace = True
+                await self._guard(client._write(cancel, self.deadline))
+            self.deadline = min(self.deadline, time.monotonic() + client.options.cancel_grace)
+            self.in_grace = True
             while not self._finished:
                 await self._guard(self._step())
         except AgentTimeout:
@@ -485,7 +498,7 @@ class PromptStream:
         timeout: float | None,
     ) -> None:
         self._session_id = session_id
-        self._exchange = _Exchange(client, lambda: client._core.prompt(session_id, content), timeout, True)
+        self._exchange = _Exchange(client, lambda: client._core.prompt(session_id, content), timeout, True, True)
         self._result: PromptResult | None = None
 
     @property

@@ -6,6 +6,7 @@ every decision is the core's (:mod:`tinyacp._conversation`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import threading
@@ -185,40 +186,51 @@ class Client(ShellBase):
 
     def _exchange(self, message: OutgoingMessage, deadline: float, prompt: bool) -> object:
         self._write(message, deadline)
+        return self._pump(deadline, prompt)
+
+    def _pump(self, deadline: float, prompt: bool) -> object:
+        """Handle the agent's lines in order until the call in flight has its answer.
+
+        A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then
+        on it waits at most ``cancel_grace`` for the agent's final response.
+        """
+        poll = self._reader.poll
+        receive = self._core.receive
+        update_recorded = self._core.update_recorded
+        on_update = self._on_update
         in_grace = False
         while True:
-            try:
-                line = self._next_line(deadline)
-            except AgentTimeout:
-                if not prompt or in_grace:
-                    raise
-                in_grace = True
-                deadline = time.monotonic() + self.options.cancel_grace
-                cancel = self._core.deadline_passed()
+            line = poll()
+            if line.__class__ is not bytes:
+                try:
+                    line = self._next_line(deadline)
+                except AgentTimeout:
+                    if not prompt or in_grace:
+                        raise
+                    in_grace = True
+                    deadline = time.monotonic() + self.options.cancel_grace
+                    cancel = self._core.deadline_passed()
+                    if cancel is not None:
+                        self._write(cancel, deadline)
+                    continue
+            event = receive(line)
+            if event.__class__ is Update:
+                try:
+                    result = on_update(event)
+                except Exception as exc:
+                    raise observer_failed(on_update, exc) from exc
+                if result is not None:
+                    self._not_awaitable(on_update, result)
+                cancel = update_recorded(event)
                 if cancel is not None:
                     self._write(cancel, deadline)
+                    if prompt and not in_grace:
+                        in_grace = True
+                        deadline = min(deadline, time.monotonic() + self.options.cancel_grace)
                 continue
-            done = self._handle(line, deadline)
+            done = self._drive(event, deadline)  # type: ignore[arg-type]
             if done is not None:
                 return done.value
-
-    def _handle(self, line: bytes, deadline: float) -> Done | None:
-        core = self._core
-        event = core.receive(line)
-        if event.__class__ is Update:
-            callback = self._callbacks["on_update"]
-            assert callback is not None
-            try:
-                result = callback(event)
-            except Exception as exc:
-                raise observer_failed(callback, exc) from exc
-            if result is not None:
-                self._not_awaitable(callback, result)
-            cancel = core.update_recorded(event)
-            if cancel is not None:
-                self._write(cancel, deadline)
-            return None
-        return self._drive(event, deadline)  # type: ignore[arg-type]
 
     def _drive(self, step: Step, deadline: float) -> Done | None:
         result: Any = None
@@ -341,21 +353,8 @@ class Client(ShellBase):
 
     def _drain_available(self) -> None:
         """At close: record what the agent already sent (an update may follow the last response)."""
-        reader = self._reader
-        fd = self._proc.stdout_fd
-        now = time.monotonic()
-        while True:
-            polled = reader.poll()
-            if polled.__class__ is bytes:
-                self._handle(polled, now + 1.0)
-                continue
-            if polled is not ReaderEvent.NEED_DATA:
-                return
-            try:
-                count = os.readv(fd, [reader.writable()])
-            except BlockingIOError:
-                return
-            reader.commit(count)
+        with contextlib.suppress(AgentTimeout, AgentExited):  # nothing more to read now, or ever
+            self._pump(time.monotonic(), prompt=False)
 
     def _flush_if_idle(self) -> None:
         """Write queued cancels when no call is in flight to do it."""

@@ -307,8 +307,12 @@ def wire_blocks(blocks: Sequence[PromptContent]) -> list[dict[str, Any]]:
 # What the agent answers: initialize, session/new, session/prompt.
 
 
-class _In(msgspec.Struct, frozen=True, rename="camel"):
-    """Base of what we read: camelCase names, unknown fields ignored."""
+class _In(msgspec.Struct, frozen=True, rename="camel", gc=False):
+    """Base of what we read: camelCase names, unknown fields ignored.
+
+    ``gc=False``: a decoded message is a tree, so no reference cycle runs through it and the garbage collector
+    need not track it; that makes the hot path's decode about a fifth faster. (Appending a struct into one of its
+    own decoded lists would make an uncollectable cycle: don't.)"""
 
 
 class AgentInfo(_In, frozen=True):
@@ -615,7 +619,7 @@ class _UpdateParams(_In, frozen=True):
     )
 
 
-class UpdateLine(msgspec.Struct, frozen=True):
+class UpdateLine(msgspec.Struct, frozen=True, gc=False):
     """The hot path: a whole ``session/update`` line in one typed pass."""
 
     jsonrpc: Literal["2.0"]

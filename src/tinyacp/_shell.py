@@ -47,6 +47,10 @@ def observer_failed(callback: Callable[[Any], Any], exc: BaseException) -> Obser
     return error
 
 
+def _no_observer(update: object) -> None:
+    raise AssertionError("the core hands out no update without an observer")
+
+
 class ShellBase:
     """State and rules shared by :class:`~tinyacp.Client` and :class:`~tinyacp.AsyncClient`."""
 
@@ -55,6 +59,8 @@ class ShellBase:
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
         self._callbacks = resolve_callbacks(options.observer)
+        # The core refuses every update when there is no observer, so this is only called with one.
+        self._on_update: Callable[[Any], Any] = self._callbacks[ON_UPDATE] or _no_observer
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,

@@ -204,8 +204,10 @@ class _Supervisor:
                 return
             if stopping:
                 self._sweep()
-                remaining = _SWEEP if self.deadline is None else max(0.0, min(_SWEEP, self.deadline - time.monotonic()))
-                timeout_ms: int | None = int(remaining * 1000) + 1
+                # Sweep every _SWEEP, and once more right at the deadline (where SIGKILL starts).
+                until_deadline = -1.0 if self.deadline is None else self.deadline - time.monotonic()
+                wait = min(_SWEEP, until_deadline) if until_deadline > 0 else _SWEEP
+                timeout_ms: int | None = int(wait * 1000) + 1
             else:
                 timeout_ms = None
             for fd, _ in poller.poll(timeout_ms):
