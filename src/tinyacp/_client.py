@@ -7,6 +7,7 @@ every decision is the core's (:mod:`tinyacp._conversation`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import threading
@@ -296,11 +297,7 @@ class Client(ShellBase):
 
     def _wait(self, deadline: float) -> None:
         """Block until the agent's output is readable, it exits, or someone wakes us; at most to the deadline."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AgentTimeout("the agent did not answer in time")
-        timeout_ms = None if remaining == float("inf") else max(1, int(remaining * 1000) + 1)
-        events = self._read_poll.poll(timeout_ms)
+        events = self._read_poll.poll(_poll_ms(deadline, "the agent did not answer in time"))
         self._sort_events(events, deadline)
 
     def _sort_events(self, events: list[tuple[int, int]], deadline: float) -> None:
@@ -335,13 +332,11 @@ class Client(ShellBase):
                 raise self._exited("the agent closed its input") from None
             data = data[written:]
             if data:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    # Part of a line may be in the pipe already and cannot be taken back: tear down.
-                    error = AgentTimeout("the agent did not read its input in time")
-                    self._fail(error)
-                    raise error
-                timeout_ms = None if remaining == float("inf") else max(1, int(remaining * 1000) + 1)
+                try:
+                    timeout_ms = _poll_ms(deadline, "the agent did not read its input in time")
+                except AgentTimeout as error:
+                    self._fail(error)  # part of a line may be in the pipe already and cannot be taken back
+                    raise
                 events = self._write_poll.poll(timeout_ms)
                 if self._killed:
                     raise self._killed_error()
@@ -373,3 +368,15 @@ class Client(ShellBase):
                 raise
         finally:
             self._lock.release()
+
+
+def _poll_ms(deadline: float, late: str) -> int | None:
+    """The ``poll`` timeout until the deadline, rounded up so that we never wake just before it.
+
+    Raises:
+        AgentTimeout: the deadline has passed (with ``late`` as its message).
+    """
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise AgentTimeout(late)
+    return None if remaining == math.inf else max(1, math.ceil(remaining * 1000))

@@ -132,11 +132,9 @@ def tool_output_lines(content: Iterable[Any] | None, max_lines: int = 6, limit: 
 
 def verdict(request: PermissionRequest) -> str:
     """What the agent was told, in words."""
-    if request.selected is None:
+    if request.verdict == "cancelled":
         return "answered 'cancelled'"
-    if request.allowed:
-        return "allowed always" if request.selected.kind == "allow_always" else "allowed once"
-    return "rejected"
+    return request.verdict.replace("_", " ")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -454,28 +454,27 @@ class _Update(_In, frozen=True, tag_field="sessionUpdate"):
     kind: ClassVar[UpdateKind]
 
 
-class UserMessageChunk(_Update, frozen=True, tag="user_message_chunk"):
+class _Chunk(_Update, frozen=True):
+    content: ContentBlock
+    message_id: str | None = None
+
+
+class UserMessageChunk(_Chunk, frozen=True, tag="user_message_chunk"):
     """A piece of the user's message, as the agent echoes or replays it."""
 
     kind: ClassVar[UpdateKind] = UpdateKind.USER_MESSAGE_CHUNK
-    content: ContentBlock
-    message_id: str | None = None
 
 
-class AgentMessageChunk(_Update, frozen=True, tag="agent_message_chunk"):
+class AgentMessageChunk(_Chunk, frozen=True, tag="agent_message_chunk"):
     """A piece of the agent's reply."""
 
     kind: ClassVar[UpdateKind] = UpdateKind.AGENT_MESSAGE_CHUNK
-    content: ContentBlock
-    message_id: str | None = None
 
 
-class AgentThoughtChunk(_Update, frozen=True, tag="agent_thought_chunk"):
+class AgentThoughtChunk(_Chunk, frozen=True, tag="agent_thought_chunk"):
     """A piece of the agent's reasoning."""
 
     kind: ClassVar[UpdateKind] = UpdateKind.AGENT_THOUGHT_CHUNK
-    content: ContentBlock
-    message_id: str | None = None
 
 
 class ToolCall(_Update, frozen=True, tag="tool_call"):

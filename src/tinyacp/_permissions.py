@@ -136,6 +136,18 @@ class PermissionRequest:
         return self.selected is not None and self.selected.kind.startswith("allow")
 
     @property
+    def verdict(self) -> str:
+        """What the agent was told, in one word: ``allowed_once``, ``allowed_always``, ``rejected``, or
+        ``cancelled`` (the protocol's cancelled outcome); empty before the decision."""
+        if self.decision is None:
+            return ""
+        if self.selected is None:
+            return "cancelled"
+        if self.allowed:
+            return "allowed_always" if self.selected.kind == PermissionOptionKind.ALLOW_ALWAYS else "allowed_once"
+        return "rejected"
+
+    @property
     def outcome(self) -> dict[str, Any]:
         """The ``outcome`` object of the answer, as written to the agent."""
         return self._outcome

@@ -219,7 +219,7 @@ class JsonEvents:
                     {"option_id": option.option_id, "name": option.name, "kind": option.kind}
                     for option in request.options
                 ],
-                "decision": _decision(request),
+                "decision": request.verdict,
                 "allowed": request.allowed,
                 "selected": request.selected.option_id if request.selected is not None else None,
                 "decided_by": decided_by,
@@ -227,15 +227,6 @@ class JsonEvents:
                 "reason": request.reason,
             }
         )
-
-
-def _decision(request: PermissionRequest) -> str:
-    """``allowed_once``, ``allowed_always``, ``rejected``, or ``cancelled`` (the protocol's cancelled outcome)."""
-    if request.selected is None:
-        return "cancelled"
-    if request.allowed:
-        return "allowed_always" if request.selected.kind == "allow_always" else "allowed_once"
-    return "rejected"
 
 
 # --------------------------------------------------------------------------------------------------------------

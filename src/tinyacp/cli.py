@@ -2,17 +2,8 @@
 decide what it may run, and keep a record.
 
 Subcommands: ``prompt`` (the main job), ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
-``tinyacp COMMAND --help`` for each. Exit status of ``prompt`` and ``probe`` (see :class:`tinyacp._run.Exit`)::
-
-    0    the agent ended its turn (end_turn)
-    1    agent error: it exited, broke the protocol or answered with an error; or the journal failed
-    2    usage error: bad arguments, an unreadable file, config or journal path
-    3    the agent refused (refusal)
-    4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
-    5    --timeout passed
-    6    a transfer limit was reached
-    7    the agent's program could not be started (not installed)
-    130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N (SIGTERM, SIGHUP) stopped the run
+``tinyacp COMMAND --help`` for each. The exit status of ``prompt`` and ``probe`` is listed in ``EXIT_STATUS``
+(shown by ``--help``) and defined by :class:`tinyacp._run.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command.
 """
