@@ -9,7 +9,8 @@ it notices.
 :class:`LineReader` allocates one buffer of :attr:`ReaderLimits.capacity` bytes up front and never grows
 it. It never asks the source for more than the room left in that buffer, never scans a byte twice, and
 raises :class:`ReaderExhaustion` before any part of an overlong line reaches the caller; after that it
-refuses every call, because the stream can no longer be split into messages safely.
+refuses every call, because the stream can no longer be split into messages safely. Besides its buffer it
+holds only the lines of one batch (at most 16 KiB of line data) cut ahead and waiting to be handed out.
 
 Blocking use, with a file descriptor or a binary file object as the source::
 
