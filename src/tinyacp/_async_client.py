@@ -128,11 +128,11 @@ class AsyncClient(ShellBase):
             try:
                 await self._drain_available()
             except ObserverError:
-                await self._teardown_async()
                 raise
             except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
                 self._failure = exc
-            await self._teardown_async()
+            finally:
+                await self._teardown_async()
         finally:
             self._leave()
 

@@ -96,7 +96,8 @@ class Client(ShellBase):
         """Send a prompt and handle the turn until the agent's final response.
 
         At the deadline the client sends one ``session/cancel`` and waits up to ``Options.cancel_grace`` for
-        the agent's answer; the result then has ``timed_out=True``.
+        the agent's answer; the result then has ``timed_out=True``. A reply that reaches a reply limit is cut
+        there (``result.overflow``) and the turn cancelled the same way.
 
         Raises:
             UnsupportedContent: a block the agent did not advertise (nothing is written).
@@ -112,6 +113,10 @@ class Client(ShellBase):
 
         After it, permission requests of that turn are answered ``cancelled``, and ``prompt`` returns the
         agent's final response.
+
+        Raises:
+            TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
+            ClientClosed: the client is closed.
         """
         self._queue_cancel(session_id)
         self._flush_if_idle()
@@ -138,11 +143,11 @@ class Client(ShellBase):
             try:
                 self._drain_available()
             except ObserverError:
-                self._teardown()
                 raise
-            except BaseException as exc:  # the agent's last words broke a rule: we are closing anyway
+            except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
                 self._failure = exc
-            self._teardown()
+            finally:
+                self._teardown()
         finally:
             self._lock.release()
 

@@ -122,18 +122,22 @@ class _Pending:
 
 
 class _Turn:
-    """One prompt turn's reply, bounded by the reply limits."""
+    """One prompt turn's reply, bounded by the reply limits.
+
+    Each of the turn's updates is counted once, in one of ``kept_chunks``, ``dropped_chunks`` (message chunks
+    past a reply limit) and ``other_updates``: a kept chunk, the hot path, then writes two counters, not four.
+    """
 
     __slots__ = (
         "cancel_sent",
-        "chunks",
+        "dropped_chunks",
         "kept_bytes",
         "kept_chunks",
+        "other_updates",
         "overflow",
         "parts",
         "session_id",
         "timed_out",
-        "updates",
     )
 
     def __init__(self, session_id: str) -> None:
@@ -141,8 +145,8 @@ class _Turn:
         self.parts: list[str] = []
         self.kept_bytes = 0
         self.kept_chunks = 0
-        self.chunks = 0
-        self.updates = 0
+        self.dropped_chunks = 0
+        self.other_updates = 0
         self.overflow: Overflow | None = None
         self.cancel_sent = False
         self.timed_out = False
@@ -325,13 +329,14 @@ class Conversation:
         turn = self._turn
         assert turn is not None, "a prompt response is only accepted while its turn is open"
         self._turn = None
+        chunks = turn.kept_chunks + turn.dropped_chunks
         return PromptResult(
             session_id=turn.session_id,
             text="".join(turn.parts),
             stop_reason=stop_reason(reason),
             overflow=turn.overflow,
-            update_count=turn.updates,
-            chunk_count=turn.chunks,
+            update_count=chunks + turn.other_updates,
+            chunk_count=chunks,
             timed_out=turn.timed_out,
             cancelled=turn.cancel_sent,
             meta=fields or None,
@@ -363,12 +368,12 @@ class Conversation:
         turn = self._turn
         if turn is None or update.session_id != turn.session_id:
             return None
-        turn.updates += 1
         payload = update.payload
         if payload.__class__ is not AgentMessageChunk:
+            turn.other_updates += 1
             return None
-        turn.chunks += 1
         if turn.overflow is not None:
+            turn.dropped_chunks += 1
             return None
         text = payload.content.text
         if text is None:
@@ -393,6 +398,7 @@ class Conversation:
                 joined = kept_chunks // _JOIN_EVERY - 1  # blocks joined before this one
                 parts[joined:] = ["".join(parts[joined:])]
             return None
+        turn.dropped_chunks += 1
         kind = OverflowKind.REPLY_CHUNKS if kept_chunks >= self._max_reply_chunks else OverflowKind.REPLY_BYTES
         turn.overflow = Overflow(kind, turn.kept_bytes, kept_chunks, update.seq)
         return self.cancel_turn_once()
