@@ -11,6 +11,9 @@ It must never be the bottleneck, so the update line is encoded once and written 
 
 ``--grandchildren K --stubborn S`` first starts K sleeping processes in its group, S of them ignoring SIGTERM,
 for the teardown benchmark; they are running (their SIGTERM disposition set) before ``initialize`` is answered.
+``--escaped E --pid-file PATH`` also starts E sleepers that leave the group the way daemonising tools do (fork,
+``setsid``, fork) and ignore SIGTERM, and writes their pids to PATH, one a line, before answering ``initialize``:
+only ``Options(supervise=True)`` can stop those.
 """
 
 from __future__ import annotations
@@ -93,14 +96,61 @@ def start_grandchildren(count: int, stubborn: int) -> list[subprocess.Popen[byte
     return children
 
 
+ESCAPING_SLEEPER = f"""
+import os, signal, sys, time
+ready = int(sys.argv[1])
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.write(ready, b"%d\\n" % os.getpid())
+os.close(ready)
+time.sleep({GRANDCHILD_LIFETIME})
+"""
+"""Double-forks into a session of its own, ignores SIGTERM, then reports its pid on the fd it was given."""
+
+
+def start_escaped(count: int) -> list[int]:
+    """Sleepers that left our process group (and session) and ignore SIGTERM, running when this returns."""
+    pids = []
+    for _ in range(count):
+        ready_r, ready_w = os.pipe()
+        try:
+            launcher = subprocess.Popen(
+                [sys.executable, "-S", "-c", ESCAPING_SLEEPER, str(ready_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(ready_w,),
+            )
+        finally:
+            os.close(ready_w)
+        report = b""
+        while chunk := os.read(ready_r, 64):  # EOF once the sleeper reported and closed its end
+            report += chunk
+        os.close(ready_r)
+        launcher.wait()
+        pids.append(int(report))
+    return pids
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=1000, help="agent_message_chunk updates per prompt")
     parser.add_argument("--grandchildren", type=int, default=0, help="sleeping processes to start first")
     parser.add_argument("--stubborn", type=int, default=0, help="how many of them ignore SIGTERM")
+    parser.add_argument("--escaped", type=int, default=0, help="sleepers that leave the group (setsid) to start")
+    parser.add_argument("--pid-file", help="where to write the escaped sleepers' pids")
     args = parser.parse_args()
+    if args.escaped and not args.pid_file:
+        parser.error("--escaped needs --pid-file")
     # Kept referenced and never waited for, like the tools of a careless agent.
     GRANDCHILDREN.extend(start_grandchildren(args.grandchildren, args.stubborn))
+    if args.escaped:
+        escaped = start_escaped(args.escaped)
+        with open(args.pid_file, "w") as pid_file:
+            pid_file.write("".join(f"{pid}\n" for pid in escaped))
     stdin = sys.stdin.buffer
     for raw in stdin:
         message = json.loads(raw)

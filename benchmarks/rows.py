@@ -7,7 +7,8 @@ import costs of one client out of another's figures.
 
 Rows:
 
-* ``client`` / ``async`` — tinyacp's :class:`~tinyacp.Client` / :class:`~tinyacp.AsyncClient`, observer a no-op;
+* ``client`` / ``async`` — tinyacp's :class:`~tinyacp.Client` / :class:`~tinyacp.AsyncClient`, observer a no-op
+  (``client --supervise``: with ``Options(supervise=True)``, and the supervisor's own CPU time during the prompt);
 * ``journal`` — ``Client`` with a :class:`~tinyacp.JsonlJournal` recording to a file;
 * ``sdk`` — the official ACP SDK's client side (``acp.spawn_agent_process``), ``session_update`` a no-op;
 * ``decode`` — a bare loop: ``readline`` and the typed msgspec decoder tinyacp uses for updates;
@@ -17,18 +18,22 @@ Rows:
 
 And two that time the edges of a client's life instead of a flood:
 
-* ``initialize`` — from ``Client(options)`` to a finished ``initialize`` against the demo agent;
-* ``teardown`` — ``close()`` of an agent that started sleeping grandchildren, some of which ignore SIGTERM.
+* ``initialize`` — from ``Client(options)`` to a finished ``initialize`` against the demo agent (with
+  ``--supervise``, also the supervisor's resident memory);
+* ``teardown`` — ``close()`` of an agent that started sleeping grandchildren, some of which ignore SIGTERM, and
+  some of which may have left its process group (``--escaped``; only ``--supervise`` stops those).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -114,11 +119,12 @@ def check_reply(result: Any, updates: int, reply_limit: int | None) -> dict[str,
     return {"kept_bytes": len(result.text), "overflow": result.overflow is not None}
 
 
-def run_client(updates: int, reply_limit: int | None, journal: bool) -> dict[str, Any]:
+def run_client(updates: int, reply_limit: int | None, journal: bool, supervise: bool = False) -> dict[str, Any]:
     import tinyacp
 
     with tempfile.TemporaryDirectory() as tmp:
         options = tinyacp_options(updates, reply_limit, tinyacp.BaseObserver())
+        options = dataclasses.replace(options, supervise=supervise)
         journal_path = Path(tmp) / "journal.jsonl"
         if journal:
             observer = tinyacp.JsonlJournal(journal_path)
@@ -127,10 +133,14 @@ def run_client(updates: int, reply_limit: int | None, journal: bool) -> dict[str
         with tinyacp.Client(options) as client:
             client.initialize()
             session = client.new_session(tmp)
+            cpu_before = cpu_seconds(client.pid) if supervise else 0.0
             clock.start()
             result = client.prompt(session.id, PROMPT)
             clock.stop()
+            cpu_after = cpu_seconds(client.pid) if supervise else 0.0
         extra = check_reply(result, updates, reply_limit)
+        if supervise:  # client.pid is the supervisor's
+            extra["supervisor_cpu"] = cpu_after - cpu_before
         if journal:
             observer.close()
             extra["journal_bytes"] = journal_path.stat().st_size
@@ -283,40 +293,101 @@ def _check_last(line: bytes) -> None:
 # The edges of a client's life
 
 
-def run_initialize() -> dict[str, Any]:
+def run_initialize(supervise: bool) -> dict[str, Any]:
     import tinyacp
 
-    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"])
+    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"], supervise=supervise)
     start = time.perf_counter()
     client = tinyacp.Client(options)
     try:
         client.initialize()
         seconds = time.perf_counter() - start
+        memory = memory_kib(client.pid) if supervise else {}  # client.pid is the supervisor's
     finally:
         client.close()
-    return {"seconds": seconds}
+    return {"seconds": seconds, **memory}
 
 
-def run_teardown(grandchildren: int, stubborn: int, kill_grace: float) -> dict[str, Any]:
+def run_teardown(grandchildren: int, stubborn: int, kill_grace: float, supervise: bool, escaped: int) -> dict[str, Any]:
     import tinyacp
 
-    extra = ("--grandchildren", str(grandchildren), "--stubborn", str(stubborn))
-    client = tinyacp.Client(tinyacp.Options(command=flood_command(0, *extra), kill_grace=kill_grace))
-    try:
-        client.initialize()  # answered once every grandchild runs
-        pgid = client.pid
-        before = len(live_group_members(pgid))
-    except BaseException:
+    with tempfile.TemporaryDirectory() as tmp:
+        pid_file = Path(tmp) / "escaped.pids"
+        extra = ["--grandchildren", str(grandchildren), "--stubborn", str(stubborn)]
+        if escaped:
+            extra += ["--escaped", str(escaped), "--pid-file", str(pid_file)]
+        options = tinyacp.Options(command=flood_command(0, *extra), kill_grace=kill_grace, supervise=supervise)
+        client = tinyacp.Client(options)
+        try:
+            client.initialize()  # answered once every grandchild runs and the escaped ones' pids are written
+            pgid = client.pid
+            outside = [int(pid) for pid in pid_file.read_text().split()] if escaped else []
+            before = len(live_group_members(pgid)) + len(live(outside))
+        except BaseException:
+            client.close()
+            kill_escaped(pid_file)
+            raise
+        start = time.perf_counter()
         client.close()
-        raise
-    start = time.perf_counter()
-    client.close()
-    seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        left_outside = live(outside)
+        left = len(live_group_members(pgid)) + len(left_outside)
+        kill_escaped(pid_file)  # what the client left behind is no business of the next row
     return {
         "seconds": seconds,
         "kill_grace": kill_grace,
         "members_before": before,
-        "left": len(live_group_members(pgid)),
+        "left": left,
+        "escaped_left": len(left_outside),
+    }
+
+
+def kill_escaped(pid_file: Path) -> None:
+    """SIGKILL the escaped sleepers still alive (they never fork again, so a pid is theirs while it lives)."""
+    try:
+        pids = [int(pid) for pid in pid_file.read_text().split()]
+    except FileNotFoundError:
+        return
+    for pid in live(pids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def live(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are live processes (not zombies)."""
+    return [pid for pid in pids if (state := proc_stat(pid)) is not None and state[0] != b"Z"]
+
+
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state first), None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) of process ``pid`` so far, in clock ticks' resolution (10 ms here)."""
+    fields = proc_stat(pid)
+    if fields is None:
+        raise RuntimeError(f"process {pid} is gone")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """Resident and proportional set size of process ``pid``, in KiB (PSS shares pages with their other users)."""
+    memory = {}
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+        for line in rollup:
+            name, _, rest = line.partition(b":")
+            if name in (b"Rss", b"Pss", b"Private_Clean", b"Private_Dirty"):
+                memory[name.decode().lower() + "_kib"] = int(rest.split()[0])
+    return {
+        "rss_kib": memory["rss_kib"],
+        "pss_kib": memory["pss_kib"],
+        "private_kib": memory["private_clean_kib"] + memory["private_dirty_kib"],
     }
 
 
@@ -326,13 +397,8 @@ def live_group_members(pgid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                data = stat.read()
-        except OSError:
-            continue
-        fields = data[data.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
+        fields = proc_stat(int(entry))
+        if fields is not None and int(fields[2]) == pgid and fields[0] != b"Z":
             members.append(int(entry))
     return members
 
@@ -345,13 +411,17 @@ def main() -> None:
     parser.add_argument("--grandchildren", type=int, default=20, help="teardown: sleepers the agent starts")
     parser.add_argument("--stubborn", type=int, default=1, help="teardown: how many of them ignore SIGTERM")
     parser.add_argument("--kill-grace", type=float, default=2.0, help="teardown: Options.kill_grace")
+    parser.add_argument("--escaped", type=int, default=0, help="teardown: sleepers that leave the group (setsid)")
+    parser.add_argument("--supervise", action="store_true", help="client, initialize, teardown: supervise=True")
     args = parser.parse_args()
+    if args.supervise and args.row not in ("client", "initialize", "teardown"):
+        parser.error(f"--supervise is not measured for {args.row}")
     if args.row == "initialize":
-        report = run_initialize()
+        report = run_initialize(args.supervise)
     elif args.row == "teardown":
-        report = run_teardown(args.grandchildren, args.stubborn, args.kill_grace)
+        report = run_teardown(args.grandchildren, args.stubborn, args.kill_grace, args.supervise, args.escaped)
     elif args.row in ("client", "journal"):
-        report = run_client(args.updates, args.reply_limit, journal=args.row == "journal")
+        report = run_client(args.updates, args.reply_limit, journal=args.row == "journal", supervise=args.supervise)
     elif args.row == "async":
         report = run_async_client(args.updates, args.reply_limit)
     elif args.row == "sdk":

@@ -6,8 +6,9 @@ so a burst of load on the machine hits all rows alike. The ratios are taken with
 rate over the SDK's round-3 rate) and their median is reported, so the machine's noise cancels as far as it can.
 
 The output is Markdown: the machine, one table per flood size, the reply-limit memory table, the start-up and
-teardown times, and which of the targets of the benchmark's issue were met. ``--quick`` runs tiny floods once
-each, to check that everything still runs (the smoke test does). Nothing here asserts a time.
+teardown times with and without ``Options(supervise=True)``, the supervisor's cost, and which of the targets of
+the benchmark's issue were met. ``--quick`` runs tiny floods once each, to check that everything still runs (the
+smoke test does). Nothing here asserts a time.
 
 The official SDK (``agent-client-protocol``) is a benchmark-only dependency (it is in the ``test`` extra, where
 the tests use it as a peer); without it the SDK rows are skipped. Nothing is installed by this script.
@@ -42,11 +43,18 @@ ROW_TIMEOUT = 600.0
 @dataclass(frozen=True)
 class Row:
     key: str
+    """Names the row's samples; also the :mod:`benchmarks.rows` row to run, unless ``argv`` says otherwise."""
     label: str
-    args: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+    """The :mod:`benchmarks.rows` row and its options, when they are not just ``key``."""
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return self.argv or (self.key,)
 
 
 CLIENT = Row("client", "tinyacp `Client`")
+SUPERVISED = Row("client-supervised", "tinyacp `Client`, `supervise=True`", ("client", "--supervise"))
 ASYNC = Row("async", "tinyacp `AsyncClient`")
 JOURNAL = Row("journal", "tinyacp `Client` + `JsonlJournal` (to a file)")
 SDK = Row("sdk", "official SDK (`acp`)")
@@ -54,7 +62,7 @@ DECODE = Row("decode", "bare `readline` + tinyacp's msgspec decoder")
 JSON = Row("json", "bare `readline` + `json.loads`")
 READ = Row("read", "bare `readline` only")
 PIPE = Row("pipe", "flood agent's own rate (1 MiB `os.read`, no split)")
-THROUGHPUT_ROWS = (CLIENT, ASYNC, JOURNAL, SDK, DECODE, JSON, READ, PIPE)
+THROUGHPUT_ROWS = (CLIENT, SUPERVISED, ASYNC, JOURNAL, SDK, DECODE, JSON, READ, PIPE)
 
 
 @dataclass
@@ -268,12 +276,36 @@ def memory_table(sizes: Sequence[int], samples: dict[tuple[str, int], Samples]) 
     return table(header, rows)
 
 
+@dataclass(frozen=True)
+class Teardown:
+    """One teardown case: the agent's grandchildren, ``stubborn`` of them ignoring SIGTERM, and ``escaped`` more
+    that left the group (``setsid``) and ignore SIGTERM."""
+
+    stubborn: int
+    escaped: int = 0
+
+    def describe(self, grandchildren: int) -> str:
+        what = "all die on SIGTERM" if not self.stubborn else f"{self.stubborn} ignores SIGTERM"
+        text = f"agent + {grandchildren} grandchildren, {what}"
+        if self.escaped:
+            text += f", + {self.escaped} escaped (`setsid`, ignores SIGTERM)"
+        return text
+
+
+TEARDOWNS = (Teardown(0), Teardown(1), Teardown(0, escaped=1))
+
+
 @dataclass
 class Edges:
     import_ms: list[float]
     msgspec_ms: list[float]
-    initialize_ms: list[float]
-    teardown: dict[int, list[dict[str, Any]]]
+    initialize: dict[bool, list[dict[str, Any]]]
+    """By ``supervise``: one row's report per run (``seconds``; with the supervisor, its memory)."""
+    teardown: dict[tuple[Teardown, bool], list[dict[str, Any]]]
+    """By case and ``supervise``."""
+
+    def initialize_ms(self, supervise: bool) -> list[float]:
+        return [run["seconds"] * 1000 for run in self.initialize[supervise]]
 
 
 def import_times(runs: int, module: str) -> list[float]:
@@ -287,29 +319,68 @@ def import_times(runs: int, module: str) -> list[float]:
     return out[1:]
 
 
+def ms(digits: int) -> Callable[[float], str]:
+    return lambda v: f"{v:.{digits}f} ms"
+
+
+def teardown_cell(runs: Sequence[dict[str, Any]]) -> str:
+    left = max(r["left"] for r in runs)
+    escaped = max(r["escaped_left"] for r in runs)
+    cell = median_range([r["seconds"] * 1000 for r in runs], ms(0)) + f"; processes left: {left}"
+    return cell + (f" ({escaped} escaped)" if escaped else "")
+
+
 def edges_section(edges: Edges, kill_grace: float, grandchildren: int) -> list[str]:
+    memory = edges.initialize[True]
     rows = [
-        [
-            "`import tinyacp` (fresh interpreter, bytecode cached)",
-            median_range(edges.import_ms, lambda v: f"{v:.1f} ms"),
-        ],
-        ["… of which `import msgspec` alone", median_range(edges.msgspec_ms, lambda v: f"{v:.1f} ms")],
+        ["`import tinyacp` (fresh interpreter, bytecode cached)", median_range(edges.import_ms, ms(1)), ""],
+        ["… of which `import msgspec` alone", median_range(edges.msgspec_ms, ms(1)), ""],
         [
             "`Client(options)` → finished `initialize`, demo agent (`python -m tinyacp.demo`)",
-            median_range(edges.initialize_ms, lambda v: f"{v:.1f} ms"),
+            median_range(edges.initialize_ms(False), ms(1)),
+            median_range(edges.initialize_ms(True), ms(1)),
+        ],
+        [
+            "the supervisor's memory after `initialize`: RSS / PSS / private, MiB",
+            "",
+            " / ".join(
+                mib(statistics.median(r[name] for r in memory)) for name in ("rss_kib", "pss_kib", "private_kib")
+            ),
         ],
     ]
-    for stubborn, runs in sorted(edges.teardown.items()):
-        seconds = [r["seconds"] * 1000 for r in runs]
-        left = max(r["left"] for r in runs)
-        what = "all die on SIGTERM" if not stubborn else f"{stubborn} ignores SIGTERM"
+    for case in TEARDOWNS:
         rows.append(
             [
-                f"teardown (`close()`), agent + {grandchildren} grandchildren, {what}; kill_grace = {kill_grace:g} s",
-                median_range(seconds, lambda v: f"{v:.0f} ms") + f"; processes left: {left}",
+                f"teardown (`close()`), {case.describe(grandchildren)}; kill_grace = {kill_grace:g} s",
+                teardown_cell(edges.teardown[case, False]),
+                teardown_cell(edges.teardown[case, True]),
             ]
         )
-    return table(["", "median (min-max)"], rows)
+    return table(["", "median (min-max)", "with `supervise=True`"], rows)
+
+
+def supervisor_section(
+    sizes: Sequence[int], throughput: dict[int, dict[str, Samples]], edges: Edges, kill_grace: float
+) -> list[str]:
+    """What ``supervise=True`` costs and does, in a few lines, from the rows above."""
+    lines = []
+    for n in sizes:
+        s = throughput[n]
+        cpu = max(s[SUPERVISED.key].values("supervisor_cpu")) * 1000
+        client_cpu = statistics.median(s[SUPERVISED.key].values("cpu")) * 1000
+        lines.append(
+            f"- Throughput at N = {fmt_n(n)}: {ratio(paired(s[SUPERVISED.key], s[CLIENT.key]))} the `Client` row's "
+            f"updates/s, same round; the supervisor's CPU time during the prompt: {cpu:.0f} ms at most "
+            f"(the client's: {client_cpu:.0f} ms)."
+        )
+    start = statistics.median(edges.initialize_ms(True)) - statistics.median(edges.initialize_ms(False))
+    lines.append(f"- Start-up: {start:+.1f} ms to a finished `initialize`.")
+    lines.append(
+        f"- Teardown (the table above): half of `kill_grace` ({kill_grace / 2:g} s here) after a stop begins, the "
+        "supervisor sends SIGKILL to the agent's descendants still alive outside its group, or to all of them once "
+        "the agent itself has exited."
+    )
+    return lines
 
 
 def targets_section(
@@ -394,7 +465,7 @@ def report(args: argparse.Namespace) -> None:
                     continue
                 progress(f"round {round_ + 1}/{runs}: {row.key} N={n}")
                 samples = throughput[n].setdefault(row.key, Samples())
-                samples.runs[round_] = run_row(row.key, "--updates", str(n))
+                samples.runs[round_] = run_row(*row.command, "--updates", str(n))
             for row in (CLIENT, ASYNC):
                 progress(f"round {round_ + 1}/{runs}: {row.key} N={n}, reply limit 1 MiB")
                 samples = memory.setdefault((row.key, n), Samples())
@@ -405,23 +476,20 @@ def report(args: argparse.Namespace) -> None:
     edges = Edges(
         import_ms=import_times(edge_runs, "tinyacp"),
         msgspec_ms=import_times(edge_runs, "msgspec"),
-        initialize_ms=[run_row("initialize")["seconds"] * 1000 for _ in range(edge_runs)],
-        teardown={
-            stubborn: [
-                run_row(
-                    "teardown",
-                    "--grandchildren",
-                    str(grandchildren),
-                    "--stubborn",
-                    str(stubborn),
-                    "--kill-grace",
-                    str(kill_grace),
-                )
-                for _ in range(1 if args.quick else 3)
-            ]
-            for stubborn in (0, 1)
-        },
+        initialize={False: [], True: []},
+        teardown={},
     )
+    for _ in range(edge_runs):  # taking turns, like the throughput rows
+        for supervise in (False, True):
+            edges.initialize[supervise].append(run_row("initialize", *(["--supervise"] if supervise else [])))
+    for _ in range(1 if args.quick else 3):
+        for case in TEARDOWNS:
+            for supervise in (False, True):
+                options = ["--grandchildren", str(grandchildren), "--stubborn", str(case.stubborn)]
+                options += ["--escaped", str(case.escaped), "--kill-grace", str(kill_grace)]
+                if supervise:
+                    options.append("--supervise")
+                edges.teardown.setdefault((case, supervise), []).append(run_row("teardown", *options))
 
     out = ["## Machine", "", *machine(), ""]
     out += [
@@ -450,7 +518,15 @@ def report(args: argparse.Namespace) -> None:
         "",
         "## Start-up and teardown",
         "",
+        "With `supervise=True` the client starts the agent under a supervisor process (a child subreaper) that",
+        "also stops the processes which left the agent's process group. The escaped sleepers the client leaves",
+        "behind are killed by the benchmark after counting.",
+        "",
         *edges_section(edges, kill_grace, grandchildren),
+        "",
+        "## The supervisor's cost (`Options(supervise=True)`)",
+        "",
+        *supervisor_section(sizes, throughput, edges, kill_grace),
         "",
         "## Targets",
         "",
