@@ -117,6 +117,59 @@ class Recorder(tinyacp.BaseObserver):
         return self.of("update")
 
 
+class Journaled(Recorder):
+    """A Recorder that also forwards every call to a journal, so the two records can be compared."""
+
+    def __init__(self, journal: tinyacp.JsonlJournal, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.journal = journal
+
+    def on_update(self, update: tinyacp.Update) -> None:
+        self.journal.on_update(update)
+        super().on_update(update)
+
+    def on_permission_request(self, request: tinyacp.PermissionRequest) -> tinyacp.PermissionReply | None:
+        self.journal.on_permission_request(request)
+        return super().on_permission_request(request)
+
+    def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
+        self.journal.on_permission_decision(request)
+        super().on_permission_decision(request)
+
+    def on_message(self, message: tinyacp.AgentMessage) -> None:
+        self.journal.on_message(message)
+        super().on_message(message)
+
+    def on_send(self, message: tinyacp.OutgoingMessage) -> None:
+        self.journal.on_send(message)
+        super().on_send(message)
+
+
+class Background:
+    """Run a function in a thread; ``join`` waits (bounded) and re-raises what it raised."""
+
+    def __init__(self, function: Callable[[], Any], timeout: float = 20.0) -> None:
+        self.error: BaseException | None = None
+        self.result: Any = None
+        self.timeout = timeout
+
+        def run() -> None:
+            try:
+                self.result = function()
+            except BaseException as exc:
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> Any:
+        self.thread.join(self.timeout)
+        assert not self.thread.is_alive(), "the background call did not return"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class Scripted:
     """A scripted agent's command line and the log of what it received."""
 
@@ -214,6 +267,8 @@ class AsyncFacade:
 
 
 ClientLike = tinyacp.Client | AsyncFacade
+MakeClient = Callable[..., ClientLike]
+MakeScripted = Callable[..., Scripted]
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -33,7 +32,10 @@ from conftest import (
     AGENTS,
     INIT_RESULT,
     SHARED_ACP,
+    Background,
     ClientLike,
+    MakeClient,
+    MakeScripted,
     Recorder,
     Scripted,
     chunk,
@@ -55,9 +57,6 @@ from tinyacp import (
     UpdateKind,
 )
 from tinyacp._process import STDERR_TAIL_BYTES, _live_group_members
-
-MakeClient = Callable[..., ClientLike]
-MakeScripted = Callable[..., Scripted]
 
 # Every blocking call gets a deadline, so a broken promise fails the test instead of hanging it.
 TIMEOUT = 20.0
@@ -143,30 +142,6 @@ def open_session(
 
 def group_gone(client: ClientLike | tinyacp.AsyncClient) -> bool:
     return not _live_group_members(client.pid)
-
-
-class Background:
-    """Run a function in a thread; ``join`` re-raises what it raised."""
-
-    def __init__(self, function: Callable[[], Any]) -> None:
-        self.error: BaseException | None = None
-        self.result: Any = None
-
-        def run() -> None:
-            try:
-                self.result = function()
-            except BaseException as exc:
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def join(self) -> Any:
-        self.thread.join(TIMEOUT)
-        assert not self.thread.is_alive(), "the background call did not return"
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 def call_after_close(client: ClientLike, name: str, *args: Any) -> Any:

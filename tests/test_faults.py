@@ -38,7 +38,19 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import AGENTS, INIT_RESULT, AsyncFacade, ClientLike, chunk, end_turn, handshake, pid_alive, wait_for
+from conftest import (
+    AGENTS,
+    INIT_RESULT,
+    AsyncFacade,
+    Background,
+    ClientLike,
+    MakeClient,
+    chunk,
+    end_turn,
+    handshake,
+    pid_alive,
+    wait_for,
+)
 from tinyacp import (
     AgentExited,
     AgentTimeout,
@@ -56,8 +68,6 @@ from tinyacp import (
     TransferLimits,
 )
 from tinyacp._process import STDERR_TAIL_BYTES, _live_group_members
-
-MakeClient = Callable[..., ClientLike]
 
 FAULT_AGENT = AGENTS / "fault_agent.py"
 # Every blocking call gets a deadline, so a broken promise fails the test instead of hanging it.
@@ -270,30 +280,6 @@ class Run:
     def pids(self, name: str = "tools.pids") -> list[int]:
         path = self.tmp / name
         return [int(pid) for pid in path.read_text().split()] if path.exists() else []
-
-
-class Background:
-    """Run a function in a thread; ``join`` re-raises what it raised."""
-
-    def __init__(self, function: Callable[[], Any]) -> None:
-        self.error: BaseException | None = None
-        self.result: Any = None
-
-        def run() -> None:
-            try:
-                self.result = function()
-            except BaseException as exc:
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def join(self) -> Any:
-        self.thread.join(TIMEOUT)
-        assert not self.thread.is_alive(), "the background call did not return"
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -13,38 +13,15 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Recorder, chunk, end_turn, handshake
+from conftest import (
+    Journaled,
+    chunk,
+    end_turn,
+    handshake,
+)
 from tinyacp._journal import last_epoch, read_journal
 
 DEMO = [sys.executable, "-m", "tinyacp.demo"]
-
-
-class Both(Recorder):
-    """Records like Recorder and forwards every call to a journal, so the two records can be compared."""
-
-    def __init__(self, journal: tinyacp.JsonlJournal) -> None:
-        super().__init__()
-        self.journal = journal
-
-    def on_update(self, update: tinyacp.Update) -> None:
-        self.journal.on_update(update)
-        super().on_update(update)
-
-    def on_permission_request(self, request: tinyacp.PermissionRequest) -> None:
-        self.journal.on_permission_request(request)
-        super().on_permission_request(request)
-
-    def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
-        self.journal.on_permission_decision(request)
-        super().on_permission_decision(request)
-
-    def on_message(self, message: tinyacp.AgentMessage) -> None:
-        self.journal.on_message(message)
-        super().on_message(message)
-
-    def on_send(self, message: tinyacp.OutgoingMessage) -> None:
-        self.journal.on_send(message)
-        super().on_send(message)
 
 
 def _demo_env() -> dict[str, str]:
@@ -58,7 +35,7 @@ def test_journal_records_every_line_in_both_directions_in_order_byte_exact(tmp_p
     (tmp_path / "a.txt").write_text("hello\n")
     journal = tinyacp.JsonlJournal(tmp_path / "run.jsonl")
     epoch = journal.begin_epoch()
-    observer = Both(journal)
+    observer = Journaled(journal)
     client = make_client(
         command=DEMO,
         env=_demo_env(),
@@ -204,7 +181,7 @@ def test_a_permission_decision_is_fsynced_before_the_answer_goes_out(
     events: list[str] = []
     monkeypatch.setattr(os, "fsync", FsyncSpy(events, os.fsync))  # after the file's creation (its own fsync)
 
-    class Ordered(Both):
+    class Ordered(Journaled):
         def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
             events.append("decision")
             super().on_permission_decision(request)

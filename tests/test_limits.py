@@ -21,6 +21,8 @@ import tinyacp
 from conftest import (
     AGENTS,
     ClientLike,
+    MakeClient,
+    MakeScripted,
     Recorder,
     Scripted,
     chunk,
@@ -30,9 +32,6 @@ from conftest import (
 )
 from tinyacp import MessageKind, Overflow, OverflowKind, TransferLimitExceeded, TransferLimits
 from tinyacp._process import AgentProcess
-
-MakeClient = Callable[..., ClientLike]
-MakeScripted = Callable[..., Scripted]
 
 MiB = 1024 * 1024
 FIELDS = ["max_message_bytes", "max_update_bytes", "max_updates", "max_reply_bytes", "max_reply_chunks"]

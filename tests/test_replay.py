@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Recorder
+from conftest import (
+    Journaled,
+    Recorder,
+)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 DEMO = [sys.executable, "-m", "tinyacp.demo"]
@@ -27,34 +30,6 @@ def _env() -> dict[str, str]:
 
 def _replay(path: Path, *flags: str) -> list[str]:
     return [sys.executable, "-m", "tinyacp.replay", str(path), *flags]
-
-
-class Journaled(Recorder):
-    """A Recorder that also journals, so a recording's updates can be compared with a replay's."""
-
-    def __init__(self, journal: tinyacp.JsonlJournal, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.journal = journal
-
-    def on_update(self, update: tinyacp.Update) -> None:
-        self.journal.on_update(update)
-        super().on_update(update)
-
-    def on_permission_request(self, request: tinyacp.PermissionRequest) -> tinyacp.PermissionReply | None:
-        self.journal.on_permission_request(request)
-        return super().on_permission_request(request)
-
-    def on_permission_decision(self, request: tinyacp.PermissionRequest) -> None:
-        self.journal.on_permission_decision(request)
-        super().on_permission_decision(request)
-
-    def on_message(self, message: tinyacp.AgentMessage) -> None:
-        self.journal.on_message(message)
-        super().on_message(message)
-
-    def on_send(self, message: tinyacp.OutgoingMessage) -> None:
-        self.journal.on_send(message)
-        super().on_send(message)
 
 
 def _converse(client: Any, cwd: Path, text: str) -> tinyacp.PromptResult:

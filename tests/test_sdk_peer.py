@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import tinyacp
-from conftest import AGENTS, ClientLike, Recorder, wait_for
+from conftest import (
+    AGENTS,
+    ClientLike,
+    MakeClient,
+    Recorder,
+    wait_for,
+)
 from tinyacp import DecisionSource, PermissionPolicy, PermissionReply, StopReason, UpdateKind
-
-MakeClient = Callable[..., ClientLike]
 
 SDK_AGENT = AGENTS / "sdk_agent.py"
 TIMEOUT = 20.0

@@ -8,17 +8,21 @@ measured on the monotonic clock, and waiting for one costs (almost) no CPU.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import tinyacp
-from conftest import ClientLike, Recorder, Scripted, chunk, handshake, pid_alive
+from conftest import (
+    ClientLike,
+    MakeClient,
+    MakeScripted,
+    Recorder,
+    chunk,
+    handshake,
+    pid_alive,
+)
 from tinyacp import AgentTimeout
-
-MakeClient = Callable[..., ClientLike]
-MakeScripted = Callable[..., Scripted]
 
 # Reads (and logs) everything until its input closes, and never says a word.
 SILENT = [{"op": "wait_eof"}]
