@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from core_driver import CoreDriver
 from tinyacp import (
     AgentMessage,
     ClientInfo,
@@ -44,10 +45,9 @@ from tinyacp import (
     TransferLimits,
     UnsupportedContent,
     UnsupportedProtocolVersion,
-    Update,
     UpdateKind,
 )
-from tinyacp._conversation import Conversation, Record
+from tinyacp._conversation import Conversation
 
 EPOCH = 3
 SESSION = "s1"
@@ -75,15 +75,14 @@ REJECT_ONCE_ID = {"claude": "reject", "codex": "abort", "gemini": "cancel", "ope
 # -- the driver ----------------------------------------------------------------------------------------------
 
 
-class Driver:
+class Driver(CoreDriver):
     """Plays the shell around one core: feeds bytes through the reader in ``piece``-byte pieces, runs steps."""
 
     def __init__(self, core: Conversation, piece: int | None, decide: Decide | None = None) -> None:
-        self.core = core
+        super().__init__(core)
         self.reader = LineReader(None, ReaderLimits(MAX_LINE))
         self.piece = piece
         self.decide = decide
-        self.events: list[Event] = []
         self.done: list[object] = []
 
     def send(self, message: OutgoingMessage) -> OutgoingMessage:
@@ -112,33 +111,12 @@ class Driver:
     def of(self, name: str) -> list[Any]:
         return [value for event, value in self.events if event == name]
 
-    def _write(self, message: OutgoingMessage) -> None:
-        self.events.append(("on_send", message))
-        self.events.append(("write", message.raw + b"\n"))
+    def answer(self, request: PermissionRequest) -> PermissionReply | None:
+        return self.decide(request) if self.decide is not None else None
 
-    def _handle(self, line: bytes) -> None:
-        event = self.core.receive(line)
-        if isinstance(event, Update):
-            self.events.append(("on_update", event))
-            cancel = self.core.update_recorded(event)
-            if cancel is not None:
-                self._write(cancel)
-            return
-        answer: Any = None
-        try:
-            while True:
-                effect = event.send(answer)
-                answer = None
-                if isinstance(effect, Record):
-                    self.events.append((effect.callback, effect.value))
-                    if effect.callback == "on_permission_request" and self.decide is not None:
-                        answer = self.decide(effect.value)
-                else:
-                    self._write(effect.message)
-        except StopIteration as stop:
-            if stop.value is not None:
-                self.done.append(stop.value.value)
-                self.core.end_call()
+    def finished(self, value: object) -> None:
+        self.done.append(value)
+        self.core.end_call()
 
 
 @pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])

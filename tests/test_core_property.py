@@ -11,13 +11,13 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from core_driver import CoreDriver
 from schema_util import errors
 from tinyacp import (
     ClientInfo,
     LineReader,
     MessageKind,
     MissingDurableObserver,
-    OutgoingMessage,
     PermissionPolicy,
     PermissionReply,
     PermissionRequest,
@@ -32,7 +32,7 @@ from tinyacp import (
     Update,
     UpdateKind,
 )
-from tinyacp._conversation import Conversation, Record
+from tinyacp._conversation import Conversation
 from tinyacp.reader import ReaderEvent
 
 SESSIONS = ["s1", "s2"]
@@ -315,16 +315,15 @@ replies = st.one_of(
 # -- the driver ----------------------------------------------------------------------------------------------
 
 
-class Harness:
+class Harness(CoreDriver):
     """Plays a shell around the core: makes our calls in order, feeds the agent's bytes, logs every effect."""
 
     def __init__(self, core: Conversation, reader: LineReader, plan: list[str], replies: list[Any]) -> None:
-        self.core = core
+        super().__init__(core)
         self.reader = reader
         self.plan = plan
         self.replies = replies or [None]
         self.asked = 0
-        self.events: list[tuple[str, Any]] = []
         self.stopped: BaseException | None = None
         self.outcomes: list[str] = []
         """What ended each call, for the statistics."""
@@ -350,10 +349,6 @@ class Harness:
             self.events.append(("call", message))
             self._write(message)
 
-    def _write(self, message: OutgoingMessage) -> None:
-        self.events.append(("on_send", message))
-        self.events.append(("write", message.raw + b"\n"))
-
     def handle(self, line: bytes) -> bool:
         """Handle one line as a shell would; False once the shell would tear down."""
         start = len(self.events)
@@ -371,30 +366,14 @@ class Harness:
         assert [value.raw for value in recorded] == [line], "every line becomes exactly one record"
         return True
 
-    def _handle(self, line: bytes) -> None:
-        event = self.core.receive(line)
-        if isinstance(event, Update):
-            self.events.append(("on_update", event))
-            cancel = self.core.update_recorded(event)
-            if cancel is not None:
-                self._write(cancel)
-            return
-        answer: Any = None
-        try:
-            while True:
-                effect = event.send(answer)
-                answer = None
-                if isinstance(effect, Record):
-                    self.events.append((effect.callback, effect.value))
-                    if effect.callback == "on_permission_request":
-                        answer = self.replies[self.asked % len(self.replies)]
-                        self.asked += 1
-                else:
-                    self._write(effect.message)
-        except StopIteration as stop:
-            if stop.value is not None:
-                self.outcomes.append(type(stop.value.value).__name__)
-                self.next_call()
+    def answer(self, request: PermissionRequest) -> PermissionReply | None:
+        reply: PermissionReply | None = self.replies[self.asked % len(self.replies)]
+        self.asked += 1
+        return reply
+
+    def finished(self, value: object) -> None:
+        self.outcomes.append(type(value).__name__)
+        self.next_call()
 
     def feed(self, data: bytes, sizes: list[int]) -> None:
         """The agent's whole output, in pieces of the given sizes (cycled), then the end of input."""
