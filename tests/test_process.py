@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_for
 from tinyacp import _process
 from tinyacp._errors import SpawnError
 from tinyacp._process import STDERR_TAIL_BYTES, AgentProcess, StderrTarget
@@ -66,16 +67,6 @@ def group_alive(pgid: int) -> list[int]:
 
 def open_fds() -> list[str]:
     return sorted(os.listdir("/proc/self/fd"))
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    nap = 0.001
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(nap)
-        nap = min(nap * 2, 0.02)
 
 
 def readable(fd: int, timeout: float = WAIT) -> bool:
@@ -164,7 +155,7 @@ def test_argv_reaches_the_agent_without_a_shell(agents: Agents, tmp_path: Path) 
         [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *tricky], cwd=tmp_path
     )
     assert json.loads(read_output(proc)) == tricky
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -249,7 +240,7 @@ def test_write_reaches_the_agent_and_stdout_fd_carries_its_answer(agents: Agents
 def test_write_to_an_agent_that_exited_is_a_broken_pipe(agents: Agents) -> None:
     proc = agents.spawn("--exit")
     agents.report(proc)
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     with pytest.raises(BrokenPipeError):
         proc.write(b"{}\n")
 
@@ -281,7 +272,7 @@ def test_terminate_lets_an_agent_that_exits_on_stdin_close_exit_cleanly(agents: 
 def test_terminate_returns_the_status_of_an_agent_already_reaped(agents: Agents) -> None:
     proc = agents.spawn("--exit")
     agents.report(proc)
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     assert proc.terminate(5.0) == 0
 
 
@@ -299,7 +290,7 @@ def test_terminate_takes_the_tools_the_agent_started_with_it(agents: Agents, age
 def test_terminate_takes_tools_that_outlived_the_agent(agents: Agents) -> None:
     proc = agents.spawn("--stubborn-children", "2", "--exit")
     tools = agents.report(proc)["children"]
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     assert all(alive(pid) for pid in tools)
     assert proc.terminate(0.1) == 0
     assert [pid for pid in tools if alive(pid)] == []
@@ -341,7 +332,7 @@ def test_terminate_closes_every_fd_and_reaps_the_agent(agents: Agents) -> None:
 def test_terminate_returns_while_a_tool_still_holds_the_agents_stdout(agents: Agents) -> None:
     proc = agents.spawn("--stubborn-children", "1", "--hold-output", "--exit", stderr="tail")
     (tool,) = agents.report(proc)["children"]
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     assert alive(tool)
     assert not readable(proc.stdout_fd, 0)  # no EOF: the tool still holds the pipe
     assert proc.terminate(0.1) == 0
@@ -356,13 +347,13 @@ def test_terminate_returns_while_an_escaped_process_holds_stdout_and_stderr(agen
     proc = agents.spawn("--escape", "--exit", stderr="tail")
     escaped = agents.report(proc)["escaped"]
     try:
-        wait_until(lambda: proc.poll() is not None, "the agent exited")
+        wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
         assert proc.terminate(0.1) == 0
         assert open_fds() == before
         assert alive(escaped)
     finally:
         os.kill(escaped, signal.SIGKILL)
-    wait_until(lambda: not alive(escaped), "the escaped process died")
+    wait_for(lambda: not alive(escaped), timeout=WAIT, what="the escaped process died")
 
 
 def test_an_agent_dropped_without_terminate_is_killed_with_a_resource_warning(agents: Agents) -> None:
@@ -376,8 +367,8 @@ def test_an_agent_dropped_without_terminate_is_killed_with_a_resource_warning(ag
     # subprocess adds its own "still running": the kill is sent, the reap is left to its next Popen.
     assert any("was not terminated" in str(warning.message) for warning in caught)
     assert {warning.category for warning in caught} == {ResourceWarning}
-    wait_until(lambda: not any(alive(pid) for pid in agents.pids), "the dropped agent's group died")
-    wait_until(lambda: open_fds() == before, "the dropped agent's fds were closed")
+    wait_for(lambda: not any(alive(pid) for pid in agents.pids), timeout=WAIT, what="the dropped agent's group died")
+    wait_for(lambda: open_fds() == before, timeout=WAIT, what="the dropped agent's fds were closed")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -391,9 +382,9 @@ def test_start_kill_from_another_thread_kills_a_term_ignoring_agent_after_the_gr
     thread.start()
     thread.join(WAIT)
     assert readable(proc.wake_fd)
-    wait_until(lambda: proc.poll() is not None, "the agent was killed")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent was killed")
     assert proc.returncode == -signal.SIGKILL
-    wait_until(lambda: not alive(tool), "the tool was killed")
+    wait_for(lambda: not alive(tool), timeout=WAIT, what="the tool was killed")
     assert proc.terminate(1.0) == -signal.SIGKILL
 
 
@@ -401,7 +392,7 @@ def test_start_kill_terminates_a_cooperative_agent_at_once(agents: Agents) -> No
     proc = agents.spawn()
     agents.report(proc)
     proc.start_kill(30.0)
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     assert proc.returncode == -signal.SIGTERM
     assert proc.terminate(1.0) == -signal.SIGTERM  # and the 30 s timer does not hold it up
 
@@ -414,7 +405,7 @@ def test_start_kill_works_from_a_signal_handler(agents: Agents) -> None:
         os.kill(os.getpid(), signal.SIGUSR1)
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    wait_until(lambda: proc.poll() is not None, "the agent was killed")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent was killed")
     assert proc.returncode == -signal.SIGKILL
 
 
@@ -433,7 +424,7 @@ def test_start_kill_starts_one_timer_however_often_it_is_called(
     agents.report(proc)
     for _ in range(3):
         proc.start_kill(0.05)
-    wait_until(lambda: proc.poll() is not None, "the agent was killed")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent was killed")
     assert len(started) == 1
 
 
@@ -469,7 +460,7 @@ def test_wake_makes_wake_fd_readable_until_drained(agents: Agents) -> None:
 def test_zombies_in_the_group_do_not_count_as_live_members(agents: Agents) -> None:
     proc = agents.spawn("--zombie")
     dead = agents.report(proc)["zombie"]
-    wait_until(lambda: zombie(dead), "the unreaped tool became a zombie")
+    wait_for(lambda: zombie(dead), timeout=WAIT, what="the unreaped tool became a zombie")
     assert proc.live_group_members() == [proc.pid]
 
 
@@ -527,7 +518,7 @@ def _flood_tail() -> bytes:
 def test_a_chatty_agent_never_blocks_and_the_tail_keeps_its_last_64_kib(agents: Agents) -> None:
     proc = agents.spawn("--stderr-bytes", str(FLOOD), stderr="tail")
     agents.report(proc)
-    wait_until(lambda: proc.poll() is not None, "the agent wrote 10 MB to stderr and exited", timeout=30)
+    wait_for(lambda: proc.poll() is not None, timeout=30, what="the agent wrote 10 MB to stderr and exited")
     assert proc.terminate(1.0) == 0
     assert proc.stderr_tail() == _flood_tail()
 
@@ -535,7 +526,7 @@ def test_a_chatty_agent_never_blocks_and_the_tail_keeps_its_last_64_kib(agents: 
 def test_a_chatty_agent_never_blocks_when_stderr_is_discarded(agents: Agents) -> None:
     proc = agents.spawn("--stderr-bytes", str(FLOOD))
     agents.report(proc)
-    wait_until(lambda: proc.poll() is not None, "the agent wrote 10 MB to stderr and exited", timeout=30)
+    wait_for(lambda: proc.poll() is not None, timeout=30, what="the agent wrote 10 MB to stderr and exited")
     assert proc.terminate(1.0) == 0
     assert proc.stderr_tail() is None
 
@@ -544,7 +535,7 @@ def test_the_tail_holds_everything_when_stderr_is_short(agents: Agents) -> None:
     proc = agents.spawn_argv(
         [sys.executable, "-c", "import sys; sys.stderr.write('Traceback: boom\\n')"], stderr="tail"
     )
-    wait_until(lambda: proc.poll() is not None, "the agent exited")
+    wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
     proc.terminate(1.0)
     assert proc.stderr_tail() == b"Traceback: boom\n"
 
@@ -555,7 +546,7 @@ def test_stderr_can_go_to_the_callers_file(agents: Agents, tmp_path: Path, as_fd
     with log.open("wb") as file:
         target: StderrTarget = file.fileno() if as_fd else file
         proc = agents.spawn_argv([sys.executable, "-c", "import os; os.write(2, b'logged')"], stderr=target)
-        wait_until(lambda: proc.poll() is not None, "the agent exited")
+        wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
         assert proc.terminate(1.0) == 0
     assert log.read_bytes() == b"logged"
     assert proc.stderr_tail() is None
