@@ -23,8 +23,9 @@ from tinyacp._process import _live_group_members
 
 TESTS = Path(__file__).resolve().parent
 AGENTS = TESTS / "agents"
-SHARED_ACP = TESTS.parents[1] / "shared" / "acp"
-SCHEMA_PATH = SHARED_ACP / "schema" / "v1" / "schema.json"
+ACP = TESTS / "acp"
+"""The copy of the ACP schema and examples the tests read (see acp/README.md for its origin and licence)."""
+SCHEMA_PATH = ACP / "schema" / "v1" / "schema.json"
 
 INIT_RESULT: dict[str, Any] = {
     "protocolVersion": 1,

@@ -695,7 +695,7 @@ def test_files_are_embedded_and_images_linked_when_the_agent_cannot_take_them(cl
 def test_import_tinyacp_does_not_import_the_cli() -> None:
     code = (
         "import sys, tinyacp; tinyacp.JsonlJournal; "
-        "bad = [m for m in ('tinyacp.cli', 'tinyacp._run', 'tinyacp._display', 'argparse') if m in sys.modules]; "
+        "bad = [m for m in ('tinyacp.cli', 'tinyacp._run', 'tinyacp.cli._display', 'argparse') if m in sys.modules]; "
         "print(bad)"
     )
     env = dict(os.environ, PYTHONPATH=str(SRC))
@@ -724,13 +724,13 @@ def test_import_tinyacp_does_not_import_the_cli() -> None:
     ],
 )
 def test_sanitize_removes_escape_sequences_and_replaces_controls(raw: str, shown: str) -> None:
-    from tinyacp._display import sanitize
+    from tinyacp.cli._display import sanitize
 
     assert sanitize(raw) == shown
 
 
 def test_platform_dirs_follow_xdg_and_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinyacp import _dirs
+    from tinyacp.cli import _dirs
 
     home = {"HOME": str(tmp_path)}
     monkeypatch.setattr(sys, "platform", "linux")

@@ -29,9 +29,9 @@ import pytest
 
 import tinyacp
 from conftest import (
+    ACP,
     AGENTS,
     INIT_RESULT,
-    SHARED_ACP,
     Background,
     ClientLike,
     MakeClient,
@@ -61,7 +61,7 @@ from tinyacp._process import STDERR_TAIL_BYTES, _live_group_members
 # Every blocking call gets a deadline, so a broken promise fails the test instead of hanging it.
 TIMEOUT = 20.0
 
-UPDATE_EXAMPLES = SHARED_ACP / "examples" / "session_update_examples.jsonl"
+UPDATE_EXAMPLES = ACP / "examples" / "session_update_examples.jsonl"
 REPORT_AGENT = AGENTS / "report_agent.py"
 FLOOD_AGENT = AGENTS / "flood_agent.py"
 PROC_AGENT = AGENTS / "proc_agent.py"

@@ -28,7 +28,7 @@ from tinyacp._version import __version__
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
-SCHEMA_PATH = TESTS.parents[1] / "shared" / "acp" / "schema" / "v1" / "schema.json"
+SCHEMA_PATH = TESTS / "acp" / "schema" / "v1" / "schema.json"
 SDK_AGENT = TESTS / "agents" / "sdk_agent.py"
 
 # Generous: an agent that never answers fails the test after this long instead of hanging it.

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from conftest import SHARED_ACP
+from conftest import ACP
 from schema_util import check_client_line, errors, schema
 from tinyacp import (
     AgentInfo,
@@ -57,7 +57,7 @@ from tinyacp import (
 )
 from tinyacp._conversation import Conversation, Done, Record, Step, Write
 
-EXAMPLES = SHARED_ACP / "examples"
+EXAMPLES = ACP / "examples"
 EPOCH = 7
 CLIENT_INFO = ClientInfo("tinyacp-tests", "0.0.1")
 SESSION = "sess_1"

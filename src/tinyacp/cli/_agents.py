@@ -1,7 +1,7 @@
 """The agents the ``tinyacp`` command knows by name, and the user's config file that adds or overrides them.
 
 A name stands for an argv that is run directly, never through a shell. The config file is TOML, in the
-platform's config directory (see :mod:`tinyacp._dirs`)::
+platform's config directory (see :mod:`tinyacp.cli._dirs`)::
 
     default_agent = "claude"            # what `tinyacp prompt` runs without --agent (default: demo)
 

@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO, TextIO
 
-from ._messages import (
+from .._messages import (
     AgentThoughtChunk,
     CurrentModeUpdate,
     Plan,
@@ -32,8 +32,8 @@ from ._messages import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from ._permissions import PermissionRequest
-from ._records import Update
+from .._permissions import PermissionRequest
+from .._records import Update
 
 __all__ = ["Display", "one_line", "plan_lines", "sanitize", "tool_output_lines"]
 

@@ -1,6 +1,6 @@
 """``tinyacp show JOURNAL``: a journal as a readable conversation, or as JSON Lines with each line parsed.
 
-Everything the agent wrote is sanitized before it is shown (see :func:`tinyacp._display.sanitize`); the journal
+Everything the agent wrote is sanitized before it is shown (see :func:`tinyacp.cli._display.sanitize`); the journal
 itself keeps the raw bytes.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from .._journal import JournalContents, JsonlJournal
+from .._messages import PlanEntry
 from ._display import one_line, plan_lines, sanitize, tool_output_lines
-from ._journal import JournalContents, JsonlJournal
-from ._messages import PlanEntry
 
 __all__ = ["render_json", "render_text"]
 

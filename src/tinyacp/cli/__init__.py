@@ -3,7 +3,7 @@ decide what it may run, and keep a record.
 
 Subcommands: ``prompt`` (the main job), ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
 ``tinyacp COMMAND --help`` for each. The exit status of ``prompt`` and ``probe`` is listed in ``EXIT_STATUS``
-(shown by ``--help``) and defined by :class:`tinyacp._run.Exit`.
+(shown by ``--help``) and defined by :class:`tinyacp.cli._run.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command.
 """
@@ -21,20 +21,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._client import Client
+from .._errors import TinyAcpError
+from .._journal import read_journal
+from .._limits import TransferLimits
+from .._observer import BaseObserver
+from .._options import Options
+from .._permissions import PermissionPolicy
+from .._records import AgentMessage, MessageKind
+from .._version import __version__
+from ..reader import DEFAULT_MAX_LINE, ReaderLimits
 from ._agents import AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
-from ._client import Client
 from ._dirs import journal_dir, private_dir
 from ._display import one_line
-from ._errors import TinyAcpError
-from ._journal import read_journal
-from ._limits import TransferLimits
-from ._observer import BaseObserver
-from ._options import Options
-from ._permissions import PermissionPolicy
-from ._records import AgentMessage, MessageKind
 from ._run import Attachment, Exit, PromptSettings, explain, read_attachment, run_prompt
-from ._version import __version__
-from .reader import DEFAULT_MAX_LINE, ReaderLimits
 
 __all__ = ["main"]
 
@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=cmd_show)
 
-    from . import replay
+    from .. import replay
 
     replayer = commands.add_parser(
         "replay",
@@ -450,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tinyacp`` command; returns the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["demo-agent"]:  # the demo's own parser takes every flag, --help included
-        from . import demo
+        from .. import demo
 
         return demo.main(args_list[1:])
     parser = build_parser()
@@ -470,7 +470,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

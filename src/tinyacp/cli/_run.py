@@ -26,10 +26,8 @@ from typing import Any, BinaryIO, TextIO
 
 import msgspec
 
-from ._agents import AgentSpec
-from ._client import Client
-from ._display import Display, one_line, tool_output_lines
-from ._errors import (
+from .._client import Client
+from .._errors import (
     AgentExited,
     AgentTimeout,
     LimitExceeded,
@@ -39,9 +37,9 @@ from ._errors import (
     TinyAcpError,
     UsageError,
 )
-from ._journal import JsonlJournal
-from ._limits import TransferLimits
-from ._messages import (
+from .._journal import JsonlJournal
+from .._limits import TransferLimits
+from .._messages import (
     AgentMessageChunk,
     Initialize,
     PromptBlobResource,
@@ -53,11 +51,13 @@ from ._messages import (
     PromptTextResource,
     StopReason,
 )
-from ._observer import BaseObserver
-from ._options import Options
-from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
-from ._records import AgentMessage, OutgoingMessage, PromptResult, Update
-from .reader import ReaderLimits
+from .._observer import BaseObserver
+from .._options import Options
+from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
+from .._records import AgentMessage, OutgoingMessage, PromptResult, Update
+from ..reader import ReaderLimits
+from ._agents import AgentSpec
+from ._display import Display, one_line, tool_output_lines
 
 __all__ = ["Attachment", "Exit", "PromptSettings", "run_prompt"]
 
