@@ -6,10 +6,12 @@ that marker may be left (the CLI, its agent, or anything the agent started).
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shlex
 import signal
@@ -357,6 +359,9 @@ def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli
         ["prompt", "--max-line", "1K", "--max-update-bytes", "2K", "hi"],
         ["prompt", "--timeout", "soon", "hi"],
         ["prompt", "--agent", "", "hi"],
+        ["prompt", "--agent-command", "", "hi"],
+        ["prompt", " "],
+        ["prompt", ""],
         ["prompt"],
         [],
     ],
@@ -632,11 +637,19 @@ def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cl
     listing = json.loads(done.stdout)
     names = {agent["name"]: agent for agent in listing["agents"]}
     assert {"demo", "claude", "codex", "gemini", "opencode"} <= set(names)
-    assert names["claude"]["command"] == ["npx", "-y", "@zed-industries/claude-agent-acp"]
-    assert names["codex"]["command"] == ["npx", "-y", "@zed-industries/codex-acp"]
+    assert {"copilot", "cursor", "qwen", "kimi", "fast-agent", "goose", "kiro"} <= set(names)
+    # The maintained adapters, pinned: a new version changes modes, auth methods and option ids.
+    assert names["claude"]["command"] == ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.101.0"]
+    assert "Node.js 22" in names["claude"]["needs"] and "Node.js 22 or newer" in names["claude"]["install"]
+    assert names["codex"]["command"] == ["npx", "-y", "@agentclientprotocol/codex-acp@2.6.0"]
+    assert (names["codex"]["key_method"], names["codex"]["key_env"]) == ("api-key", ["OPENAI_API_KEY"])
     assert names["gemini"]["command"] == ["gemini", "--acp"]
     assert names["opencode"]["command"] == ["opencode", "acp"]
+    assert names["copilot"]["command"] == ["copilot", "--acp"]
+    assert names["kiro"]["command"] == ["kiro-cli", "acp"]
+    assert all(row["install"] and row["login"] and row["needs"] for row in listing["agents"] if row["name"] != "demo")
     assert listing["default"] == "demo"
+    assert "needs Node.js 22+" in cli.run("agents").stdout.decode()
 
     config = cli.tmp / "config" / "tinyacp"
     config.mkdir(parents=True)
@@ -742,3 +755,161 @@ def test_platform_dirs_follow_xdg_and_macos(tmp_path: Path, monkeypatch: pytest.
     assert _dirs.config_dir(home) == support
     assert _dirs.journal_dir(home) == support / "journals"
     assert _dirs.config_dir({**home, "XDG_CONFIG_HOME": str(tmp_path / "c")}) == tmp_path / "c" / "tinyacp"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Agents by name, and errors that say what happened.
+
+
+def test_a_mistyped_agent_name_gets_a_suggestion_and_exits_2(cli: Cli) -> None:
+    done = cli.run("prompt", "--agent", "cluade", "hi")
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert "unknown agent 'cluade'; did you mean 'claude'?" in err and "--agent-command" in err
+    assert cli.run("probe", "--agent", "gemeni").returncode == 2
+    assert b"did you mean" not in cli.run("prompt", "--agent", "zzzzqqq", "hi").stderr
+
+
+def test_agent_command_runs_a_command_line_and_agent_with_a_space_still_does(cli: Cli) -> None:
+    command = shlex.join([sys.executable, "-m", "tinyacp.demo", "--chunks", "1"])
+    for flag in ("--agent-command", "--agent"):
+        done = cli.run("prompt", "-y", flag, command, "--format", "json", "hello")
+        assert done.returncode == 0, done.stderr
+        assert _events(done.stdout)[-1]["counts"]["chunks"] == 1
+
+
+def test_an_empty_prompt_on_stdin_is_refused_before_the_agent_starts(cli: Cli) -> None:
+    done = cli.run("prompt", "--agent-command", "no-such-program-at-all", "-", input=b"  \n")
+    assert done.returncode == 2
+    assert "the prompt is empty" in done.stderr.decode()
+
+
+def test_an_agent_error_shows_its_data_and_the_tail_of_its_stderr(cli: Cli) -> None:
+    data = {"details": "Query closed before response received", "trace": [f"frame {n}" for n in range(40)]}
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "stderr", "text": "starting\nClaude Code process exited with code 1\x1b[31m\n"},
+            {"op": "reply_error", "code": -32603, "message": "Internal error", "data": data},
+        ]
+    )
+    done = cli.run("prompt", "--agent", agent, "--format", "json", "hi")
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "session/prompt failed: Internal error (code -32603)" in err
+    assert "Query closed before response received" in err  # the data, cut to a few lines
+    assert "frame 39" not in err and "more lines" in err
+    assert "agent stderr (last lines):" in err and "Claude Code process exited with code 1" in err
+    assert "\x1b" not in err
+    error = _events(done.stdout)[-1]["error"]
+    assert error["type"] == "RequestError" and error["data"] == data
+
+
+def test_a_program_that_does_not_speak_acp_is_named_at_its_first_line(cli: Cli) -> None:
+    agent = cli.scripted([{"op": "raw", "line": "Welcome to Gemini CLI! Type /help"}, {"op": "hang"}])
+    started = time.monotonic()
+    done = cli.run("prompt", "--agent", agent, "hi")
+    assert done.returncode == 1
+    assert time.monotonic() - started < TIMEOUT / 2  # at the first line, not at a deadline
+    err = done.stderr.decode()
+    assert "this program does not speak ACP on stdout" in err
+    assert "its first line on stdout: Welcome to Gemini CLI! Type /help" in err
+    done = cli.run("probe", "--agent", agent)
+    assert done.returncode == 1 and "does not speak ACP" in done.stderr.decode()
+
+
+def test_initialize_has_a_startup_deadline_that_names_a_silent_program(cli: Cli) -> None:
+    agent = cli.scripted([{"op": "stderr", "text": "listening on port 8080\n"}, {"op": "hang"}])
+    done = cli.run("prompt", "--agent", agent, "--startup-timeout", "1", "hi")
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "this program does not speak ACP on stdout: no answer to initialize in 1 s" in err
+    assert "it wrote nothing on stdout" in err and "listening on port 8080" in err
+    done = cli.run("prompt", "--agent", agent, "--startup-timeout", "5", "--timeout", "1", "hi")
+    assert done.returncode == 5  # the run's own deadline came first
+
+
+def test_fail_on_reject_exits_9_when_a_permission_was_rejected(cli: Cli) -> None:
+    done = cli.run("prompt", "--fail-on-reject", "--format", "json", "hello")
+    assert done.returncode == 9
+    result = _events(done.stdout)[-1]
+    assert result["outcome"] == "rejected" and result["stop_reason"] == "end_turn"
+    assert cli.run("prompt", "--fail-on-reject", "-y", "hello").returncode == 0
+    assert cli.run("prompt", "hello").returncode == 0  # without the flag a rejection is no failure
+
+
+def test_the_done_line_shows_usage_and_cost_when_the_agent_reports_them(cli: Cli) -> None:
+    usage = {
+        "sessionUpdate": "usage_update",
+        "used": 5000,
+        "size": 200000,
+        "cost": {"amount": 0.0123, "currency": "USD"},
+    }
+    tokens = {"inputTokens": 1200, "outputTokens": 300, "totalTokens": 1500}
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "update", "update": chunk("ok")},
+            {"op": "update", "update": usage},
+            {"op": "reply", "result": {"stopReason": "end_turn", "usage": tokens}},
+        ]
+    )
+    done = cli.run("prompt", "--agent", agent, "hi")
+    assert done.returncode == 0, done.stderr
+    assert "tokens 1,200 in, 300 out · context 2% · cost $0.0123" in done.stderr.decode()
+    result = _events(cli.run("prompt", "--agent", agent, "--format", "json", "hi").stdout)[-1]
+    assert result["usage"] == tokens and result["cost"] == {"amount": 0.0123, "currency": "USD"}
+
+
+def test_json_events_on_a_terminal_never_share_a_line_with_the_status_line(cli: Cli) -> None:
+    terminal = Terminal(cli, "prompt", "-y", "--no-journal", "--agent", "demo --delay 0.3", "--format", "json", "hi")
+    assert terminal.finish() == 0
+    events = 0
+    for line in terminal.output.split(b"\n"):
+        start = line.find(b'{"type"')
+        if start < 0:
+            continue
+        # What a terminal shows left of the event: the text after the last carriage return, less the erasing.
+        shown = re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", line[:start].rsplit(b"\r", 1)[-1])
+        assert shown == b"", line  # the status line was erased before the event was written
+        json.loads(line[start:].rstrip(b"\r"))  # and nothing after it
+        events += 1
+    assert events >= 5
+    assert b"\xe2\xa0" in terminal.output or b"|" in terminal.output  # the status line was drawn meanwhile
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The documentation of the command.
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    from tinyacp.cli import build_parser
+
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_docs_cli_shows_every_flag_of_every_command() -> None:
+    text = DOC.read_text()
+    missing = [
+        f"{name} {option}"
+        for name, sub in _subparsers().items()
+        for action in sub._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help" and not any(c + option in text for c in "` [")
+    ]
+    assert not missing
+
+
+def test_docs_cli_tables_every_exit_status_and_every_built_in_agent() -> None:
+    from tinyacp.cli._agents import BUILTIN_AGENTS
+    from tinyacp.cli._exit import Exit
+
+    text = DOC.read_text()
+    for code in Exit:
+        assert f"\n| {int(code)} | " in text, code
+    for spec in BUILTIN_AGENTS.values():
+        assert f"| `{spec.name}` | `{spec.display_command()}` |" in text, spec.name

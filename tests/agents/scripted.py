@@ -16,7 +16,7 @@ so a test can check exactly what reached the agent and when. Steps (one JSON obj
 - ``sleep``: ``seconds``. ``exit``: exit with ``code`` (or by ``signal``). ``close_stdout``: close stdout and
   keep running. ``wait_eof``: read until stdin closes. ``hang``: sleep for ever.
 - ``ignore_sigterm``: from now on SIGTERM does nothing. ``spawn``: start ``argv`` in our process group and
-  append its pid to ``pidfile``. ``stderr``: write ``size`` bytes to stderr.
+  append its pid to ``pidfile``. ``stderr``: write ``size`` bytes to stderr (or ``text``).
 """
 
 from __future__ import annotations
@@ -189,6 +189,10 @@ class Script:
             pidfile.write(f"{child.pid}\n")
 
     def op_stderr(self, step: dict[str, Any]) -> None:
+        if "text" in step:
+            sys.stderr.buffer.write(step["text"].encode())
+            sys.stderr.buffer.flush()
+            return
         chunk = b"e" * 65536
         size = step["size"]
         while size > 0:

@@ -31,26 +31,18 @@ from .._permissions import PermissionPolicy
 from .._records import AgentMessage, MessageKind
 from .._version import __version__
 from ..reader import DEFAULT_MAX_LINE, ReaderLimits
-from ._agents import AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
+from ._agents import DEMO, AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
 from ._dirs import journal_dir, private_dir
 from ._display import one_line
-from ._run import Attachment, Exit, PromptSettings, explain, read_attachment, run_prompt
+from ._exit import EXIT_STATUS, Exit
+from ._explain import StartupWatch, explain, stderr_lines
+from ._run import Attachment, PromptSettings, read_attachment, run_prompt
 
 __all__ = ["main"]
 
-EXIT_STATUS = """exit status:
-  0    the agent ended its turn (end_turn)
-  1    agent error: it exited, broke the protocol or answered with an error; or the journal failed
-  2    usage error: bad arguments, an unreadable file, config or journal path
-  3    the agent refused (refusal)
-  4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
-  5    --timeout passed
-  6    a transfer limit was reached
-  7    the agent's program could not be started (not installed)
-  130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""
-
 _DEFAULT_LIMITS = TransferLimits()
-_PROBE_TIMEOUT = 60.0  # the first `npx -y` of an adapter downloads it; a minute covers that on a slow line
+_PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
+_STARTUP_TIMEOUT = 120.0
 
 
 class _Usage(Exception):
@@ -94,9 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     agent = argparse.ArgumentParser(add_help=False)
     agent.add_argument(
         "--agent",
-        metavar='NAME|"CMD ARGS"',
-        help="an agent name (see `tinyacp agents`), optionally with more arguments, or a command line "
-        "(default: the built-in demo agent)",
+        metavar="NAME",
+        help='an agent name (see `tinyacp agents`), optionally with more arguments ("demo --delay 1"); '
+        "a value with a space whose first word names no agent is run as a command line "
+        "(default: the config's default_agent, else the built-in demo agent)",
+    )
+    agent.add_argument(
+        "--agent-command",
+        metavar='"CMD ARGS"',
+        help="run this command line as the agent (split as a shell would, run without one)",
     )
     agent.add_argument("--cwd", default=".", metavar="DIR", help="the session's working directory (default: .)")
 
@@ -115,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
     rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    rules.add_argument(
+        "--fail-on-reject",
+        action="store_true",
+        help=f"exit {int(Exit.REJECTED)} when the turn ends but a permission request was rejected or cancelled",
+    )
     content = prompt.add_argument_group("content")
     content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
     content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
@@ -124,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
     timing = prompt.add_argument_group("time")
     timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of the whole run")
+    timing.add_argument(
+        "--startup-timeout",
+        type=_seconds,
+        default=_STARTUP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+    )
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
     limits = prompt.add_argument_group("limits (sizes in bytes; K, M, G suffixes)")
@@ -187,7 +197,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _agent(args: argparse.Namespace) -> AgentSpec:
-    return resolve_agent(args.agent, _config(args))
+    return resolve_agent(args.agent, _config(args), command=args.agent_command)
 
 
 def _cwd(args: argparse.Namespace) -> Path:
@@ -204,6 +214,12 @@ def _prompt_text(words: list[str]) -> str:
         except UnicodeDecodeError as exc:
             raise _Usage(f"the prompt on stdin is not UTF-8: {exc}") from None
     return " ".join(words)
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise _Usage("the prompt is empty: nothing would be sent to the agent")
+    return text
 
 
 def _attachments(args: argparse.Namespace) -> tuple[Attachment, ...]:
@@ -254,7 +270,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     cwd = _cwd(args)
     attachments = _attachments(args)
     reader_limits, transfer_limits = _limits(args)
-    text = _prompt_text(args.text)
+    text = _nonempty(_prompt_text(args.text))
     terminal = _isatty(sys.stdin) and _isatty(sys.stderr)
     ask = terminal and not args.yes and not args.no_input
     settings = PromptSettings(
@@ -275,6 +291,8 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
         agent_log=args.agent_log,
+        startup_timeout=args.startup_timeout,
+        fail_on_reject=args.fail_on_reject,
     )
     return run_prompt(settings)
 
@@ -284,9 +302,13 @@ class _InitializeAnswer(BaseObserver):
 
     raw: bytes = b""
 
+    def __init__(self) -> None:
+        self.watch = StartupWatch()
+
     def on_message(self, message: AgentMessage) -> None:
         if message.kind == MessageKind.RESPONSE and message.method == "initialize":
             self.raw = message.raw
+        self.watch.seen(message.raw, message)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -296,13 +318,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     answer = _InitializeAnswer()
     env = {**os.environ, **agent.env} if agent.env else None
+    client: Client | None = None
     try:
         with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
             init = client.initialize(timeout=args.timeout)
     except TinyAcpError as exc:
-        code, message, hint = explain(exc, agent, None)
-        _error(message, hint)
-        return int(code)
+        why = explain(exc, agent, None, first_line=answer.watch.first_line, startup_timeout=args.timeout)
+        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
+        _error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
+        return int(why.code)
     info = init.agent_info
     caps = init.agent_capabilities
     report: dict[str, Any] = {
@@ -380,7 +404,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
                 "installed": program is not None,
                 "program": program,
                 "description": spec.description,
+                "needs": spec.needs,
                 "install": spec.install,
+                "login": spec.login,
+                "key_method": spec.key_method,
+                "key_env": list(spec.key_env),
                 "source": spec.source,
             }
         )
@@ -398,6 +426,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
         state = "ready" if row["installed"] else f"missing {row['command'][0]}"
         marker = "*" if row["name"] == config.default_agent else " "
         print(f"{marker} {row['name']:<{width}}  {row['display']:<{command_width}}  {state:<16} {row['description']}")
+        if row["needs"] and row["name"] != DEMO:
+            print(f"  {'':<{width}}  needs {row['needs']}; to log in: {row['login'] or 'see its documentation'}")
     missing = [row for row in rows if not row["installed"] and row["install"]]
     if missing:
         print("\nto install:")

@@ -9,13 +9,25 @@ platform's config directory (see :mod:`tinyacp.cli._dirs`)::
     command = ["claude-agent-acp"]      # an argv; a string is split as a shell would, but no shell runs it
     env = { ANTHROPIC_LOG = "debug" }   # added to the environment tinyacp passes on
     description = "Claude, installed globally"
-    install = "npm install -g @zed-industries/claude-agent-acp"
+    install = "npm install -g @agentclientprotocol/claude-agent-acp"
     login = "run `claude /login`"
+    needs = "Node.js 22+"
+    key_method = "api-key"              # an auth method that reads key_env, used when all of it is set
+    key_env = ["ANTHROPIC_API_KEY"]
+    # Session settings, as the flags of the same names (a flag wins over the file):
+    mode = "default"                    # --mode
+    model = "sonnet"                    # --model
+    options = { effort = "high" }       # --set effort=high
+    mcp_config = "~/mcp.json"           # --mcp-config
+    system_prompt = "Answer briefly."   # --system-prompt
+    system_prompt_mode = "append"       # --system-prompt-mode (append or override)
+    auth = "api-key"                    # --auth
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import shlex
 import shutil
@@ -28,13 +40,53 @@ from typing import Any
 
 from ._dirs import config_dir
 
-__all__ = ["BUILTIN_AGENTS", "AgentSpec", "Config", "ConfigError", "load_config", "resolve_agent"]
+__all__ = [
+    "BUILTIN_AGENTS",
+    "SYSTEM_PROMPT_MODES",
+    "AgentSettings",
+    "AgentSpec",
+    "Config",
+    "ConfigError",
+    "load_config",
+    "resolve_agent",
+]
 
 DEMO = "demo"
+SYSTEM_PROMPT_MODES = ("append", "override")
 
 
 class ConfigError(Exception):
     """The config file or an --agent value cannot be used; the message says why, for a person."""
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """What to ask of the agent's session, from the command line or the agent's entry in ``config.toml``."""
+
+    auth: str | None = None
+    """The auth method id to ``authenticate`` with after ``initialize``."""
+    mode: str | None = None
+    model: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Config options to set, by id (``--set KEY=VALUE``)."""
+    mcp_config: str | None = None
+    """A file in the ``mcpServers`` JSON format of Claude Desktop and Cursor."""
+    system_prompt: str | None = None
+    system_prompt_mode: str = "append"
+
+    def over(self, base: AgentSettings) -> AgentSettings:
+        """These settings, falling back on ``base`` for what they leave unset (options are merged)."""
+        return AgentSettings(
+            auth=self.auth if self.auth is not None else base.auth,
+            mode=self.mode if self.mode is not None else base.mode,
+            model=self.model if self.model is not None else base.model,
+            options={**base.options, **self.options},
+            mcp_config=self.mcp_config if self.mcp_config is not None else base.mcp_config,
+            system_prompt=self.system_prompt if self.system_prompt is not None else base.system_prompt,
+            system_prompt_mode=self.system_prompt_mode
+            if self.system_prompt is not None or self.system_prompt_mode != "append"
+            else base.system_prompt_mode,
+        )
 
 
 @dataclass(frozen=True)
@@ -49,9 +101,17 @@ class AgentSpec:
     login: str = ""
     """How to log in, when the agent says it needs authentication."""
     source: str = "built-in"
-    """Where the entry comes from: ``built-in``, the config file's path, or ``--agent``."""
+    """Where the entry comes from: ``built-in``, the config file's path, or ``--agent-command``."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables added to the environment the agent inherits."""
+    needs: str = ""
+    """What the agent needs to run, in a few words (a runtime, a login)."""
+    key_method: str | None = None
+    """An auth method that takes an API key from the environment although the agent does not say so."""
+    key_env: tuple[str, ...] = ()
+    """The variables ``key_method`` reads; it is used when all of them are set."""
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    """Session settings from the config file."""
 
     def with_args(self, args: list[str]) -> AgentSpec:
         """The same agent with more arguments after its own."""
@@ -69,7 +129,7 @@ class AgentSpec:
         return shlex.join(command)
 
 
-_NODE = "install Node.js 18 or later (https://nodejs.org), which provides npx; npx fetches the adapter on first use"
+_NPX = "Node.js{version} (https://nodejs.org), whose npx fetches the adapter on first use"
 
 BUILTIN_AGENTS: dict[str, AgentSpec] = {
     spec.name: spec
@@ -79,22 +139,28 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
             (sys.executable, "-m", "tinyacp.demo"),
             "tinyacp's built-in demo agent: no model, it lists the files in the working directory",
             "it comes with tinyacp",
+            needs="nothing",
         ),
-        # Zed renamed its Claude adapter from claude-code-acp to claude-agent-acp when Anthropic's SDK became the
-        # Claude Agent SDK; the old package is no longer developed.
+        # The adapters moved from @zed-industries/* to @agentclientprotocol/*; the old packages are no longer
+        # developed. Pinned: a new adapter version changes modes, auth methods and option ids under the user.
         AgentSpec(
             "claude",
-            ("npx", "-y", "@zed-industries/claude-agent-acp"),
-            "Claude Code, through Zed's ACP adapter (claude-agent-acp)",
-            _NODE,
-            "run `claude /login` (Claude Code), or set ANTHROPIC_API_KEY",
+            ("npx", "-y", "@agentclientprotocol/claude-agent-acp@0.101.0"),
+            "Claude Code, through the ACP adapter claude-agent-acp 0.101.0",
+            "install " + _NPX.format(version=" 22 or newer"),
+            "run `claude /login` (Claude Code) once, or set ANTHROPIC_API_KEY",
+            needs="Node.js 22+; a Claude login or ANTHROPIC_API_KEY",
         ),
         AgentSpec(
             "codex",
-            ("npx", "-y", "@zed-industries/codex-acp"),
-            "OpenAI Codex, through Zed's ACP adapter (codex-acp)",
-            _NODE,
-            "run `codex login` (Codex CLI), or set OPENAI_API_KEY",
+            ("npx", "-y", "@agentclientprotocol/codex-acp@2.6.0"),
+            "OpenAI Codex, through the ACP adapter codex-acp 2.6.0",
+            "install " + _NPX.format(version=""),
+            "run `codex login` (Codex CLI) once, or set OPENAI_API_KEY",
+            needs="Node.js (npx); a ChatGPT login or OPENAI_API_KEY",
+            # The adapter's API-key method is not marked as an environment-variable method: name it here.
+            key_method="api-key",
+            key_env=("OPENAI_API_KEY",),
         ),
         AgentSpec(
             "gemini",
@@ -102,13 +168,73 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
             "Google's Gemini CLI in ACP mode",
             "npm install -g @google/gemini-cli",
             "run `gemini` once in a terminal to log in, or set GEMINI_API_KEY",
+            needs="a Google login or GEMINI_API_KEY",
+            key_method="gemini-api-key",
+            key_env=("GEMINI_API_KEY",),
         ),
         AgentSpec(
             "opencode",
             ("opencode", "acp"),
-            "opencode in ACP mode",
+            "OpenCode in ACP mode",
             "npm install -g opencode-ai (or see https://opencode.ai)",
-            "run `opencode auth login`",
+            "run `opencode auth login` once",
+            needs="a model provider login",
+        ),
+        AgentSpec(
+            "copilot",
+            ("copilot", "--acp"),
+            "GitHub Copilot CLI in ACP mode (stdio)",
+            "npm install -g @github/copilot",
+            "run `copilot` once in a terminal and log in with /login",
+            needs="a GitHub Copilot subscription and login",
+        ),
+        AgentSpec(
+            "cursor",
+            ("agent", "acp"),
+            "Cursor's agent CLI in ACP mode",
+            "install the Cursor CLI (https://cursor.com/docs/cli/overview); it provides `agent`",
+            "run `agent login` once, or set CURSOR_API_KEY",
+            needs="a Cursor login or CURSOR_API_KEY",
+        ),
+        AgentSpec(
+            "qwen",
+            ("qwen", "--acp"),
+            "Qwen Code in ACP mode",
+            "npm install -g @qwen-code/qwen-code",
+            "run `qwen` once in a terminal to log in",
+            needs="Node.js; a Qwen login or a provider API key",
+        ),
+        AgentSpec(
+            "kimi",
+            ("kimi", "acp"),
+            "Kimi Code CLI (Moonshot AI) in ACP mode",
+            "see https://moonshotai.github.io/kimi-cli/ (for example `uv tool install kimi-cli`)",
+            "run `kimi login` once",
+            needs="a Kimi login",
+        ),
+        AgentSpec(
+            "fast-agent",
+            ("uvx", "fast-agent-acp"),
+            "fast-agent in ACP mode, through uvx",
+            "install uv (https://docs.astral.sh/uv/), whose uvx fetches fast-agent-acp on first use",
+            "set your model provider's API key (for example ANTHROPIC_API_KEY or OPENAI_API_KEY)",
+            needs="uv; a model provider's API key",
+        ),
+        AgentSpec(
+            "goose",
+            ("goose", "acp"),
+            "Goose (Block) in ACP mode",
+            "see https://block.github.io/goose/docs/getting-started/installation",
+            "run `goose configure` once to choose a provider and log in",
+            needs="a configured model provider",
+        ),
+        AgentSpec(
+            "kiro",
+            ("kiro-cli", "acp"),
+            "Kiro CLI in ACP mode",
+            "see https://kiro.dev/docs/cli/",
+            "run `kiro-cli login` once",
+            needs="a Kiro login",
         ),
     )
 }
@@ -168,24 +294,79 @@ def _entry(path: Path, name: str, entry: Any) -> AgentSpec:
     if not isinstance(command, list | tuple) or not command or not all(isinstance(arg, str) for arg in command):
         raise ConfigError(f"{where}: command must be a non-empty list of strings (or one string)")
     env = entry.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not _strings(env):
         raise ConfigError(f"{where}: env must be a table of strings")
-    texts = {}
-    for key in ("description", "install", "login"):
+    texts: dict[str, Any] = {}
+    for key in ("description", "install", "login", "needs"):
         value = entry.get(key, getattr(base, key) if base is not None else "")
         if not isinstance(value, str):
             raise ConfigError(f"{where}: {key} must be a string")
         texts[key] = value
-    return AgentSpec(name, tuple(command), texts["description"], texts["install"], texts["login"], str(path), env)
+    key_method = entry.get("key_method", base.key_method if base is not None else None)
+    key_env = entry.get("key_env", list(base.key_env) if base is not None else [])
+    if isinstance(key_env, str):
+        key_env = [key_env]
+    if key_method is not None and not isinstance(key_method, str):
+        raise ConfigError(f"{where}: key_method must be an auth method id")
+    if not isinstance(key_env, list) or not all(isinstance(item, str) for item in key_env):
+        raise ConfigError(f"{where}: key_env must be a variable name or a list of them")
+    return AgentSpec(
+        name,
+        tuple(command),
+        source=str(path),
+        env=env,
+        key_method=key_method,
+        key_env=tuple(key_env),
+        settings=_settings(where, entry),
+        **texts,
+    )
 
 
-def resolve_agent(value: str | None, config: Config) -> AgentSpec:
-    """The agent an ``--agent`` value means: a known name (with extra arguments after it, as in
-    ``"demo --delay 1"``), else a command line of its own. None means the config's default agent.
+_SETTING_KEYS = ("auth", "mode", "model", "mcp_config", "system_prompt", "system_prompt_mode")
+
+
+def _settings(where: str, entry: dict[str, Any]) -> AgentSettings:
+    """The session settings of an agent's entry: ``mode``, ``model``, ``options``, ``mcp_config``, …"""
+    values: dict[str, Any] = {}
+    for key in _SETTING_KEYS:
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}: {key} must be a string")
+        if value is not None:
+            values[key] = value
+    if values.get("system_prompt_mode", "append") not in SYSTEM_PROMPT_MODES:
+        raise ConfigError(f"{where}: system_prompt_mode must be one of {', '.join(SYSTEM_PROMPT_MODES)}")
+    options = entry.get("options", {})
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        raise ConfigError(f"{where}: options must be a table of config option values")
+    values["options"] = {key: _option_text(where, key, value) for key, value in options.items()}
+    return AgentSettings(**values)
+
+
+def _option_text(where: str, key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigError(f"{where}: options.{key} must be a string, a number or a boolean")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def resolve_agent(value: str | None, config: Config, *, command: str | None = None) -> AgentSpec:
+    """The agent to start: ``--agent-command`` (a command line of its own) when given, else the ``--agent``
+    value: a known name, with extra arguments after it as in ``"demo --delay 1"``. A value with a space whose
+    first word is no known name is also taken as a command line (the older spelling of ``--agent-command``);
+    so is a path to a program (``./my-agent``). None means the config's default agent.
 
     Raises:
-        ConfigError: the value is empty or cannot be split into words.
+        ConfigError: the value is empty, cannot be split into words, or is a single word that names no agent
+            (the message suggests the closest names).
     """
+    if command is not None:
+        return _command(command, "--agent-command")
     if value is None:
         value = config.default_agent
     try:
@@ -193,9 +374,25 @@ def resolve_agent(value: str | None, config: Config) -> AgentSpec:
     except ValueError as exc:
         raise ConfigError(f"--agent {value!r}: {exc}") from exc
     if not words:
-        raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or a command")
+        raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
     spec = config.agents.get(words[0])
     if spec is not None:
         return spec.with_args(words[1:])
-    name = os.path.basename(words[0])
-    return AgentSpec(name, tuple(words), source="--agent")
+    if len(words) > 1 or os.sep in words[0]:
+        return _command(value, "--agent")
+    close = difflib.get_close_matches(words[0], list(config.agents), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    raise ConfigError(
+        f"unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
+        f'to run a program of your own, use --agent-command "CMD ARGS")'
+    )
+
+
+def _command(value: str, flag: str) -> AgentSpec:
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {value!r}: {exc}") from exc
+    if not words:
+        raise ConfigError(f"{flag} is empty: give a command line")
+    return AgentSpec(os.path.basename(words[0]), tuple(words), source=flag)

@@ -281,6 +281,23 @@ class Display:
             if data:
                 self._reply_mid_line = not data.endswith("\n")
 
+    def write_beside(self, stream: BinaryIO, data: bytes) -> None:
+        """Write ``data`` to ``stream`` (JSON events on stdout) out of the live region's way: when the stream is
+        the terminal the display draws on, the status line is cleared first and drawn again after.
+
+        Raises:
+            OSError: the stream cannot be written.
+        """
+        with self._lock:
+            shared = self.live and _same_file(self._err, stream)
+            if shared:
+                self._write_err(self._clear_live())
+                self._live_height = 0
+            stream.write(data)
+            stream.flush()
+            if shared:
+                self._redraw()
+
     def end_reply(self) -> None:
         """End the reply with a newline on a terminal, so the shell's prompt starts on a line of its own."""
         with self._lock:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import enum
 import json
 import mimetypes
 import os
@@ -28,14 +27,8 @@ import msgspec
 
 from .._client import Client
 from .._errors import (
-    AgentExited,
-    AgentTimeout,
-    LimitExceeded,
-    ObserverError,
     RequestError,
-    SpawnError,
     TinyAcpError,
-    UsageError,
 )
 from .._journal import JsonlJournal
 from .._limits import TransferLimits
@@ -50,6 +43,7 @@ from .._messages import (
     PromptText,
     PromptTextResource,
     StopReason,
+    UsageUpdate,
 )
 from .._observer import BaseObserver
 from .._options import Options
@@ -58,44 +52,10 @@ from .._records import AgentMessage, OutgoingMessage, PromptResult, Update
 from ..reader import ReaderLimits
 from ._agents import AgentSpec
 from ._display import Display, one_line, tool_output_lines
+from ._exit import OUTCOME_WORDS, Exit
+from ._explain import StartupWatch, explain, stderr_lines
 
 __all__ = ["Attachment", "Exit", "PromptSettings", "run_prompt"]
-
-
-class Exit(enum.IntEnum):
-    """The exit status of ``tinyacp prompt`` (and ``probe``), one per outcome."""
-
-    OK = 0
-    """The agent ended its turn (``end_turn``)."""
-    AGENT_ERROR = 1
-    """The agent exited, broke the protocol or answered with an error; or the journal could not be written."""
-    USAGE = 2
-    """Bad arguments, an unreadable file, config or journal path."""
-    REFUSAL = 3
-    """The agent refused (``refusal``)."""
-    INCOMPLETE = 4
-    """The turn stopped early: ``max_tokens``, ``max_turn_requests``, or a stop reason outside ACP v1."""
-    TIMEOUT = 5
-    """``--timeout`` passed (the turn was cancelled, or the agent did not even answer the cancel)."""
-    LIMIT = 6
-    """A transfer limit was reached (a line, an update, the update count, the reply, the prompt's size)."""
-    NOT_INSTALLED = 7
-    """The agent's program could not be started (not installed, not executable)."""
-    CANCELLED = 130
-    """Ctrl-C (128 + SIGINT), or the agent ended the turn as ``cancelled``."""
-
-
-OUTCOME_WORDS: dict[int, str] = {
-    Exit.OK: "end_turn",
-    Exit.AGENT_ERROR: "agent_error",
-    Exit.USAGE: "usage_error",
-    Exit.REFUSAL: "refusal",
-    Exit.INCOMPLETE: "incomplete",
-    Exit.TIMEOUT: "timeout",
-    Exit.LIMIT: "limit",
-    Exit.NOT_INSTALLED: "not_installed",
-    Exit.CANCELLED: "cancelled",
-}
 
 
 @dataclass(frozen=True)
@@ -135,6 +95,9 @@ class PromptSettings:
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
     agent_log: Path | None = None
+    startup_timeout: float | None = 120.0
+    """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
+    fail_on_reject: bool = False
 
 
 @dataclass
@@ -146,6 +109,8 @@ class Outcome:
     error: str | None = None
     error_type: str | None = None
     hint: str | None = None
+    error_data: Any = None
+    """The ``data`` of the agent's error answer, as the agent sent it."""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -161,8 +126,9 @@ def _json_line(event: dict[str, Any]) -> bytes:
 class JsonEvents:
     """``--format json``: one JSON object per line on stdout; see the README for the schema."""
 
-    def __init__(self, out: BinaryIO, epoch: int) -> None:
+    def __init__(self, out: BinaryIO, epoch: int, display: Display | None = None) -> None:
         self._out: BinaryIO | None = out
+        self._display = display
         self.epoch = epoch
         self._decode = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -171,8 +137,11 @@ class JsonEvents:
         if self._out is None:
             return
         try:
-            self._out.write(_json_line(event))
-            self._out.flush()
+            if self._display is not None:  # never inside the status line, when both share a terminal
+                self._display.write_beside(self._out, _json_line(event))
+            else:
+                self._out.write(_json_line(event))
+                self._out.flush()
         except OSError:
             self._out = None
 
@@ -392,11 +361,17 @@ class RunObserver(BaseObserver):
         self._kept_bytes = 0
         self._kept_chunks = 0
         self._overflowed = False
+        self.watch = StartupWatch()
+        self.usage: UsageUpdate | None = None
+        """The agent's last ``usage_update``: context used, and the session's cost when it reports one."""
 
     def on_update(self, update: Update) -> None:
         if self.journal is not None:
             self.journal.on_update(update)
+        self.watch.seen(update.raw)
         self.last_seq = update.seq
+        if isinstance(update.payload, UsageUpdate):
+            self.usage = update.payload
         if self.events is not None:
             self.events.update(update)
         payload = update.payload
@@ -476,6 +451,7 @@ class RunObserver(BaseObserver):
     def on_message(self, message: AgentMessage) -> None:
         if self.journal is not None:
             self.journal.on_message(message)
+        self.watch.seen(message.raw, message)
 
     def on_send(self, message: OutgoingMessage) -> None:
         if self.journal is not None:
@@ -569,54 +545,6 @@ def _outcome_of_result(result: PromptResult) -> Outcome:
     return Outcome(int(code), result)
 
 
-def _outcome_of_error(exc: BaseException, agent: AgentSpec, init: Initialize | None) -> Outcome:
-    code, message, hint = explain(exc, agent, init)
-    return Outcome(int(code), None, message, type(exc).__name__, hint)
-
-
-def explain(exc: BaseException, agent: AgentSpec, init: Initialize | None) -> tuple[Exit, str, str | None]:
-    """The exit status, the message and a hint for a person, for an error of a run (or of ``probe``).
-
-    Args:
-        exc: what was raised.
-        agent: the agent that was started.
-        init: the agent's answer to ``initialize``, if it came.
-    """
-    message = one_line(str(exc).split("\n--- agent stderr")[0], 2000)
-    hint = None
-    if isinstance(exc, SpawnError):
-        cause = exc.__cause__
-        if isinstance(cause, FileNotFoundError) and agent.program() is None:
-            message = f"{agent.name} is not installed: {agent.command[0]!r} was not found on PATH"
-        return Exit.NOT_INSTALLED, message, f"to install {agent.name}: {agent.install}" if agent.install else None
-    if isinstance(exc, AgentTimeout):
-        return Exit.TIMEOUT, message, None
-    if isinstance(exc, LimitExceeded):
-        return Exit.LIMIT, message, "raise the limit with the --max-* options if the agent is honest"
-    if isinstance(exc, ObserverError):
-        if isinstance(exc.__cause__, OSError):
-            message = f"the journal could not be written: {exc.__cause__}"
-        return Exit.AGENT_ERROR, message, None
-    if isinstance(exc, UsageError | OSError):
-        return Exit.USAGE, message, None
-    if isinstance(exc, AgentExited) and init is None and agent.install:
-        hint = f"is {agent.name} installed and working? {agent.install}"
-    if isinstance(exc, RequestError) and "auth" in exc.message.lower():
-        offered = ", ".join(one_line(method.name, 60) for method in init.auth_methods) if init is not None else ""
-        hint = f"{agent.name} needs you to log in first: {agent.login or 'see its documentation'}"
-        if offered:
-            hint += f" (it offers: {offered})"
-    return Exit.AGENT_ERROR, message, hint
-
-
-def _stderr_tail(exc: BaseException) -> list[str]:
-    tail = getattr(exc, "stderr_tail", None)
-    if not tail:
-        return []
-    lines = tail.decode("utf-8", "replace").splitlines()[-15:]
-    return ["agent stderr (last lines):", *(f"  {one_line(line, 300)}" for line in lines)]
-
-
 class PromptRun:
     """One run of ``tinyacp prompt``."""
 
@@ -646,7 +574,7 @@ class PromptRun:
                 )
                 return int(Exit.USAGE)
         if settings.json:
-            self.events = JsonEvents(self.stdout, self.epoch)
+            self.events = JsonEvents(self.stdout, self.epoch, self.display)
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         interrupts = Interrupts(self.display, wake_w)
@@ -676,6 +604,8 @@ class PromptRun:
         forced = interrupts.code
         if forced is not None:  # the person (or the system) stopped the run, whatever the agent answered
             outcome.code = forced
+        elif settings.fail_on_reject and outcome.code == Exit.OK and observer.rejected:
+            outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
         return outcome.code
 
@@ -683,31 +613,16 @@ class PromptRun:
         settings = self.settings
         deadline = _Deadline(settings.timeout)
         init: Initialize | None = None
+        client: Client | None = None
+        startup: float | None = None
         try:
             with contextlib.ExitStack() as stack:
-                stderr: Any = "tail"
-                if settings.agent_log is not None:
-                    fd = os.open(settings.agent_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                    stack.callback(os.close, fd)
-                    stderr = fd
-                env = {**os.environ, **settings.agent.env} if settings.agent.env else None
-                options = Options(
-                    command=settings.agent.command,
-                    cwd=settings.cwd,
-                    env=env,
-                    epoch=self.epoch,
-                    observer=observer,
-                    policy=settings.policy,
-                    reader_limits=settings.reader_limits,
-                    transfer_limits=settings.transfer_limits,
-                    stderr=stderr,
-                    kill_grace=settings.kill_grace,
-                    cancel_grace=settings.cancel_grace,
-                )
-                client = stack.enter_context(Client(options))
+                client = stack.enter_context(self._start(stack, observer))
                 self.agent_pid = client.pid
                 interrupts.attach(client)
-                init = client.initialize(timeout=deadline.left())
+                startup, left = deadline.first(settings.startup_timeout)
+                init = client.initialize(timeout=left)
+                startup = None
                 session = client.new_session(settings.cwd, timeout=deadline.left())
                 self._ready(init, session.id, client.pid)
                 blocks, notes = prompt_blocks(settings.text, settings.attachments, init.prompt_capabilities)
@@ -720,10 +635,48 @@ class PromptRun:
                 finally:
                     observer.in_turn = interrupts.in_turn = False
         except (TinyAcpError, OSError) as exc:
-            outcome = _outcome_of_error(exc, settings.agent, init)
-            outcome.hint = "\n".join(filter(None, [outcome.hint, *_stderr_tail(exc)])) or None
-            return outcome
+            return self._failed(exc, init, client, observer.watch.first_line, startup)
         return _outcome_of_result(result)
+
+    def _start(self, stack: contextlib.ExitStack, observer: RunObserver) -> Client:
+        """Start the agent (its stderr kept as a tail for error messages, or appended to ``--agent-log``)."""
+        settings = self.settings
+        stderr: Any = "tail"
+        if settings.agent_log is not None:
+            fd = os.open(settings.agent_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            stack.callback(os.close, fd)
+            stderr = fd
+        env = {**os.environ, **settings.agent.env} if settings.agent.env else None
+        options = Options(
+            command=settings.agent.command,
+            cwd=settings.cwd,
+            env=env,
+            epoch=self.epoch,
+            observer=observer,
+            policy=settings.policy,
+            reader_limits=settings.reader_limits,
+            transfer_limits=settings.transfer_limits,
+            stderr=stderr,
+            kill_grace=settings.kill_grace,
+            cancel_grace=settings.cancel_grace,
+        )
+        return Client(options)
+
+    def _failed(
+        self,
+        exc: BaseException,
+        init: Initialize | None,
+        client: Client | None,
+        first_line: bytes | None,
+        startup: float | None,
+    ) -> Outcome:
+        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
+        why = explain(exc, self.settings.agent, init, first_line=first_line, startup_timeout=startup)
+        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
+        log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
+        hint = [*why.hint, *stderr_lines(tail, log if client is not None else None)]
+        data = exc.data if isinstance(exc, RequestError) else None
+        return Outcome(int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data)
 
     def _ready(self, init: Initialize, session_id: str, pid: int) -> None:
         info = init.agent_info
@@ -754,6 +707,7 @@ class PromptRun:
             ]
             if result.overflow is not None:
                 parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
+            parts += usage_words(_usage(result), observer.usage)
             code = "32" if outcome.code == Exit.OK else "33"
             display.lines([f"done: {' · '.join(parts)}"], code)
         if observer.unasked:
@@ -803,9 +757,47 @@ class PromptRun:
             },
             "elapsed": round(elapsed, 3),
             "meta": result.meta if result is not None else None,
-            "error": None if outcome.error is None else {"type": outcome.error_type, "message": outcome.error},
+            "usage": _usage(result) if result is not None else None,
+            "cost": _cost(observer.usage),
+            "error": None
+            if outcome.error is None
+            else {"type": outcome.error_type, "message": outcome.error, "data": outcome.error_data},
             "journal": str(self.settings.journal) if self.settings.journal is not None else None,
         }
+
+
+def _usage(result: PromptResult) -> dict[str, Any] | None:
+    """The token usage the agent reported with its answer to the prompt (Claude's and OpenCode's do)."""
+    usage = (result.meta or {}).get("usage")
+    return usage if isinstance(usage, dict) else None
+
+
+def _cost(update: UsageUpdate | None) -> dict[str, Any] | None:
+    if update is None or update.cost is None:
+        return None
+    return {"amount": update.cost.amount, "currency": update.cost.currency}
+
+
+def usage_words(usage: dict[str, Any] | None, update: UsageUpdate | None) -> list[str]:
+    """The ``done`` line's words for tokens and cost, when the agent reported them."""
+    words = []
+    if usage:
+        counts = [
+            f"{value:,} {label}"
+            for key, label in (("inputTokens", "in"), ("outputTokens", "out"), ("thoughtTokens", "thought"))
+            if isinstance(value := usage.get(key), int)
+        ]
+        total = usage.get("totalTokens")
+        if counts:
+            words.append("tokens " + ", ".join(counts))
+        elif isinstance(total, int):
+            words.append(f"{total:,} tokens")
+    if update is not None and update.size > 0:
+        words.append(f"context {100 * update.used // update.size}%")
+    if update is not None and update.cost is not None:
+        amount, currency = update.cost.amount, one_line(update.cost.currency, 8)
+        words.append(f"cost ${amount:.4f}" if currency == "USD" else f"cost {amount:.4f} {currency}")
+    return words
 
 
 class _Deadline:
@@ -819,6 +811,14 @@ class _Deadline:
         if self._end is None:
             return None
         return max(0.0, self._end - self._clock())
+
+    def first(self, limit: float | None) -> tuple[float | None, float | None]:
+        """The timeout of a call that also has a deadline of its own (``--startup-timeout``): (that deadline
+        when it comes first, else None; the timeout to use)."""
+        left = self.left()
+        if limit is not None and (left is None or limit < left):
+            return limit, limit
+        return None, left
 
 
 def run_prompt(settings: PromptSettings) -> int:

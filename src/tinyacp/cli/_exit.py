@@ -1,0 +1,61 @@
+"""The exit status of the ``tinyacp`` command: one value per outcome, documented in one table."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["EXIT_STATUS", "OUTCOME_WORDS", "Exit"]
+
+
+class Exit(enum.IntEnum):
+    """The exit status of ``tinyacp prompt`` (and ``probe``), one per outcome."""
+
+    OK = 0
+    """The agent ended its turn (``end_turn``)."""
+    AGENT_ERROR = 1
+    """The agent exited, broke the protocol or answered with an error; or the journal could not be written."""
+    USAGE = 2
+    """Bad arguments, an unreadable file, config or journal path."""
+    REFUSAL = 3
+    """The agent refused (``refusal``)."""
+    INCOMPLETE = 4
+    """The turn stopped early: ``max_tokens``, ``max_turn_requests``, or a stop reason outside ACP v1."""
+    TIMEOUT = 5
+    """``--timeout`` passed (the turn was cancelled, or the agent did not even answer the cancel)."""
+    LIMIT = 6
+    """A transfer limit was reached (a line, an update, the update count, the reply, the prompt's size)."""
+    NOT_INSTALLED = 7
+    """The agent's program could not be started (not installed, not executable)."""
+    REJECTED = 9
+    """``--fail-on-reject``: the turn ended, but a permission request in it was rejected or cancelled."""
+    CANCELLED = 130
+    """Ctrl-C (128 + SIGINT), or the agent ended the turn as ``cancelled``."""
+
+
+OUTCOME_WORDS: dict[int, str] = {
+    Exit.OK: "end_turn",
+    Exit.AGENT_ERROR: "agent_error",
+    Exit.USAGE: "usage_error",
+    Exit.REFUSAL: "refusal",
+    Exit.INCOMPLETE: "incomplete",
+    Exit.TIMEOUT: "timeout",
+    Exit.LIMIT: "limit",
+    Exit.NOT_INSTALLED: "not_installed",
+    Exit.REJECTED: "rejected",
+    Exit.CANCELLED: "cancelled",
+}
+
+
+EXIT_STATUS = """exit status:
+  0    the agent ended its turn (end_turn)
+  1    agent error: it exited, broke the protocol, does not speak ACP, or answered with an error; or the
+       journal failed
+  2    usage error: bad arguments, an unknown agent name, an empty prompt, an unreadable file, config or
+       journal path, or a setting the agent does not offer
+  3    the agent refused (refusal)
+  4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
+  5    --timeout passed
+  6    a transfer limit was reached
+  7    the agent's program could not be started (not installed)
+  9    --fail-on-reject: the turn ended but a permission request was rejected or cancelled
+  130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""

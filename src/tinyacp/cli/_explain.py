@@ -1,0 +1,176 @@
+"""Errors that say what happened: the exit status, the message and the lines that help a person act on it.
+
+An agent's error answer is shown with its ``data`` (where real agents put the cause: "Query closed before
+response received", a network error) and with the tail of the agent's stderr. A program that does not speak ACP
+on stdout (``gemini`` without ``--acp``) is caught at its first line, or when ``initialize`` gets no answer in
+time, and that first line is shown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import (
+    AgentExited,
+    AgentTimeout,
+    LimitExceeded,
+    ObserverError,
+    RequestError,
+    SpawnError,
+    UsageError,
+)
+from .._messages import Initialize
+from .._records import AgentMessage, MessageKind
+from ._agents import AgentSpec
+from ._display import one_line
+from ._exit import Exit
+
+__all__ = ["Explanation", "NotAcp", "StartupWatch", "data_lines", "explain", "stderr_lines"]
+
+DATA_LINES = 6
+"""How many lines of an error's ``data`` are shown: enough for a cause and its context, not a whole dump."""
+STDERR_LINES = 12
+"""How many of the agent's last stderr lines are shown with an error."""
+_LINE = 300
+
+NOT_ACP = "this program does not speak ACP on stdout"
+
+
+class NotAcp(Exception):
+    """The agent's first line on stdout is not a JSON-RPC message (raised by the observer to stop the run)."""
+
+    def __init__(self, line: bytes) -> None:
+        super().__init__(f"{NOT_ACP}: its first line is not JSON-RPC")
+        self.line = line
+
+
+class StartupWatch:
+    """Keeps the first line the agent writes on stdout and refuses it when it is not JSON-RPC.
+
+    Call :meth:`seen` from the observer's ``on_message`` and ``on_update``, after recording the line.
+    """
+
+    def __init__(self) -> None:
+        self.first_line: bytes | None = None
+
+    def seen(self, raw: bytes, message: AgentMessage | None = None) -> None:
+        """A line the agent sent; raises :class:`NotAcp` when it is the first one and not JSON-RPC.
+
+        Raises:
+            NotAcp: the first line is not JSON-RPC.
+        """
+        if self.first_line is not None:
+            return
+        self.first_line = raw
+        if message is not None and message.kind == MessageKind.INVALID:
+            raise NotAcp(raw)
+
+
+@dataclass
+class Explanation:
+    """What the command says about an error."""
+
+    code: Exit
+    message: str
+    hint: list[str] = field(default_factory=list)
+
+
+def data_lines(data: Any, max_lines: int = DATA_LINES) -> list[str]:
+    """An error's ``data``, sanitized, as at most ``max_lines`` lines (a string as it is, anything else as JSON)."""
+    if data is None:
+        return []
+    if isinstance(data, str):
+        text = data
+    else:
+        try:
+            text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
+        except (TypeError, ValueError):
+            text = repr(data)
+    lines = [one_line(line, _LINE) for line in text.splitlines() if line.strip()]
+    if len(lines) > max_lines:
+        left_out = len(lines) - max_lines + 1
+        lines = [*lines[: max_lines - 1], f"… ({left_out} more lines)"]
+    return lines
+
+
+def stderr_lines(tail: bytes | None, where: str | None = None) -> list[str]:
+    """The last lines of the agent's stderr, sanitized and indented, under a heading; or where to find them."""
+    if not tail:
+        return [f"the agent's stderr is in {where}"] if where else []
+    lines = [line for line in tail.decode("utf-8", "replace").splitlines() if line.strip()][-STDERR_LINES:]
+    if not lines:
+        return []
+    return ["agent stderr (last lines):", *(f"  {one_line(line, _LINE)}" for line in lines)]
+
+
+def _first_line(line: bytes | None) -> list[str]:
+    if not line:
+        return ["it wrote nothing on stdout"]
+    text = line.decode("utf-8", "replace")
+    return [f"its first line on stdout: {one_line(text, _LINE)}"]
+
+
+def explain(
+    exc: BaseException,
+    agent: AgentSpec,
+    init: Initialize | None,
+    *,
+    first_line: bytes | None = None,
+    startup_timeout: float | None = None,
+) -> Explanation:
+    """The exit status, the message and the hint lines for an error of a run (or of ``probe``).
+
+    Args:
+        exc: what was raised.
+        agent: the agent that was started.
+        init: the agent's answer to ``initialize``, if it came.
+        first_line: the first line the agent wrote on stdout, if any.
+        startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
+    """
+    message = one_line(str(exc).split("\n--- agent stderr")[0], 2000)
+    if isinstance(exc, SpawnError):
+        cause = exc.__cause__
+        if isinstance(cause, FileNotFoundError) and agent.program() is None:
+            message = f"{agent.name} is not installed: {agent.command[0]!r} was not found on PATH"
+        install = [f"to install {agent.name}: {agent.install}"] if agent.install else []
+        return Explanation(Exit.NOT_INSTALLED, message, install)
+    if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
+        return Explanation(Exit.AGENT_ERROR, str(exc.__cause__), [*_first_line(exc.__cause__.line), *_acp_hint(agent)])
+    if isinstance(exc, AgentTimeout):
+        if init is None and startup_timeout is not None:
+            message = f"{NOT_ACP}: no answer to initialize in {startup_timeout:g} s"
+            more = [*_first_line(first_line), *_acp_hint(agent), "(a slow first start? raise --startup-timeout)"]
+            return Explanation(Exit.AGENT_ERROR, message, more)
+        return Explanation(Exit.TIMEOUT, message)
+    if isinstance(exc, LimitExceeded):
+        return Explanation(Exit.LIMIT, message, ["raise the limit with the --max-* options if the agent is honest"])
+    if isinstance(exc, ObserverError):
+        if isinstance(exc.__cause__, OSError):
+            message = f"the journal could not be written: {exc.__cause__}"
+        return Explanation(Exit.AGENT_ERROR, message)
+    if isinstance(exc, UsageError | OSError):
+        return Explanation(Exit.USAGE, message)
+    hint: list[str] = []
+    if isinstance(exc, RequestError):
+        hint += data_lines(exc.data)
+        if "auth" in exc.message.lower():
+            hint += _login_hint(agent, init)
+    if isinstance(exc, AgentExited) and init is None and first_line is None and agent.install:
+        hint.append(f"is {agent.name} installed and working? {agent.install}")
+    return Explanation(Exit.AGENT_ERROR, message, hint)
+
+
+def _acp_hint(agent: AgentSpec) -> list[str]:
+    if agent.source == "built-in":
+        return [f"is {agent.name} installed and recent enough? {agent.install}"] if agent.install else []
+    return ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
+
+
+def _login_hint(agent: AgentSpec, init: Initialize | None) -> list[str]:
+    hint = [f"{agent.name} needs you to log in first: {agent.login or 'see its documentation'}"]
+    offered = ", ".join(one_line(method.id, 60) for method in init.auth_methods) if init is not None else ""
+    if offered:
+        hint.append(f"it offers these auth methods (use --auth METHOD): {offered}")
+    return hint
