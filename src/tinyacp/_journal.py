@@ -20,11 +20,15 @@ bytes are recoverable exactly (:meth:`JsonlJournal.raw`). ``ts`` is the UTC time
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -36,7 +40,7 @@ from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
 
-__all__ = ["JournalContents", "JsonlJournal", "read_journal"]
+__all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "read_journal"]
 
 # Reading backwards for the last epoch: one pipe buffer at a time is plenty for a line of a few hundred bytes.
 _BLOCK = 64 * 1024
@@ -69,21 +73,25 @@ class JsonlJournal(BaseObserver):
     The file is only ever appended to. It is created readable by its owner only (0600): it holds prompts,
     file contents and tool output. If the last line of an existing file is torn (a crash mid-write), the journal
     ends it with a newline before appending, so the torn bytes stay a line of their own, which readers skip.
+    The journal never follows a symbolic link (``O_NOFOLLOW``) and writes only to a regular file, so a link planted
+    under its name cannot redirect the record elsewhere.
 
     Args:
         path: the file; created if missing.
         sync: fsync after every line, not only after decisions and epochs.
+        exclusive: create the file, which must not exist yet (``O_CREAT|O_EXCL``): for a new file per run.
 
     Raises:
-        OSError: the file cannot be opened or created.
+        FileExistsError: ``exclusive`` and the path exists (as anything, a link included).
+        OSError: the file cannot be opened or created, is a symbolic link (``ELOOP``), or is not a regular file.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, sync: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, sync: bool = False, exclusive: bool = False) -> None:
         self.path = Path(path)
         self.sync = sync
         self._lock = threading.Lock()
         self._encode = msgspec.json.Encoder().encode
-        self._fd = _open_for_append(self.path)
+        self._fd = _open_for_append(self.path, exclusive=exclusive)
 
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
@@ -99,7 +107,7 @@ class JsonlJournal(BaseObserver):
         with self._lock:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                epoch = last_epoch(self.path) + 1
+                epoch = last_epoch(self._fd) + 1
                 self._write({"type": "epoch", "epoch": epoch, "ts": timestamp()}, sync=True)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -175,10 +183,20 @@ class JsonlJournal(BaseObserver):
 
         Raises:
             KeyError: the record holds no line.
+            ValueError: the record's line is not a string, or not valid base64.
         """
         if "line" in record:
-            return str(record["line"]).encode("utf-8")
-        return base64.b64decode(record["line_b64"])
+            line = record["line"]
+            if not isinstance(line, str):
+                raise ValueError("the record's line is not a string")
+            return line.encode("utf-8", "surrogatepass")
+        data = record["line_b64"]
+        if not isinstance(data, str):
+            raise ValueError("the record's line_b64 is not a string")
+        try:
+            return base64.b64decode(data, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"the record's line_b64 is not base64: {exc}") from None
 
     # ----------------------------------------------------------------------------------------------------------
     # The file.
@@ -225,36 +243,43 @@ class JsonlJournal(BaseObserver):
             os.fsync(self._fd)
 
 
-def _open_for_append(path: Path) -> int:
-    """Open for appending; a new file is 0600 and its directory entry is fsync'ed; a torn tail is sealed."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+def _open_for_append(path: Path, *, exclusive: bool = False) -> int:
+    """Open for appending (and reading back the last epoch), never through a symbolic link and only a regular
+    file; a new file is 0600 and its directory entry is fsync'ed; a torn tail is sealed."""
+    # O_NONBLOCK only for the open itself: a FIFO planted under the name must not block us; it is refused below.
+    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    created = True
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        fd = os.open(path, flags)
         try:
-            _seal_torn_tail(path, fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            if exclusive:
+                raise
+            created = False
+            fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link (O_EXCL fails with EEXIST on a link, even dangling)
+            raise OSError(errno.ELOOP, "it is a symbolic link (journals never follow links)", str(path)) from None
+        raise
     try:
-        os.fchmod(fd, 0o600)  # whatever the umask said
-        _fsync_dir(path.parent)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        if created:
+            os.fchmod(fd, 0o600)  # whatever the umask said
+            _fsync_dir(path.parent)
+        else:
+            _seal_torn_tail(fd)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _seal_torn_tail(path: Path, fd: int) -> None:
-    with open(path, "rb") as file:
-        file.seek(0, os.SEEK_END)
-        if file.tell() == 0:
-            return
-        file.seek(-1, os.SEEK_END)
-        if file.read(1) == b"\n":
-            return
+def _seal_torn_tail(fd: int) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
     os.write(fd, b"\n")
     os.fsync(fd)
 
@@ -271,43 +296,53 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def last_epoch(path: str | os.PathLike[str]) -> int:
+def last_epoch(file: int | str | os.PathLike[str]) -> int:
     """The epoch of the last complete, readable line of the file; 0 for an empty or missing file.
+
+    Args:
+        file: a path, or a file descriptor open for reading (read with ``pread``: its offset does not move).
 
     The file is read backwards from its end, so this costs one block for a journal of any size.
     """
+    if isinstance(file, int):
+        return _last_epoch(file)
     try:
-        file = open(path, "rb")  # noqa: SIM115 - closed below; a with-block would hide the early returns
+        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return 0
-    with file:
-        position = file.seek(0, os.SEEK_END)
-        pending = b""  # the end part of a line whose start is not read yet
-        in_tail = True  # still in the bytes after the last newline: a torn line, or nothing
-        while position > 0:
-            step = min(_BLOCK, position)
-            position -= step
-            file.seek(position)
-            block = file.read(step)
-            if in_tail:
-                cut = block.rfind(b"\n")
-                if cut < 0:
-                    continue
-                block = block[:cut]
-                in_tail = False
-            lines = (block + pending).split(b"\n")
-            pending = lines.pop(0) if position > 0 else b""
-            for line in reversed(lines):
-                epoch = _epoch_of(line)
-                if epoch is not None:
-                    return epoch
+    try:
+        return _last_epoch(fd)
+    finally:
+        os.close(fd)
+
+
+def _last_epoch(fd: int) -> int:
+    position = os.fstat(fd).st_size
+    pending = b""  # the end part of a line whose start is not read yet
+    in_tail = True  # still in the bytes after the last newline: a torn line, or nothing
+    while position > 0:
+        step = min(_BLOCK, position)
+        position -= step
+        block = os.pread(fd, step, position)
+        if in_tail:
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                continue
+            block = block[:cut]
+            in_tail = False
+        lines = (block + pending).split(b"\n")
+        pending = lines.pop(0) if position > 0 else b""
+        for line in reversed(lines):
+            epoch = _epoch_of(line)
+            if epoch is not None:
+                return epoch
     return 0
 
 
 def _epoch_of(line: bytes) -> int | None:
     try:
         epoch = _probe_epoch(line).epoch
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None
     return epoch if epoch >= 0 else None
 
@@ -330,22 +365,53 @@ def read_journal(path: str | os.PathLike[str]) -> JournalContents:
         OSError: the file cannot be read.
     """
     contents = JournalContents()
-    with open(path, "rb") as file:
-        data = file.read()
-    lines = data.split(b"\n")
-    tail = lines.pop()
-    if tail:
-        contents.torn = tail
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = _decode_record(line)
-        except msgspec.MsgspecError:
-            contents.unreadable.append(number)
-            continue
-        if not isinstance(record.get("type"), str) or not isinstance(record.get("epoch"), int):
-            contents.unreadable.append(number)
-            continue
-        contents.records.append(record)
+    for line in iter_journal(path):
+        if line.torn:
+            contents.torn = line.data
+        elif line.record is None:
+            contents.unreadable.append(line.number)
+        else:
+            contents.records.append(line.record)
     return contents
+
+
+@dataclass(frozen=True)
+class JournalLine:
+    """One line of a journal file, as :func:`iter_journal` read it."""
+
+    number: int
+    """The line number, from 1."""
+    data: bytes
+    """The line's bytes, without its newline."""
+    record: dict[str, Any] | None
+    """The record; None for a line that is not one (not a JSON object with a string ``type`` and an integer
+    ``epoch``, nested too deep, …) and for a torn line."""
+    torn: bool = False
+    """The last line, with no newline after it: a write cut short."""
+
+
+def iter_journal(path: str | os.PathLike[str]) -> Iterator[JournalLine]:
+    """The lines of a journal file, in order, read as they come: memory is bounded by the longest line, whatever
+    the size of the file. Blank lines are skipped.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, 1):
+            if not line.endswith(b"\n"):
+                yield JournalLine(number, line, None, torn=True)
+                return
+            data = line[:-1]
+            if data.strip():
+                yield JournalLine(number, data, _record(data))
+
+
+def _record(data: bytes) -> dict[str, Any] | None:
+    try:
+        record = _decode_record(data)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    if not isinstance(record.get("type"), str) or type(record.get("epoch")) is not int:
+        return None
+    return record

@@ -19,8 +19,12 @@ Matching:
   recorded line. The first difference is reported on stderr and the replay exits 1 at once, so the client sees
   the agent exit.
 
-Exit status: 0 when the client closed stdin (strict: after sending every recorded line), 1 on a strict mismatch,
-2 when the journal cannot be used.
+A journal is input: records the replay cannot use (no line, a line that is not valid base64, …) are left out with
+a note on stderr, and the replay serves the rest. A client line it cannot make sense of (not JSON, nested too deep,
+longer than the longest line tinyacp writes) is reported and does not stop it.
+
+Exit status: 0 when the client closed stdin (strict: after sending every recorded line), 1 on a strict mismatch
+(or a client line too long to read), 2 when the journal cannot be used.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ._errors import ReaderExhaustion
 from ._journal import JsonlJournal, read_journal
 from .reader import LineReader, ReaderLimits
 
@@ -65,6 +70,8 @@ class Recording:
     opening: list[bytes] = field(default_factory=list)
     """Agent lines recorded before the client's first line."""
     steps: list[Step] = field(default_factory=list)
+    left_out: list[int] = field(default_factory=list)
+    """The positions (from 1, among the epoch's line records) of records left out: no line, or an undecodable one."""
 
 
 class JournalUnusable(Exception):
@@ -85,11 +92,17 @@ def load_recording(path: str | os.PathLike[str], epoch: int | None = None) -> Re
     chosen = epochs[-1] if epoch is None else epoch
     recording = Recording(chosen)
     found = False
+    position = 0
     for record in records:
         if record["epoch"] != chosen:
             continue
         found = True
-        raw = JsonlJournal.raw(record)
+        position += 1
+        try:
+            raw = JsonlJournal.raw(record)
+        except (KeyError, ValueError):
+            recording.left_out.append(position)
+            continue
         if record.get("dir") == "out":
             recording.steps.append(Step(raw, _parse(raw)))
         elif recording.steps:
@@ -104,13 +117,19 @@ def load_recording(path: str | os.PathLike[str], epoch: int | None = None) -> Re
 def _parse(raw: bytes) -> dict[str, Any] | None:
     try:
         message = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's recursion limit
         return None
     return message if isinstance(message, dict) else None
 
 
 def _key(request_id: Any) -> tuple[str, Any]:
-    """Ids compared by JSON type and value: ``1`` and ``true`` and ``"1"`` are different ids."""
+    """Ids compared by JSON type and value: ``1`` and ``true`` and ``"1"`` are different ids (and an object or a
+    list, not a valid id but possible in a journal, by its JSON text)."""
+    if isinstance(request_id, list | dict):
+        try:
+            return (type(request_id).__name__, json.dumps(request_id, sort_keys=True))
+        except (ValueError, TypeError, RecursionError):
+            return (type(request_id).__name__, repr(request_id))
     return (type(request_id).__name__, request_id)
 
 
@@ -164,6 +183,14 @@ class Replayer:
             BrokenPipeError: the client closed its end.
         """
         self._received += 1
+        try:
+            self._receive(line)
+        except RecursionError:  # nested too deep to compare with the recording: a mismatch like any other
+            if self.strict:
+                raise Mismatch(f"client line {self._received} is nested too deeply to compare") from None
+            self._note(f"client line {self._received} is nested too deeply to compare: ignored")
+
+    def _receive(self, line: bytes) -> None:
         message = _parse(line)
         steps = self.recording.steps
         if self.strict:
@@ -232,7 +259,10 @@ class Replayer:
         if _key(actual) == key:
             return line
         message["id"] = actual
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        try:
+            return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        except (ValueError, RecursionError):
+            return line
 
     def _write(self, line: bytes) -> None:
         data = memoryview(line + b"\n")
@@ -252,6 +282,10 @@ def _show(line: bytes, limit: int = 300) -> str:
 def serve(recording: Recording, *, strict: bool, in_fd: int = 0, out_fd: int = 1, log: TextIO = sys.stderr) -> int:
     """Replay against the client on ``in_fd``/``out_fd`` until it closes its end; returns the exit status."""
     replayer = Replayer(recording, strict=strict, out_fd=out_fd, log=log)
+    if recording.left_out:
+        shown = ", ".join(map(str, recording.left_out[:10])) + (" …" if len(recording.left_out) > 10 else "")
+        what = f"{len(recording.left_out)} recorded line(s) of epoch {recording.epoch}"
+        print(f"tinyacp replay: {what} left out, unusable: {shown}", file=log, flush=True)
     try:
         replayer.start()
         for line in LineReader(in_fd, ReaderLimits(max_line=_MAX_LINE)):
@@ -259,6 +293,9 @@ def serve(recording: Recording, *, strict: bool, in_fd: int = 0, out_fd: int = 1
                 replayer.receive(line)
     except Mismatch as exc:
         print(f"tinyacp replay: strict: {exc}", file=log, flush=True)
+        return EXIT_MISMATCH
+    except ReaderExhaustion as exc:
+        print(f"tinyacp replay: {exc}", file=log, flush=True)
         return EXIT_MISMATCH
     except BrokenPipeError:
         pass

@@ -23,7 +23,6 @@ from typing import Any
 
 from .._client import Client
 from .._errors import TinyAcpError
-from .._journal import read_journal
 from .._limits import TransferLimits
 from .._observer import BaseObserver
 from .._options import Options
@@ -32,8 +31,8 @@ from .._records import AgentMessage, MessageKind
 from .._version import __version__
 from ..reader import DEFAULT_MAX_LINE, ReaderLimits
 from ._agents import DEMO, AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
-from ._dirs import journal_dir, private_dir
-from ._display import one_line
+from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
+from ._display import one_line, sanitize
 from ._exit import EXIT_STATUS, Exit
 from ._explain import StartupWatch, explain, stderr_lines
 from ._run import Attachment, PromptSettings, read_attachment, run_prompt
@@ -242,10 +241,11 @@ def _journal_path(args: argparse.Namespace, agent: AgentSpec) -> Path | None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent.name)[:40] or "agent"
     try:
-        directory = private_dir(journal_dir())
+        return new_private_file(private_dir(journal_dir()), f"{stamp}-{name}", ".jsonl")
+    except UnsafeDirectory as exc:
+        raise _Usage(f"refusing the journal directory: {exc}") from None
     except OSError as exc:
-        raise _Usage(f"cannot create the journal directory: {exc} (use --journal PATH or --no-journal)") from None
-    return directory / f"{stamp}-{name}-{os.getpid()}.jsonl"
+        raise _Usage(f"cannot create the journal: {exc} (use --journal PATH or --no-journal)") from None
 
 
 def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
@@ -350,7 +350,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report, ensure_ascii=True))
     else:
-        print(_probe_text(report))
+        print(sanitize(_probe_text(report)))
     return int(Exit.OK)
 
 
@@ -440,23 +440,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``tinyacp show JOURNAL``."""
-    from ._show import render_json, render_text
+    from ._show import show
 
-    try:
-        contents = read_journal(args.journal)
-    except OSError as exc:
-        raise _Usage(f"{args.journal}: {exc.strerror or exc}") from None
-    if args.format == "json":
-        render_json(contents, sys.stdout)
-    else:
-        render_text(contents, sys.stdout)
-    sys.stdout.flush()
-    if contents.torn is not None:
-        print(f"tinyacp: the journal's last line is torn ({len(contents.torn)} bytes): ignored", file=sys.stderr)
-    if contents.unreadable:
-        lines = ", ".join(map(str, contents.unreadable[:10]))
-        print(f"tinyacp: unreadable (torn) lines ignored: {lines}", file=sys.stderr)
-    return 0
+    return show(args.journal, args.format, sys.stdout, sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -4,16 +4,25 @@ The rules are the XDG Base Directory specification's on Linux and the BSDs, and 
 out here rather than taken from ``platformdirs`` so the command adds no dependency. The XDG variables are honoured
 on every platform when they are set to an absolute path (the spec says a relative one is ignored), which also lets
 tests and CI jobs redirect both directories.
+
+Journals hold prompts, file contents and tool output, so their directory is held to the rule ssh applies to
+``~/.ssh``: it must belong to the user and be writable by no one else, or the command refuses it. Each run's
+journal is a new file (``O_CREAT|O_EXCL``, never through a link) whose name carries a random part, so nothing
+planted in advance can receive it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
+import shlex
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["APP", "config_dir", "journal_dir", "private_dir", "state_dir"]
+__all__ = ["APP", "UnsafeDirectory", "config_dir", "journal_dir", "new_private_file", "private_dir", "state_dir"]
 
 APP = "tinyacp"
 
@@ -57,8 +66,67 @@ def journal_dir(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "journals"
 
 
+class UnsafeDirectory(Exception):
+    """A directory for private files that others could tamper with; the message says how to fix it."""
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and its parents) if needed; a directory we create is readable by its owner only
-    (the XDG spec asks 0700 for these directories: journals hold prompts and file contents)."""
+    (the XDG spec asks 0700 for these directories: journals hold prompts and file contents).
+
+    Raises:
+        UnsafeDirectory: ``path`` belongs to another user, or others can write to it.
+        OSError: it cannot be created.
+    """
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_private(path, os.stat(path))
     return path
+
+
+def check_private(path: Path, status: os.stat_result) -> None:
+    """Refuse a directory that is not ours (root's will do) or that the group or others may write to, as ssh does.
+
+    Raises:
+        UnsafeDirectory: with a one-line message that names the fix.
+    """
+    quoted = shlex.quote(str(path))
+    if not stat.S_ISDIR(status.st_mode):
+        raise UnsafeDirectory(f"{path} is not a directory: move it away, or use --journal PATH or --no-journal")
+    if status.st_uid not in (os.geteuid(), 0):
+        raise UnsafeDirectory(
+            f"the directory {path} belongs to another user (uid {status.st_uid}): remove it, or set XDG_STATE_HOME "
+            "to a directory of yours, or use --journal PATH or --no-journal"
+        )
+    if status.st_mode & 0o022:
+        raise UnsafeDirectory(
+            f"the directory {path} is writable by others (mode {stat.S_IMODE(status.st_mode):04o}): "
+            f"run `chmod go-w {quoted}`, or use --journal PATH or --no-journal"
+        )
+
+
+_NAME_TRIES = 8  # a 64-bit random part collides with nothing; the loop only guards against a planted name
+
+
+def new_private_file(directory: Path, stem: str, suffix: str) -> Path:
+    """Create a new empty file ``STEM-RANDOM SUFFIX`` in ``directory``, readable by its owner only: ``O_CREAT|O_EXCL``
+    and ``O_NOFOLLOW``, through a descriptor of the directory checked by :func:`check_private`.
+
+    Raises:
+        UnsafeDirectory: the directory fails :func:`check_private`.
+        OSError: the file cannot be created.
+    """
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        check_private(directory, os.fstat(dir_fd))
+        for _ in range(_NAME_TRIES):
+            name = f"{stem}-{secrets.token_hex(8)}{suffix}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            return directory / name
+        raise FileExistsError(errno.EEXIST, "no free file name (is something planting names here?)", str(directory))
+    finally:
+        os.close(dir_fd)

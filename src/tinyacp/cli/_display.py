@@ -5,15 +5,20 @@ clean. On a terminal the display keeps a live region at the bottom (the plan as 
 with a spinner and the elapsed time) and prints events above it; anywhere else it prints plain lines, with no
 colour and no animation.
 
-Nothing the agent sends reaches the terminal unfiltered: titles, plans, tool output and, on a terminal, the reply
-text go through :func:`sanitize`, which removes escape sequences (colours, cursor moves, OSC title and hyperlink
-sequences) and replaces every other control character but newline and tab, so an agent cannot rewrite the screen
-or hide text from the person deciding what it may run. The raw bytes stay in the journal.
+Nothing the agent sends reaches the terminal unfiltered, whatever the field and its JSON type. The display has one
+boundary, :meth:`Display._render`: every line it prints is a sequence of pieces, plain text or :class:`Styled` text,
+and every piece's text goes through :func:`sanitize` there, after all formatting, before our own SGR colours and
+cursor moves are added. So a value is covered however it was formatted into a line, including fields added later.
+:func:`sanitize` removes escape sequences (colours, cursor moves, OSC title, hyperlink and clipboard sequences) and
+replaces every other control character but newline and tab, C1 controls and bidirectional overrides, so an agent
+cannot rewrite the screen, write to the clipboard or hide text from the person deciding what it may run. The reply
+on a terminal goes through it too; the raw bytes stay in the journal.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
@@ -21,7 +26,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, NamedTuple, TextIO
 
 from .._messages import (
     AgentThoughtChunk,
@@ -35,7 +40,7 @@ from .._messages import (
 from .._permissions import PermissionRequest
 from .._records import Update
 
-__all__ = ["Display", "one_line", "plan_lines", "sanitize", "tool_output_lines"]
+__all__ = ["Display", "Styled", "one_line", "plan_lines", "sanitize", "shown", "tool_output_lines"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Sanitizing.
@@ -68,10 +73,26 @@ def sanitize(text: str) -> str:
     return _CONTROLS.sub(_REPLACEMENT, text)
 
 
-def one_line(text: str | None, limit: int = 200) -> str:
-    """Sanitized, on one line (newlines and tabs become spaces), at most ``limit`` characters."""
+def shown(value: object) -> str:
+    """Any value an agent sent, of any JSON type, as text: a string as it is, None as nothing, anything else as
+    compact JSON (so a number, a list or an object reads as the agent wrote it). Not yet sanitized."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)
+
+
+def one_line(value: object, limit: int = 200) -> str:
+    """Sanitized, on one line (newlines and tabs become spaces), at most ``limit`` characters; any JSON value."""
+    text = shown(value)
     if not text:
         return ""
+    if len(text) > 4 * limit + 64:  # cut first: a huge field costs no more than a short one
+        text = text[: 4 * limit + 64]
     text = " ".join(sanitize(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -107,13 +128,17 @@ _PLAN_MARKS = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 
 def plan_lines(entries: Sequence[PlanEntry], limit: int = 200) -> list[str]:
     """The plan as a checklist: ``[x]`` done, ``[~]`` in progress, ``[ ]`` pending."""
-    return [f"  {_PLAN_MARKS.get(entry.status, '[?]')} {one_line(entry.content, limit)}" for entry in entries]
+    return [f"  {_mark(entry.status)} {one_line(entry.content, limit)}" for entry in entries]
+
+
+def _mark(status: object) -> str:
+    return _PLAN_MARKS.get(status, "[?]") if isinstance(status, str) else "[?]"
 
 
 def tool_output_lines(content: Iterable[Any] | None, max_lines: int = 6, limit: int = 200) -> list[str]:
     """A tool call's content, briefly: the first lines of its text, the paths of its diffs."""
     lines: list[str] = []
-    for item in content or ():
+    for item in content if isinstance(content, list | tuple) else ():
         if not isinstance(item, dict):
             continue
         if item.get("type") == "content" and isinstance(item.get("content"), dict):
@@ -121,9 +146,9 @@ def tool_output_lines(content: Iterable[Any] | None, max_lines: int = 6, limit: 
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 lines += sanitize(block["text"]).splitlines()
             else:
-                lines.append(f"[{one_line(str(block.get('type')), 40)}]")
+                lines.append(f"[{one_line(block.get('type'), 40)}]")
         elif item.get("type") == "diff":
-            lines.append(f"diff: {one_line(str(item.get('path', '')), limit)}")
+            lines.append(f"diff: {one_line(item.get('path'), limit)}")
     shown = [f"  | {one_line(line, limit)}" for line in lines[:max_lines]]
     if len(lines) > max_lines:
         shown.append(f"  | … {len(lines) - max_lines} more lines")
@@ -147,12 +172,22 @@ _PLAIN_TICK = 0.25  # without a terminal the ticker only prints what a signal ha
 _LIVE_PLAN_ROWS = 12  # a longer plan is cut in the live region (all of it is printed at the end)
 
 
-class _Style:
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+class Styled(NamedTuple):
+    """A piece of a display line in one SGR style (``code``, such as ``"1;31"``). Its text is sanitized like any
+    other piece when the line is printed: only the style is ours."""
 
-    def __call__(self, text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled and text else text
+    text: str
+    code: str
+
+
+Piece = str | Styled
+"""A piece of a display line: text, or text in a style."""
+Line = str | Styled | Sequence[Piece]
+"""A display line: one piece or a sequence of pieces, joined without spaces."""
+
+
+def _pieces(line: Line) -> Sequence[Piece]:
+    return (line,) if isinstance(line, str | Styled) else line
 
 
 class Display:
@@ -178,13 +213,14 @@ class Display:
         """Whether the display animates (a terminal on stderr)."""
         if color is None:
             color = self.live and not os.environ.get("NO_COLOR")
-        self._style = _Style(color)
+        self.color = color
+        """Whether lines carry our SGR colours."""
         self.out_tty = out is not None and _isatty(out)
         self._shared = self.live and self.out_tty and _same_file(err, out)
         encoding = (getattr(err, "encoding", None) or "").lower().replace("-", "")
         self._spinner = _SPINNER_UNICODE if encoding == "utf8" else _SPINNER_ASCII
         self._lock = threading.Lock()
-        self._notes: collections.deque[str] = collections.deque()
+        self._notes: collections.deque[Line] = collections.deque()
         self._start = time.monotonic()
         self._frame = 0
         self._live_height = 0
@@ -230,12 +266,12 @@ class Display:
     # Events.
 
     def info(self, text: str) -> None:
-        """A line about the run (not from the agent), dimmed on a terminal."""
-        self._emit([self._style(text, "2")])
+        """A line about the run, dimmed on a terminal (sanitized like every line: it may quote the agent)."""
+        self._emit([Styled(text, "2")])
 
     def note_from_signal(self, text: str) -> None:
         """A line to print soon; safe in a signal handler (no lock, no I/O)."""
-        self._notes.append(text)
+        self._notes.append(Styled(text, "1;33"))
 
     def activity(self, text: str) -> None:
         """What the status line says the agent is doing."""
@@ -256,7 +292,7 @@ class Display:
         elif isinstance(payload, Plan):
             self._show_plan(payload.entries)
         elif isinstance(payload, CurrentModeUpdate):
-            self._emit([self._style(f"mode: {one_line(payload.current_mode_id, 80)}", "2")])
+            self._emit([Styled(f"mode: {one_line(payload.current_mode_id, 80)}", "2")])
         elif isinstance(payload, UsageUpdate) and payload.size > 0:
             self._usage = f"context {100 * payload.used // payload.size}%"
 
@@ -316,17 +352,17 @@ class Display:
         said = verdict(request)
         code = "32" if request.allowed else "31"
         self._emit(
-            [f"permission: {one_line(tool.title or tool.tool_call_id)}{kind}: {self._style(said, code)} ({who})"]
+            [(f"permission: {one_line(tool.title or tool.tool_call_id)}{kind}: ", Styled(said, code), f" ({who})")]
         )
 
-    def lines(self, lines: Sequence[str], code: str = "") -> None:
+    def lines(self, lines: Sequence[Line], code: str = "") -> None:
         """Permanent lines, optionally in one SGR style."""
-        self._emit([self._style(line, code) if code else line for line in lines])
+        self._emit([Styled(line, code) if code and isinstance(line, str) else line for line in lines])
 
-    def error(self, text: str, more: Sequence[str] = ()) -> None:
+    def error(self, text: str, more: Sequence[Line] = ()) -> None:
         """An error line, and lines that help with it; shown even when quiet."""
         with self._lock:
-            body = self._style("tinyacp: error: ", "1;31") + text + "\n" + "".join(line + "\n" for line in more)
+            body = self._render([(Styled("tinyacp: error: ", "1;31"), text), *more])
             self._write_err(self._clear_live() + body)
             self._live_height = 0
             self._redraw()
@@ -339,19 +375,19 @@ class Display:
     # ------------------------------------------------------------------------------------------------------------
     # Asking the person (the prompt itself is the caller's; the display steps aside meanwhile).
 
-    def pause(self, lines: Sequence[str]) -> None:
+    def pause(self, lines: Sequence[Line]) -> None:
         """Stop redrawing, clear the live region and print ``lines`` (the question)."""
         with self._lock:
             self._paused = True
             prefix = "\n" if self._shared and self._reply_mid_line else ""
             self._reply_mid_line = False
-            self._write_err(self._clear_live() + prefix + "".join(line + "\n" for line in lines))
+            self._write_err(self._clear_live() + prefix + self._render(lines))
             self._live_height = 0
 
     def prompt_text(self, text: str) -> None:
         """Write the input prompt (no newline)."""
         with self._lock:
-            self._write_err(self._style(text, "1"))
+            self._write_err(self._piece(Styled(text, "1")))
 
     def resume(self) -> None:
         """Redraw again after :meth:`pause`."""
@@ -384,12 +420,11 @@ class Display:
             return
         kind = f" [{one_line(state['kind'], 20)}]" if state["kind"] else ""
         code = {"completed": "32", "failed": "31", "in_progress": "33"}.get(status, "2")
-        head = (
-            f"tool {one_line(payload.tool_call_id, 60)}{kind} {one_line(state['title'])}: {self._style(status, code)}"
-        )
-        lines = [head]
+        lines: list[Line] = [
+            (f"tool {one_line(payload.tool_call_id, 60)}{kind} {one_line(state['title'])}: ", Styled(status, code))
+        ]
         if status in ("completed", "failed"):
-            lines += [self._style(line, "2") for line in tool_output_lines(state["content"])]
+            lines += [Styled(line, "2") for line in tool_output_lines(state["content"])]
         self._emit(lines)
 
     def _show_plan(self, entries: list[PlanEntry]) -> None:
@@ -402,15 +437,15 @@ class Display:
         else:
             self._emit(["plan:", *self._plan_lines()])
 
-    def _plan_lines(self, limit: int | None = None) -> list[str]:
+    def _plan_lines(self, limit: int | None = None) -> list[Line]:
         entries = self._plan if limit is None or len(self._plan) <= limit else self._plan[: limit - 1]
-        lines = []
+        lines: list[Line] = []
         for line in plan_lines(entries):
             mark = line[2:5]
             code = {"[x]": "32", "[~]": "33"}.get(mark, "2")
-            lines.append(f"  {self._style(mark, code)}{line[5:]}")
+            lines.append(("  ", Styled(mark, code), line[5:]))
         if len(entries) < len(self._plan):
-            lines.append(self._style(f"  … {len(self._plan) - len(entries)} more", "2"))
+            lines.append(Styled(f"  … {len(self._plan) - len(entries)} more", "2"))
         return lines
 
     def _flush_thought_locked(self) -> None:
@@ -425,30 +460,29 @@ class Display:
         text = one_line("".join(self._thought), 200)
         self._thought.clear()
         if text and not self.quiet:
-            self._permanent([self._style(f"thought: {text}", "2")])
+            self._permanent([Styled(f"thought: {text}", "2")])
 
-    def _emit(self, lines: list[str]) -> None:
+    def _emit(self, lines: Sequence[Line]) -> None:
         if self.quiet:
             return
         with self._lock:
             self._drain_notes()
             self._permanent(lines)
 
-    def _permanent(self, lines: list[str]) -> None:
+    def _permanent(self, lines: Sequence[Line]) -> None:
         """Print lines above the live region (called with the lock held)."""
         prefix = "\n" if self._shared and self._reply_mid_line else ""
         self._reply_mid_line = False
-        body = "".join(line + "\n" for line in lines)
-        self._write_err(self._clear_live() + prefix + body)
+        self._write_err(self._clear_live() + prefix + self._render(lines))
         self._live_height = 0
         self._redraw()
 
     def _drain_notes(self) -> None:
         while self._notes:
-            line = self._style(self._notes.popleft(), "1;33")
+            line = self._notes.popleft()
             prefix = "\n" if self._shared and self._reply_mid_line else ""
             self._reply_mid_line = False
-            self._write_err(self._clear_live() + prefix + line + "\n")
+            self._write_err(self._clear_live() + prefix + self._render([line]))
             self._live_height = 0
 
     def _redraw(self) -> None:
@@ -465,11 +499,34 @@ class Display:
             parts.append(f"plan {done}/{len(self._plan)}")
         if self._usage:
             parts.append(self._usage)
-        status = fit(" · ".join(parts), width - 3)
-        lines = [_fit_styled(line, width) for line in self._plan_lines(_LIVE_PLAN_ROWS)] if self._plan else []
-        lines.append(self._style(spinner, "36") + " " + status)
-        self._write_err(self._clear_live() + "\n".join(lines))
-        self._live_height = len(lines)
+        rows = self._plan_lines(_LIVE_PLAN_ROWS) if self._plan else []
+        rows.append((Styled(spinner, "36"), " ", " · ".join(parts)))
+        self._write_err(self._clear_live() + "\n".join(self._row(row, width) for row in rows))
+        self._live_height = len(rows)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The boundary: every character this display prints passes here (or is one of our cursor moves).
+
+    def _render(self, lines: Sequence[Line]) -> str:
+        """Permanent lines as terminal text: each piece sanitized, then styled; one newline after each line."""
+        return "".join("".join(map(self._piece, _pieces(line))) + "\n" for line in lines)
+
+    def _piece(self, piece: Piece) -> str:
+        if isinstance(piece, Styled):
+            text = sanitize(piece.text)
+            return f"\x1b[{piece.code}m{text}\x1b[0m" if self.color and text else text
+        return sanitize(piece)
+
+    def _row(self, line: Line, width: int) -> str:
+        """A live-region row: sanitized, on one line, cut to the terminal width so the region never wraps."""
+        pieces = [
+            Styled(_flat(piece.text), piece.code) if isinstance(piece, Styled) else _flat(piece)
+            for piece in _pieces(line)
+        ]
+        plain = "".join(piece.text if isinstance(piece, Styled) else piece for piece in pieces)
+        if sum(map(_width, plain)) < width:
+            return "".join(map(self._piece, pieces))
+        return fit(plain, width - 1)
 
     def _clear_live(self) -> str:
         if not self._live_height:
@@ -504,12 +561,8 @@ class Display:
             pass  # nobody reads the display any more (a closed pipe, a hung-up terminal); the run goes on
 
 
-def _fit_styled(line: str, width: int) -> str:
-    """Cut a line that may hold our SGR codes to the terminal width, so the live region never wraps."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
-    if sum(map(_width, plain)) < width:
-        return line
-    return fit(plain, width - 1)
+def _flat(text: str) -> str:
+    return sanitize(text).replace("\n", " ").replace("\t", " ")
 
 
 def _isatty(stream: Any) -> bool:

@@ -1,92 +1,226 @@
 """``tinyacp show JOURNAL``: a journal as a readable conversation, or as JSON Lines with each line parsed.
 
-Everything the agent wrote is sanitized before it is shown (see :func:`tinyacp.cli._display.sanitize`); the journal
-itself keeps the raw bytes.
+The journal is read a line at a time and every line is shown as soon as it is read, so memory is bounded by the
+longest line whatever the size of the journal (what the renderer remembers between lines, such as tool titles and
+open permission requests, is capped too).
+
+A journal is input like any other: a line that is not a record, or a record this renderer cannot make sense of, is
+shown raw (sanitized and cut) and the rendering goes on; the exit status is 0 whenever the file could be read,
+2 when it could not. Everything the journal holds is sanitized in one place before it is written
+(:meth:`_Renderer.put`, with :func:`tinyacp.cli._display.sanitize`); the journal itself keeps the raw bytes.
+``--format json`` writes strict JSON (RFC 8259): ASCII only, no ``NaN`` or ``Infinity``.
 """
 
 from __future__ import annotations
 
+import collections
 import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .._journal import JournalContents, JsonlJournal
+from .._journal import JournalLine, JsonlJournal, iter_journal
 from .._messages import PlanEntry
-from ._display import one_line, plan_lines, sanitize, tool_output_lines
+from ._display import one_line, plan_lines, sanitize, shown, tool_output_lines
 
-__all__ = ["render_json", "render_text"]
+__all__ = ["render_json", "render_text", "show"]
+
+EXIT_OK = 0
+EXIT_UNREADABLE = 2
+
+# What the renderer remembers between lines, capped so a journal of any size renders in bounded memory: tool
+# titles and kinds, permission requests awaiting their decision, our requests awaiting their answer. Past the cap
+# the oldest is forgotten (its later lines then show less: an id instead of a title).
+_MAX_REMEMBERED = 1024
+_MAX_OPTIONS = 64  # options remembered per permission request (ACP agents offer two to four)
+_MAX_KEY = 256  # ids longer than this are remembered by their start
+_RAW_BYTES = 600  # how much of a line that cannot be rendered is shown
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _key(value: Any) -> str:
+    """An id of any JSON type as a dictionary key, of bounded size."""
+    return shown(value)[:_MAX_KEY] if isinstance(value, str) else "\0" + shown(value)[:_MAX_KEY]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _parse(data: bytes) -> Any:
+    """A line as strict JSON (no NaN, no Infinity, no number out of range); None when it is not JSON."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant, parse_float=_finite)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _message(record: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        message = json.loads(JsonlJournal.raw(record))
-    except (ValueError, KeyError):
+        raw = JsonlJournal.raw(record)
+    except (KeyError, ValueError):
         return None
+    message = _parse(raw)
     return message if isinstance(message, dict) else None
 
 
-def render_json(contents: JournalContents, out: TextIO) -> None:
-    """Each record as written, plus ``message``: its line parsed as JSON (null when the line is not JSON)."""
-    for record in contents.records:
-        shown = {**record, "message": _message(record)} if record["type"] == "line" else record
-        out.write(json.dumps(shown, ensure_ascii=True, separators=(",", ":")) + "\n")
+def _raw(data: bytes) -> str:
+    text = data[:_RAW_BYTES].decode("utf-8", "replace")
+    more = f" … ({len(data)} bytes)" if len(data) > _RAW_BYTES else ""
+    return one_line(text, _RAW_BYTES) + more
+
+
+@dataclass
+class Skipped:
+    """The lines left out or shown raw: how many, and the numbers of the first few (a count, not a list, so a
+    journal of any size is tallied in bounded memory)."""
+
+    count: int = 0
+    first: list[int] = field(default_factory=list)
+
+    def add(self, number: int) -> None:
+        self.count += 1
+        if len(self.first) < 10:
+            self.first.append(number)
+
+    def __str__(self) -> str:
+        more = f" and {self.count - len(self.first)} more" if self.count > len(self.first) else ""
+        return ", ".join(map(str, self.first)) + more
+
+
+class _Remembered(collections.OrderedDict[str, Any]):
+    """A dict that forgets its oldest entry past ``_MAX_REMEMBERED``."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if len(self) > _MAX_REMEMBERED:
+            self.popitem(last=False)
+
+
+def _json_line(record: dict[str, Any]) -> str | None:
+    """One record as strict JSON, with ``message``: its line parsed (null when the line is not strict JSON)."""
+    shown_record = {**record, "message": _message(record)} if record.get("type") == "line" else record
+    for candidate in (shown_record, {**record, "message": None}):
+        try:
+            return json.dumps(candidate, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError):
+            continue
+    return None
+
+
+def render_json(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
+    """Each record as written, plus ``message``: its line parsed as JSON (null when the line is not JSON).
+
+    Returns:
+        The lines left out (not records, or not expressible as strict JSON).
+    """
+    left_out = Skipped()
+    for line in lines:
+        text = _json_line(line.record) if line.record is not None else None
+        if text is None:
+            if not line.torn:
+                left_out.add(line.number)
+            continue
+        out.write(text + "\n")
+    return left_out
 
 
 class _Renderer:
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.reply: list[str] = []
-        self.thought: list[str] = []
-        self.tools: dict[str, dict[str, Any]] = {}
-        self.requests: dict[str, dict[str, Any]] = {}  # permission requests by id, for their decisions
-        self.pending: dict[str, str] = {}  # our request ids -> method
+        self.in_reply = False  # a "reply:" block is open
+        self.mid_line = False  # inside a reply line (no newline written yet)
+        self.thought: str | None = None  # the start of the thought gathered so far
+        self.tools: _Remembered = _Remembered()
+        self.requests: _Remembered = _Remembered()  # permission requests by id: their options' kinds
+        self.pending: _Remembered = _Remembered()  # our request ids -> method
+
+    # The boundary: every character this renderer writes goes through here.
+    def put(self, text: str) -> None:
+        self.out.write(sanitize(text))
 
     def write(self, line: str = "") -> None:
-        self.out.write(line + "\n")
+        self.put(line + "\n")
 
     def flush(self) -> None:
-        if self.thought:
-            self.write(f"  thought: {one_line(''.join(self.thought), 300)}")
-            self.thought.clear()
-        if self.reply:
+        if self.thought is not None:
+            self.write(f"  thought: {one_line(self.thought, 300)}")
+            self.thought = None
+        if self.in_reply:
+            if self.mid_line:
+                self.put("\n")
+            self.in_reply = self.mid_line = False
+
+    def reply(self, text: str) -> None:
+        """Reply text as it comes, each line indented: nothing of it is held back."""
+        if self.thought is not None:
+            self.flush()
+        if not self.in_reply:
             self.write("  reply:")
-            for line in sanitize("".join(self.reply)).splitlines():
-                self.write(f"    {line}")
-            self.reply.clear()
+            self.in_reply = True
+        for index, part in enumerate(sanitize(text).split("\n")):
+            if index:
+                self.put("\n")
+                self.mid_line = False
+            if part:
+                self.put(part if self.mid_line else "    " + part)
+                self.mid_line = True
+
+    def think(self, text: str) -> None:
+        thought = self.thought or ""
+        if len(thought) < 2000:  # more than one_line(…, 300) could ever show
+            thought += text[:2000]
+        self.thought = thought
+
+    def unreadable(self, line: JournalLine, why: str) -> None:
+        self.flush()
+        self.write(f"  ! journal line {line.number} {why}: {_raw(line.data)}")
 
     def record(self, record: dict[str, Any]) -> None:
         kind = record["type"]
         if kind == "epoch":
             self.flush()
-            self.write(f"== epoch {record['epoch']} · {one_line(str(record.get('ts', '')), 40)}")
+            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}")
         elif kind == "decision":
             self.decision(record)
         elif kind == "line":
             message = _message(record)
             if record.get("dir") == "out":
-                self.outgoing(record, message)
+                self.outgoing(message)
             else:
                 self.incoming(record, message)
 
-    def outgoing(self, record: dict[str, Any], message: dict[str, Any] | None) -> None:
+    def outgoing(self, message: dict[str, Any] | None) -> None:
         if message is None:
             return
         method = message.get("method")
         params = _dict(message.get("params"))
         if isinstance(method, str) and "id" in message:
-            self.pending[json.dumps(message["id"])] = method
+            self.pending[_key(message["id"])] = method
         if method == "initialize":
             self.flush()
             self.write("> initialize")
         elif method == "session/new":
-            self.write(f"> session/new in {one_line(str(params.get('cwd', '')), 300)}")
+            self.write(f"> session/new in {one_line(params.get('cwd'), 300)}")
         elif method == "session/prompt":
             self.flush()
             self.write("> prompt:")
-            for block in params.get("prompt") or []:
+            for block in _list(params.get("prompt")):
                 self.prompt_block(block)
         elif method == "session/cancel":
             self.flush()
@@ -98,14 +232,14 @@ class _Renderer:
         if not isinstance(block, dict):
             return
         if block.get("type") == "text":
-            for line in sanitize(str(block.get("text", ""))).splitlines() or [""]:
+            for line in sanitize(shown(block.get("text"))).splitlines() or [""]:
                 self.write(f"    {line}")
         elif block.get("type") == "resource":
             resource = _dict(block.get("resource"))
-            self.write(f"    [file {one_line(str(resource.get('uri', '')), 300)}]")
+            self.write(f"    [file {one_line(resource.get('uri'), 300)}]")
         else:
             where = block.get("uri") or block.get("mimeType") or ""
-            self.write(f"    [{one_line(str(block.get('type')), 40)} {one_line(str(where), 300)}]")
+            self.write(f"    [{one_line(block.get('type'), 40)} {one_line(where, 300)}]")
 
     def incoming(self, record: dict[str, Any], message: dict[str, Any] | None) -> None:
         kind = record.get("kind")
@@ -118,28 +252,28 @@ class _Renderer:
         if kind == "response" and message is not None:
             self.response(message)
             return
-        detail = f": {one_line(str(record['detail']), 200)}" if record.get("detail") else ""
-        method = f" {one_line(str(record['method']), 80)}" if record.get("method") else ""
+        detail = f": {one_line(record['detail'], 200)}" if record.get("detail") else ""
+        method = f" {one_line(record['method'], 80)}" if record.get("method") else ""
         self.flush()
-        self.write(f"  ! agent line ({one_line(str(kind), 40)}{method}){detail}")
+        self.write(f"  ! agent line ({one_line(kind, 40)}{method}){detail}")
 
     def response(self, message: dict[str, Any]) -> None:
-        method = self.pending.pop(json.dumps(message.get("id")), "")
+        method = self.pending.pop(_key(message.get("id")), "")
         self.flush()
         error = message.get("error")
         if isinstance(error, dict):
-            text = f"{one_line(str(error.get('message', '')), 300)} (code {error.get('code')})"
+            text = f"{one_line(error.get('message'), 300)} (code {one_line(error.get('code'), 40)})"
             self.write(f"< {method or 'response'}: error: {text}")
             return
         result = _dict(message.get("result"))
         if method == "initialize":
             info = _dict(result.get("agentInfo"))
-            name = one_line(f"{info.get('name', '?')} {info.get('version', '')}", 100)
-            self.write(f"< agent {name}, protocol {result.get('protocolVersion')}")
+            name = one_line(f"{shown(info.get('name', '?'))} {shown(info.get('version'))}", 100)
+            self.write(f"< agent {name}, protocol {one_line(result.get('protocolVersion'), 40)}")
         elif method == "session/new":
-            self.write(f"< session {one_line(str(result.get('sessionId')), 100)}")
+            self.write(f"< session {one_line(result.get('sessionId'), 100)}")
         elif method == "session/prompt":
-            self.write(f"< stop reason: {one_line(str(result.get('stopReason')), 60)}")
+            self.write(f"< stop reason: {one_line(result.get('stopReason'), 60)}")
         else:
             self.write(f"< {one_line(method, 80) or 'response'}")
 
@@ -149,72 +283,116 @@ class _Renderer:
         kind = update.get("sessionUpdate")
         content = _dict(update.get("content"))
         if kind == "agent_message_chunk":
-            if self.thought:
-                self.flush()
-            self.reply.append(str(content.get("text", f"[{content.get('type')}]")))
+            self.reply(shown(content["text"]) if "text" in content else f"[{one_line(content.get('type'), 40)}]")
             return
         if kind == "agent_thought_chunk":
-            self.thought.append(str(content.get("text", "")))
+            self.think(shown(content.get("text")))
             return
         self.flush()
         if kind in ("tool_call", "tool_call_update"):
             self.tool(update)
         elif kind == "plan":
             entries = [
-                PlanEntry(str(entry.get("content", "")), str(entry.get("priority", "")), str(entry.get("status", "")))
-                for entry in update.get("entries") or []
+                PlanEntry(shown(entry.get("content")), shown(entry.get("priority")), shown(entry.get("status")))
+                for entry in _list(update.get("entries"))
                 if isinstance(entry, dict)
             ]
             self.write("  plan:")
             for line in plan_lines(entries):
                 self.write(f"  {line}")
         elif kind == "user_message_chunk":
-            self.write(f"  user: {one_line(str(content.get('text', '')), 300)}")
+            self.write(f"  user: {one_line(content.get('text'), 300)}")
         else:
-            self.write(f"  ({one_line(str(kind), 60)})")
+            self.write(f"  ({one_line(kind, 60)})")
 
     def tool(self, update: dict[str, Any]) -> None:
-        tool_id = str(update.get("toolCallId", ""))
-        state = self.tools.setdefault(tool_id, {"title": "", "kind": ""})
-        for key in ("title", "kind"):
-            if isinstance(update.get(key), str):
-                state[key] = update[key]
+        tool_id = one_line(update.get("toolCallId"), 60)
+        state = self.tools.get(tool_id) or {"title": "", "kind": ""}
+        self.tools[tool_id] = state
+        for key, limit in (("title", 200), ("kind", 20)):
+            if update.get(key) is not None:
+                state[key] = one_line(update[key], limit)
         status = update.get("status") or ("pending" if update.get("sessionUpdate") == "tool_call" else "")
-        kind = f" [{one_line(state['kind'], 20)}]" if state["kind"] else ""
-        self.write(f"  tool {one_line(tool_id, 60)}{kind} {one_line(state['title'])}: {one_line(str(status), 20)}")
-        content = update.get("content")
-        if status in ("completed", "failed") and isinstance(content, list):
-            for line in tool_output_lines(content):
+        kind = f" [{state['kind']}]" if state["kind"] else ""
+        self.write(f"  tool {tool_id}{kind} {state['title']}: {one_line(status, 20)}")
+        if status in ("completed", "failed"):
+            for line in tool_output_lines(update.get("content")):
                 self.write(f"  {line}")
 
     def permission(self, message: dict[str, Any]) -> None:
         self.flush()
         params = _dict(message.get("params"))
         tool = _dict(params.get("toolCall"))
-        self.requests[json.dumps(message.get("id"))] = params
-        kind = f" [{one_line(str(tool['kind']), 20)}]" if tool.get("kind") else ""
-        title = one_line(str(tool.get("title") or tool.get("toolCallId", "")))
+        options = {
+            _key(option.get("optionId")): one_line(option.get("kind", "?"), 40)
+            for option in _list(params.get("options"))[:_MAX_OPTIONS]
+            if isinstance(option, dict)
+        }
+        self.requests[_key(message.get("id"))] = options
+        kind = f" [{one_line(tool['kind'], 20)}]" if tool.get("kind") else ""
+        title = one_line(tool.get("title") or tool.get("toolCallId"))
         self.write(f"  ? permission asked: {title}{kind}")
 
     def decision(self, record: dict[str, Any]) -> None:
-        params = self.requests.pop(json.dumps(record.get("id")), {})
+        options = self.requests.pop(_key(record.get("id")), {})
         outcome = _dict(record.get("outcome"))
         said = "cancelled"
         if outcome.get("outcome") == "selected":
-            options = {
-                option.get("optionId"): option for option in params.get("options") or [] if isinstance(option, dict)
-            }
-            option = options.get(outcome.get("optionId"), {})
-            chosen = one_line(str(outcome.get("optionId")), 40)
-            said = f"{one_line(str(option.get('kind', '?')), 40)} (option {chosen!r})"
-        who = one_line(str(record.get("decided_by")), 40)
-        reason = one_line(str(record.get("reason", "")), 200)
+            chosen = one_line(outcome.get("optionId"), 40)
+            said = f"{options.get(_key(outcome.get('optionId')), '?')} (option {chosen!r})"
+        who = one_line(record.get("decided_by"), 40) or "None"
+        reason = one_line(record.get("reason"), 200)
         self.write(f"    -> {said} (decided by {who}: {reason})")
 
 
-def render_text(contents: JournalContents, out: TextIO) -> None:
-    """The conversation, readable: ``>`` what the client sent, ``<`` the agent's answers, indented updates."""
+def render_text(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
+    """The conversation, readable: ``>`` what the client sent, ``<`` the agent's answers, indented updates.
+
+    Returns:
+        The lines shown raw (not records, or records that could not be rendered).
+    """
     renderer = _Renderer(out)
-    for record in contents.records:
-        renderer.record(record)
+    raw = Skipped()
+    for line in lines:
+        if line.torn:
+            continue
+        if line.record is None:
+            renderer.unreadable(line, "is not a record")
+            raw.add(line.number)
+            continue
+        try:
+            renderer.record(line.record)
+        except Exception:  # a journal is input: a record we cannot render is shown raw, and the rendering goes on
+            renderer.unreadable(line, "could not be rendered")
+            raw.add(line.number)
     renderer.flush()
+    return raw
+
+
+def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> int:
+    """Render the journal at ``path`` to ``out`` (``fmt`` ``text`` or ``json``); notes and errors to ``err``.
+
+    Returns:
+        The exit status: 0 when the file could be read (whatever it holds), 2 when it could not.
+    """
+    torn: list[JournalLine] = []
+
+    def lines() -> Iterable[JournalLine]:
+        for line in iter_journal(path):
+            if line.torn:
+                torn.append(line)
+            yield line
+
+    try:
+        skipped = render_json(lines(), out) if fmt == "json" else render_text(lines(), out)
+    except OSError as exc:
+        out.flush()
+        print(f"tinyacp: error: {one_line(os.fspath(path), 300)}: {one_line(exc.strerror or exc)}", file=err)
+        return EXIT_UNREADABLE
+    out.flush()
+    if torn:
+        print(f"tinyacp: the journal's last line is torn ({len(torn[0].data)} bytes): ignored", file=err)
+    if skipped.count:
+        what = "ignored" if fmt == "json" else "shown raw"
+        print(f"tinyacp: unreadable (torn) lines {what}: {skipped}", file=err)
+    return EXIT_OK
