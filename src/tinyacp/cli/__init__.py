@@ -457,9 +457,9 @@ def _isatty(stream: Any) -> bool:
 
 
 def _error(message: str, hint: str | None = None) -> None:
-    print(f"tinyacp: error: {message}", file=sys.stderr)
+    print(sanitize(f"tinyacp: error: {message}"), file=sys.stderr)  # it may quote the agent
     if hint:
-        print(hint, file=sys.stderr)
+        print(sanitize(hint), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
