@@ -200,9 +200,9 @@ class Terminal:
         self.output += data
         return bool(data)
 
-    def wait_for(self, text: bytes, timeout: float = TIMEOUT) -> None:
+    def wait_for(self, text: bytes, timeout: float = TIMEOUT, count: int = 1) -> None:
         deadline = time.monotonic() + timeout
-        while text not in self.output:
+        while self.output.count(text) < count:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._read(min(remaining, 0.5)):
                 raise AssertionError(f"{text!r} never appeared; got {self.output!r}")
@@ -913,3 +913,136 @@ def test_docs_cli_tables_every_exit_status_and_every_built_in_agent() -> None:
         assert f"\n| {int(code)} | " in text, code
     for spec in BUILTIN_AGENTS.values():
         assert f"| `{spec.name}` | `{spec.display_command()}` |" in text, spec.name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sessions: MCP servers, the index of sessions, chat.
+
+
+def _sent(journal: Path, method: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(record["line"])
+        for record in tinyacp.JsonlJournal.read(journal)
+        if record.get("dir") == "out" and record.get("method") == method
+    ]
+
+
+def test_mcp_config_passes_the_servers_of_a_claude_desktop_file(cli: Cli) -> None:
+    servers = {"files": {"command": "npx", "args": ["-y", "server-files", "."], "env": {"LOG": "1"}}}
+    (cli.tmp / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run("prompt", "-y", "--mcp-config", str(cli.tmp / "mcp.json"), "--journal", str(journal), "hi")
+    assert done.returncode == 0, done.stderr
+    (new,) = _sent(journal, "session/new")
+    assert new["params"]["mcpServers"] == [
+        {"name": "files", "command": "npx", "args": ["-y", "server-files", "."], "env": [{"name": "LOG", "value": "1"}]}
+    ]
+
+
+def test_an_mcp_transport_the_agent_does_not_offer_is_refused_before_the_session(cli: Cli) -> None:
+    remote = {"docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}}}
+    (cli.tmp / "mcp.json").write_text(json.dumps({"mcpServers": remote}))
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run("prompt", "-y", "--mcp-config", str(cli.tmp / "mcp.json"), "--journal", str(journal), "hi")
+    assert done.returncode == 2
+    assert "MCP server 'docs' is reached over http, which the agent does not offer (it offers: stdio)" in (
+        done.stderr.decode()
+    )
+    assert _sent(journal, "session/new") == [] and _sent(journal, "session/prompt") == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", '{"servers": {}}', '{"mcpServers": {"x": {"args": []}}}', '{"mcpServers": {"x": {"command": 1}}}'],
+)
+def test_a_bad_mcp_config_is_a_usage_error(cli: Cli, content: str) -> None:
+    (cli.tmp / "mcp.json").write_text(content)
+    done = cli.run("prompt", "-y", "--mcp-config", str(cli.tmp / "mcp.json"), "hi")
+    assert done.returncode == 2
+    assert "--mcp-config" in done.stderr.decode() and b"Traceback" not in done.stderr
+
+
+def test_sessions_lists_the_runs_of_this_machine_most_recent_first(cli: Cli) -> None:
+    assert cli.run("prompt", "-y", "first question").returncode == 0
+    other = cli.tmp / "other"
+    other.mkdir()
+    assert cli.run("prompt", "-y", "--cwd", str(other), "second question").returncode == 0
+    listing = json.loads(cli.run("sessions", "--format", "json").stdout)["sessions"]
+    assert [entry["title"] for entry in listing] == ["second question", "first question"]
+    assert all(entry["agent"] == "demo" and Path(entry["journal"]).exists() for entry in listing)
+    here = json.loads(cli.run("sessions", "--cwd", ".", "--format", "json").stdout)["sessions"]
+    assert [entry["cwd"] for entry in here] == [str(cli.work)]
+    assert json.loads(cli.run("sessions", "--agent", "claude", "--format", "json").stdout)["sessions"] == []
+    text = cli.run("sessions").stdout.decode()
+    assert "second question" in text and "journal:" in text
+
+
+def test_the_session_index_skips_torn_lines_and_stays_small(tmp_path: Path) -> None:
+    from tinyacp.cli import _index
+
+    index = _index.SessionIndex(tmp_path / "sessions.jsonl")
+    index.record("demo", tmp_path, "s-1", None, "hello")
+    with open(index.path, "ab") as file:
+        file.write(b'{"agent": "demo", "cwd": \n')  # torn
+    index.record("demo", tmp_path, "s-2", tmp_path / "j.jsonl", "again")
+    latest = index.latest("demo", tmp_path)
+    assert latest is not None and (latest.session_id, latest.journal) == ("s-2", str(tmp_path / "j.jsonl"))
+    assert index.latest("claude", tmp_path) is None
+    for n in range(3000):
+        index.record("demo", tmp_path, f"many-{n}", None, "x" * 80)
+    assert index.path.stat().st_size <= 2 * _index._COMPACT_AT
+    assert stat.S_IMODE(index.path.stat().st_mode) == 0o600
+    entries = index.entries("demo", tmp_path)
+    assert entries[0].session_id == "many-2999" and len(entries) <= _index._KEEP * 2
+
+
+def test_chat_needs_a_terminal(cli: Cli) -> None:
+    done = cli.run("chat")
+    assert done.returncode == 2
+    assert "tinyacp chat needs a terminal" in done.stderr.decode()
+
+
+def _interrupt_at_the_input_line(terminal: Terminal, count: int) -> None:
+    """Ctrl-C at the input line until the prompt is drawn again. Python's readline misses a signal that lands
+    between drawing the prompt and waiting for a key (it sees it at the next key or signal), so one more
+    Ctrl-C is sent if the first goes unseen."""
+    for _ in range(5):
+        terminal.proc.send_signal(signal.SIGINT)
+        try:
+            terminal.wait_for(b"you> ", timeout=2, count=count)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"Ctrl-C at the input line never gave a new prompt; got {terminal.output!r}")
+
+
+def test_chat_is_many_turns_in_one_session_and_ctrl_c_cancels_a_turn_not_the_chat(cli: Cli) -> None:
+    journal = cli.tmp / "chat.jsonl"
+    terminal = Terminal(cli, "chat", "--agent", "demo --delay 0.3", "--journal", str(journal))
+    terminal.wait_for(b"you> ")
+    terminal.send(b"hello\n")
+    terminal.wait_for(b"allow? [y] once")
+    terminal.send(b"y\n")
+    terminal.wait_for(b"done: end_turn")
+    terminal.wait_for(b"you> ", count=2)
+    terminal.send(b"second\n")
+    terminal.wait_for(b"allow? [y] once", count=2)
+    terminal.proc.send_signal(signal.SIGINT)  # while asked: the turn is cancelled, the chat goes on
+    terminal.wait_for(b"done: cancelled")
+    terminal.wait_for(b"you> ", count=3)
+    _interrupt_at_the_input_line(terminal, count=4)  # the line is cleared, the agent stays
+    terminal.send(b"/help\n")
+    terminal.wait_for(b"/sessions")
+    terminal.send(b"third\n")
+    terminal.wait_for(b"allow? [y] once", count=3)
+    terminal.send(b"n\n")
+    terminal.wait_for(b"I was not allowed")
+    terminal.wait_for(b"you> ", count=6)
+    terminal.send(b"\x04")  # Ctrl-D ends the chat
+    assert terminal.finish() == 0
+    assert len(_sent(journal, "session/new")) == 1
+    prompts = _sent(journal, "session/prompt")
+    assert [p["params"]["prompt"][0]["text"] for p in prompts] == ["hello", "second", "third"]
+    assert len({p["params"]["sessionId"] for p in prompts}) == 1
+    assert "second" in (cli.tmp / "state" / "tinyacp" / "chat_history").read_text()
+    assert b"Traceback" not in terminal.output

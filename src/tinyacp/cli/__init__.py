@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -35,6 +36,8 @@ from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
 from ._display import one_line, sanitize
 from ._exit import EXIT_STATUS, Exit
 from ._explain import StartupWatch, explain, stderr_lines
+from ._index import SessionIndex
+from ._mcp import McpConfigError, read_mcp_config
 from ._run import Attachment, PromptSettings, read_attachment, run_prompt
 
 __all__ = ["main"]
@@ -107,48 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prompt.add_argument("text", nargs="+", metavar="TEXT", help="the prompt; - reads it from stdin")
     prompt.add_argument("--format", choices=("text", "json"), default="text", help="stdout: the reply, or events")
-    rules = prompt.add_argument_group("permissions (default: ask on a terminal, else reject)")
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
-    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
-    rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
-    rules.add_argument(
-        "--fail-on-reject",
-        action="store_true",
-        help=f"exit {int(Exit.REJECTED)} when the turn ends but a permission request was rejected or cancelled",
-    )
     content = prompt.add_argument_group("content")
     content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
     content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
-    record = prompt.add_argument_group("journal (default: one file per run in the state directory)")
-    record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
-    record.add_argument("--no-journal", action="store_true", help="keep no journal")
-    record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
-    timing = prompt.add_argument_group("time")
-    timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of the whole run")
-    timing.add_argument(
-        "--startup-timeout",
-        type=_seconds,
-        default=_STARTUP_TIMEOUT,
-        metavar="SECONDS",
-        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
-    )
-    timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
-    timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
-    limits = prompt.add_argument_group("limits (sizes in bytes; K, M, G suffixes)")
-    limits.add_argument("--max-line", type=_size, default=DEFAULT_MAX_LINE, metavar="SIZE")
-    for name, default in (
-        ("max-message-bytes", _DEFAULT_LIMITS.max_message_bytes),
-        ("max-update-bytes", None),
-        ("max-updates", _DEFAULT_LIMITS.max_updates),
-        ("max-reply-bytes", _DEFAULT_LIMITS.max_reply_bytes),
-        ("max-reply-chunks", _DEFAULT_LIMITS.max_reply_chunks),
-    ):
-        limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
-    shown = prompt.add_argument_group("display")
-    shown.add_argument("-q", "--quiet", action="store_true", help="show nothing on stderr but errors")
-    shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
+    _add_run_options(prompt, chat=False)
     prompt.set_defaults(handler=cmd_prompt)
+
+    chat = commands.add_parser(
+        "chat",
+        parents=[config, agent],
+        help="a conversation with an agent on a terminal, one session, many turns",
+        description="Talk with the agent turn after turn in one session. Ctrl-C cancels the turn, not the chat; "
+        "Ctrl-D ends the chat and closes the session. /help lists the commands.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_options(chat, chat=True)
+    chat.set_defaults(handler=cmd_chat)
 
     probe = commands.add_parser(
         "probe",
@@ -159,6 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
     probe.set_defaults(handler=cmd_probe)
+
+    sessions = commands.add_parser(
+        "sessions",
+        parents=[config],
+        help="the sessions tinyacp ran, most recent first (--continue picks up the first of an agent and directory)",
+    )
+    sessions.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
+    sessions.add_argument("--agent-command", metavar='"CMD ARGS"', help="only the sessions of this command line")
+    sessions.add_argument("--cwd", metavar="DIR", help="only the sessions in this directory")
+    sessions.add_argument("--format", choices=("text", "json"), default="text")
+    sessions.set_defaults(handler=cmd_sessions)
 
     agents = commands.add_parser("agents", parents=[config], help="list the agents known by name")
     agents.add_argument("--format", choices=("text", "json"), default="text")
@@ -185,6 +174,56 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
+    """The options ``prompt`` and ``chat`` share: permissions, session settings, journal, time, limits."""
+    rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
+    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
+    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
+    rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    if not chat:
+        rules.add_argument(
+            "--fail-on-reject",
+            action="store_true",
+            help=f"exit {int(Exit.REJECTED)} when the turn ends but a permission request was rejected or cancelled",
+        )
+    session = parser.add_argument_group("session (also per agent in config.toml)")
+    session.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help="MCP servers for the session, in the mcpServers JSON format of Claude Desktop and Cursor",
+    )
+    record = parser.add_argument_group("journal (default: one file per run in the state directory)")
+    record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
+    record.add_argument("--no-journal", action="store_true", help="keep no journal")
+    record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
+    timing = parser.add_argument_group("time")
+    what = "deadline of each turn" if chat else "deadline of the whole run"
+    timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=what)
+    timing.add_argument(
+        "--startup-timeout",
+        type=_seconds,
+        default=_STARTUP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+    )
+    timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
+    timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
+    limits = parser.add_argument_group("limits (sizes in bytes; K, M, G suffixes)")
+    limits.add_argument("--max-line", type=_size, default=DEFAULT_MAX_LINE, metavar="SIZE")
+    for name, default in (
+        ("max-message-bytes", _DEFAULT_LIMITS.max_message_bytes),
+        ("max-update-bytes", None),
+        ("max-updates", _DEFAULT_LIMITS.max_updates),
+        ("max-reply-bytes", _DEFAULT_LIMITS.max_reply_bytes),
+        ("max-reply-chunks", _DEFAULT_LIMITS.max_reply_chunks),
+    ):
+        limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
+    shown = parser.add_argument_group("display")
+    shown.add_argument("-q", "--quiet", action="store_true", help="show nothing on stderr but errors")
+    shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -264,24 +303,27 @@ def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
     return ReaderLimits(max_line=args.max_line), transfer
 
 
-def cmd_prompt(args: argparse.Namespace) -> int:
-    """``tinyacp prompt``."""
+def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) -> PromptSettings:
+    """What ``prompt`` and ``chat`` are asked to do, checked: a usage error here starts no agent."""
     agent = _agent(args)
     cwd = _cwd(args)
-    attachments = _attachments(args)
+    attachments = () if chat else _attachments(args)
     reader_limits, transfer_limits = _limits(args)
-    text = _nonempty(_prompt_text(args.text))
     terminal = _isatty(sys.stdin) and _isatty(sys.stderr)
-    ask = terminal and not args.yes and not args.no_input
-    settings = PromptSettings(
+    mcp_config = args.mcp_config if args.mcp_config is not None else agent.settings.mcp_config
+    try:
+        mcp_servers = tuple(read_mcp_config(mcp_config)) if mcp_config is not None else ()
+    except McpConfigError as exc:
+        raise _Usage(str(exc)) from None
+    return PromptSettings(
         agent=agent,
         text=text,
         cwd=cwd,
         attachments=attachments,
         policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
-        ask=ask,
+        ask=terminal and not args.yes and not args.no_input,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
-        json=args.format == "json",
+        json=not chat and args.format == "json",
         quiet=args.quiet,
         timeout=args.timeout,
         cancel_grace=args.cancel_grace,
@@ -291,10 +333,27 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
         agent_log=args.agent_log,
+        mcp_servers=mcp_servers,
+        index=SessionIndex(),
+        agent_key=agent.key,
         startup_timeout=args.startup_timeout,
-        fail_on_reject=args.fail_on_reject,
+        fail_on_reject=not chat and args.fail_on_reject,
     )
-    return run_prompt(settings)
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    """``tinyacp prompt``."""
+    text = _nonempty(_prompt_text(args.text))
+    return run_prompt(_run_settings(args, text))
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """``tinyacp chat``: many turns in one session, on a terminal."""
+    if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+        raise _Usage("tinyacp chat needs a terminal; in a script, use `tinyacp prompt` (one turn per run)")
+    from ._chat import run_chat
+
+    return run_chat(_run_settings(args, "", chat=True))
 
 
 class _InitializeAnswer(BaseObserver):
@@ -435,6 +494,27 @@ def cmd_agents(args: argparse.Namespace) -> int:
             print(f"  {row['name']}: {row['install']}")
     where = config.path or default_config_path()
     print(f"\n* default agent. config file: {where}{'' if config.path else ' (none yet)'}")
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """``tinyacp sessions``: the sessions this machine ran, with their journals."""
+    agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
+    cwd = _cwd(args) if args.cwd is not None else None
+    entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+    if args.format == "json":
+        print(json.dumps({"sessions": [dataclasses.asdict(entry) for entry in entries]}, ensure_ascii=True, indent=2))
+        return 0
+    if not entries:
+        print("no sessions yet" + (" of this agent" if agent else "") + (" in this directory" if cwd else ""))
+        return 0
+    for entry in entries:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.time))
+        print(f"{when}  {one_line(entry.agent, 30)}  {one_line(entry.session_id, 60)}  {one_line(entry.cwd, 80)}")
+        if entry.title:
+            print(f"    {one_line(entry.title, 100)}")
+        if entry.journal:
+            print(f"    journal: {one_line(entry.journal, 200)}")
     return 0
 
 

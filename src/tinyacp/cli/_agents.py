@@ -113,6 +113,11 @@ class AgentSpec:
     settings: AgentSettings = field(default_factory=AgentSettings)
     """Session settings from the config file."""
 
+    @property
+    def key(self) -> str:
+        """Who the agent is in the index of sessions: its name, or its command line when it has none."""
+        return shlex.join(self.command) if self.source in ("--agent", "--agent-command") else self.name
+
     def with_args(self, args: list[str]) -> AgentSpec:
         """The same agent with more arguments after its own."""
         return dataclasses.replace(self, command=self.command + tuple(args))

@@ -240,6 +240,7 @@ class Display:
     def start(self) -> None:
         """Start the clock (and the spinner, on a terminal)."""
         self._start = time.monotonic()
+        self._stop.clear()  # a chat starts the display again for each turn
         if self.quiet:
             return
         self._ticker = threading.Thread(target=self._tick, name="tinyacp-display", daemon=True)

@@ -27,7 +27,7 @@ from ._agents import AgentSpec
 from ._display import one_line
 from ._exit import Exit
 
-__all__ = ["Explanation", "NotAcp", "StartupWatch", "data_lines", "explain", "stderr_lines"]
+__all__ = ["Explanation", "NotAcp", "SettingUnavailable", "StartupWatch", "data_lines", "explain", "stderr_lines"]
 
 DATA_LINES = 6
 """How many lines of an error's ``data`` are shown: enough for a cause and its context, not a whole dump."""
@@ -44,6 +44,11 @@ class NotAcp(Exception):
     def __init__(self, line: bytes) -> None:
         super().__init__(f"{NOT_ACP}: its first line is not JSON-RPC")
         self.line = line
+
+
+class SettingUnavailable(Exception):
+    """A setting asked for (a mode, a model, a config option or value, an MCP transport, a session to continue)
+    that the agent does not offer; the message names what it does offer. Exit status 2, before the prompt."""
 
 
 class StartupWatch:
@@ -130,6 +135,8 @@ def explain(
         startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
     """
     message = one_line(str(exc).split("\n--- agent stderr")[0], 2000)
+    if isinstance(exc, SettingUnavailable):
+        return Explanation(Exit.USAGE, message)
     if isinstance(exc, SpawnError):
         cause = exc.__cause__
         if isinstance(cause, FileNotFoundError) and agent.program() is None:

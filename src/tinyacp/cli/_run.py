@@ -34,6 +34,7 @@ from .._journal import JsonlJournal
 from .._limits import TransferLimits
 from .._messages import (
     AgentMessageChunk,
+    AnyMcpServer,
     Initialize,
     PromptBlobResource,
     PromptCapabilities,
@@ -53,7 +54,9 @@ from ..reader import ReaderLimits
 from ._agents import AgentSpec
 from ._display import Display, one_line, tool_output_lines
 from ._exit import OUTCOME_WORDS, Exit
-from ._explain import StartupWatch, explain, stderr_lines
+from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
+from ._index import SessionIndex
+from ._mcp import check_transports
 
 __all__ = ["Attachment", "Exit", "PromptSettings", "run_prompt"]
 
@@ -95,6 +98,11 @@ class PromptSettings:
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
     agent_log: Path | None = None
+    mcp_servers: tuple[AnyMcpServer, ...] = ()
+    index: SessionIndex | None = None
+    """Where the session is noted for ``--continue`` (None: nowhere)."""
+    agent_key: str = ""
+    """The agent's name in the index of sessions (its command line when it has no name)."""
     startup_timeout: float | None = 120.0
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
@@ -241,6 +249,7 @@ class Asker:
         while True:
             readable, _, _ = select.select([self._in_fd, self._wake_fd], [], [])
             if self._wake_fd in readable:
+                os.read(self._wake_fd, 64)  # taken: a chat asks again in its next turn
                 return None
             if self._in_fd in readable:
                 data = os.read(self._in_fd, 4096)
@@ -364,6 +373,12 @@ class RunObserver(BaseObserver):
         self.watch = StartupWatch()
         self.usage: UsageUpdate | None = None
         """The agent's last ``usage_update``: context used, and the session's cost when it reports one."""
+
+    def new_turn(self) -> None:
+        """Count the next turn's permissions and reply afresh (a chat has many turns)."""
+        self.allowed = self.rejected = self.unasked = 0
+        self._kept_bytes = self._kept_chunks = 0
+        self._overflowed = False
 
     def on_update(self, update: Update) -> None:
         if self.journal is not None:
@@ -548,6 +563,8 @@ def _outcome_of_result(result: PromptResult) -> Outcome:
 class PromptRun:
     """One run of ``tinyacp prompt``."""
 
+    interrupts_class: type[Interrupts] = Interrupts
+
     def __init__(self, settings: PromptSettings, *, stdin_fd: int, stdout: BinaryIO, stderr: TextIO) -> None:
         self.settings = settings
         self.stdin_fd = stdin_fd
@@ -557,6 +574,10 @@ class PromptRun:
         self.events: JsonEvents | None = None
         self.epoch = 1
         self.agent_pid: int | None = None
+        self.client: Client | None = None
+        self.init: Initialize | None = None
+        self.startup: float | None = None
+        """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
 
     def run(self) -> int:
         """Run and return the exit status."""
@@ -577,7 +598,7 @@ class PromptRun:
             self.events = JsonEvents(self.stdout, self.epoch, self.display)
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
-        interrupts = Interrupts(self.display, wake_w)
+        interrupts = self.interrupts_class(self.display, wake_w)
         asker = Asker(self.display, self.stdin_fd, wake_r) if settings.ask else None
         observer = RunObserver(
             journal=self.journal,
@@ -612,31 +633,63 @@ class PromptRun:
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
         settings = self.settings
         deadline = _Deadline(settings.timeout)
-        init: Initialize | None = None
-        client: Client | None = None
-        startup: float | None = None
         try:
             with contextlib.ExitStack() as stack:
-                client = stack.enter_context(self._start(stack, observer))
-                self.agent_pid = client.pid
-                interrupts.attach(client)
-                startup, left = deadline.first(settings.startup_timeout)
-                init = client.initialize(timeout=left)
-                startup = None
-                session = client.new_session(settings.cwd, timeout=deadline.left())
-                self._ready(init, session.id, client.pid)
-                blocks, notes = prompt_blocks(settings.text, settings.attachments, init.prompt_capabilities)
+                client = self._open(stack, observer, interrupts, deadline)
+                assert self.init is not None and observer.session_id is not None
+                blocks, notes = prompt_blocks(settings.text, settings.attachments, self.init.prompt_capabilities)
                 self.display.lines(notes, "33")
-                observer.session_id = interrupts.session_id = session.id
-                self.display.activity("waiting for the agent")
-                observer.in_turn = interrupts.in_turn = True
-                try:
-                    result = client.prompt(session.id, blocks, timeout=deadline.left())
-                finally:
-                    observer.in_turn = interrupts.in_turn = False
-        except (TinyAcpError, OSError) as exc:
-            return self._failed(exc, init, client, observer.watch.first_line, startup)
+                result = self._turn(client, observer, interrupts, blocks, deadline.left())
+        except (TinyAcpError, OSError, SettingUnavailable) as exc:
+            return self._failed(exc, observer)
         return _outcome_of_result(result)
+
+    def _open(
+        self, stack: contextlib.ExitStack, observer: RunObserver, interrupts: Interrupts, deadline: _Deadline
+    ) -> Client:
+        """Start the agent, ``initialize`` it (within ``--startup-timeout``) and open the session."""
+        settings = self.settings
+        client = self.client = stack.enter_context(self._start(stack, observer))
+        self.agent_pid = client.pid
+        interrupts.attach(client)
+        self.startup, left = deadline.first(settings.startup_timeout)
+        init = self.init = client.initialize(timeout=left)
+        self.startup = None
+        problem = check_transports(list(settings.mcp_servers), init.agent_capabilities.mcp_capabilities)
+        if problem is not None:
+            raise SettingUnavailable(problem)
+        session = client.new_session(settings.cwd, settings.mcp_servers, timeout=deadline.left())
+        self._ready(init, session.id, client.pid)
+        observer.session_id = interrupts.session_id = session.id
+        self._remember(session.id)
+        return client
+
+    def _remember(self, session_id: str) -> None:
+        """Note the session in the index of sessions this machine ran (for ``--continue``); a failure only warns."""
+        settings = self.settings
+        if settings.index is None:
+            return
+        try:
+            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, settings.text)
+        except OSError as exc:
+            self.display.lines([f"could not note the session for --continue: {exc}"], "33")
+
+    def _turn(
+        self,
+        client: Client,
+        observer: RunObserver,
+        interrupts: Interrupts,
+        blocks: str | list[PromptContent],
+        timeout: float | None,
+    ) -> PromptResult:
+        """One prompt turn in the open session; Ctrl-C cancels it."""
+        assert observer.session_id is not None
+        self.display.activity("waiting for the agent")
+        observer.in_turn = interrupts.in_turn = True
+        try:
+            return client.prompt(observer.session_id, blocks, timeout=timeout)
+        finally:
+            observer.in_turn = interrupts.in_turn = False
 
     def _start(self, stack: contextlib.ExitStack, observer: RunObserver) -> Client:
         """Start the agent (its stderr kept as a tail for error messages, or appended to ``--agent-log``)."""
@@ -662,16 +715,12 @@ class PromptRun:
         )
         return Client(options)
 
-    def _failed(
-        self,
-        exc: BaseException,
-        init: Initialize | None,
-        client: Client | None,
-        first_line: bytes | None,
-        startup: float | None,
-    ) -> Outcome:
+    def _failed(self, exc: BaseException, observer: RunObserver) -> Outcome:
         """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
-        why = explain(exc, self.settings.agent, init, first_line=first_line, startup_timeout=startup)
+        client = self.client
+        why = explain(
+            exc, self.settings.agent, self.init, first_line=observer.watch.first_line, startup_timeout=self.startup
+        )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
         hint = [*why.hint, *stderr_lines(tail, log if client is not None else None)]
@@ -697,19 +746,8 @@ class PromptRun:
         if outcome.error is not None:
             display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
         elif result is not None:
-            permissions = observer.allowed + observer.rejected
-            parts = [
-                f"{result.stop_reason}" + (" (timed out)" if result.timed_out else ""),
-                f"{elapsed:.1f}s",
-                f"{result.update_count} updates",
-                f"{permissions} permission{'s' if permissions != 1 else ''}"
-                + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
-            ]
-            if result.overflow is not None:
-                parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
-            parts += usage_words(_usage(result), observer.usage)
             code = "32" if outcome.code == Exit.OK else "33"
-            display.lines([f"done: {' · '.join(parts)}"], code)
+            display.lines([self._done_line(result, observer, elapsed)], code)
         if observer.unasked:
             n = observer.unasked
             display.lines(
@@ -724,6 +762,21 @@ class PromptRun:
             display.info(f"journal: {self.settings.journal}")
         if self.events is not None:
             self.events.emit(self._result_event(outcome, observer, elapsed))
+
+    def _done_line(self, result: PromptResult, observer: RunObserver, elapsed: float) -> str:
+        """How the turn ended: stop reason, time, updates, permissions, the reply's cut, tokens and cost."""
+        permissions = observer.allowed + observer.rejected
+        parts = [
+            f"{result.stop_reason}" + (" (timed out)" if result.timed_out else ""),
+            f"{elapsed:.1f}s",
+            f"{result.update_count} updates",
+            f"{permissions} permission{'s' if permissions != 1 else ''}"
+            + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
+        ]
+        if result.overflow is not None:
+            parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
+        parts += usage_words(_usage(result), observer.usage)
+        return f"done: {' · '.join(parts)}"
 
     def _result_event(self, outcome: Outcome, observer: RunObserver, elapsed: float) -> dict[str, Any]:
         result = outcome.result

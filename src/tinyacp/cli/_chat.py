@@ -1,0 +1,189 @@
+"""``tinyacp chat``: a conversation on a terminal, many turns in one session.
+
+Each line you type is a prompt turn, shown live as ``tinyacp prompt`` shows one, with the same permission
+questions. Lines starting with ``/`` are commands (``/help``). Ctrl-C during a turn cancels the turn
+(``session/cancel``) and the chat goes on; a second Ctrl-C stops the agent, which ends the chat. Ctrl-C at the
+input line clears the line. Ctrl-D (end of input) ends the chat. The line editor is readline's, with a history
+kept in the state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+from .._client import Client
+from .._errors import TinyAcpError
+from ._dirs import private_dir, state_dir
+from ._display import one_line
+from ._exit import Exit
+from ._explain import SettingUnavailable
+from ._run import Interrupts, Outcome, PromptRun, PromptSettings, RunObserver, _Deadline, _outcome_of_result
+
+__all__ = ["ChatRun", "run_chat"]
+
+PROMPT = "you> "
+_HISTORY_LENGTH = 1000
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP while the chat waits for input: end the chat."""
+
+
+class ChatInterrupts(Interrupts):
+    """As for a prompt run during a turn; at the input line, Ctrl-C is Python's (it clears the line) and SIGTERM
+    or SIGHUP end the chat."""
+
+    reading = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.reading:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.terminated_by = signum
+            raise _Stop
+        super()._handle(signum, frame)
+
+    def next_turn(self) -> None:
+        """A cancelled turn is over: the next Ctrl-C cancels the next turn."""
+        self.presses = 0
+        self.cancelled = False
+
+
+class ChatRun(PromptRun):
+    """One ``tinyacp chat``."""
+
+    interrupts_class = ChatInterrupts
+
+    def __init__(self, settings: PromptSettings, *, read: Callable[[str], str] = input) -> None:
+        super().__init__(settings, stdin_fd=sys.stdin.fileno(), stdout=sys.stdout.buffer, stderr=sys.stderr)
+        self._read = read
+        self._turns = 0
+
+    def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
+        assert isinstance(interrupts, ChatInterrupts)
+        try:
+            with contextlib.ExitStack() as stack:
+                client = self._open(stack, observer, interrupts, _Deadline(self.settings.startup_timeout))
+                self.display.stop()
+                self.display.info("type a prompt; /help for commands; Ctrl-C cancels a turn, Ctrl-D ends the chat")
+                with _History():
+                    self._loop(client, observer, interrupts)
+        except (TinyAcpError, OSError, SettingUnavailable) as exc:
+            return self._failed(exc, observer)
+        except _Stop:
+            return Outcome(int(Exit.CANCELLED))
+        return Outcome(int(Exit.OK))
+
+    def _loop(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts) -> None:
+        while True:
+            line = self._line(interrupts)
+            if line is None:
+                return
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                if self._command(text) is False:
+                    return
+                continue
+            self._one_turn(client, observer, interrupts, text)
+
+    def _line(self, interrupts: ChatInterrupts) -> str | None:
+        """The next line typed; None at Ctrl-D. Ctrl-C clears the line and asks again."""
+        while True:
+            interrupts.reading = True
+            try:
+                return self._read(PROMPT)
+            except KeyboardInterrupt:
+                sys.stdout.write("\n")
+            except EOFError:
+                sys.stdout.write("\n")
+                return None
+            finally:
+                interrupts.reading = False
+
+    def _one_turn(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts, text: str) -> None:
+        self._turns += 1
+        observer.new_turn()
+        interrupts.next_turn()
+        self.display.start()
+        try:
+            timeout = self.settings.timeout
+            result = self._turn(client, observer, interrupts, text, timeout)
+        finally:
+            self.display.stop()
+            self.display.end_reply()
+            interrupts.next_turn()
+        outcome = _outcome_of_result(result)
+        code = "32" if outcome.code == Exit.OK else "33"
+        self.display.lines([self._done_line(result, observer, self.display.elapsed)], code)
+
+    def _command(self, text: str) -> bool:
+        """Run a ``/`` command; False ends the chat."""
+        name = text.split(maxsplit=1)[0]
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/help":
+            self.display.lines(HELP)
+        elif name == "/sessions":
+            self._sessions()
+        else:
+            self.display.lines([f"unknown command {one_line(name, 40)}; /help lists the commands"], "33")
+        return True
+
+    def _report(self, outcome: Outcome, observer: RunObserver) -> None:
+        """Each turn had its ``done`` line: at the end, only an error and where the journal is."""
+        if outcome.error is not None:
+            self.display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
+        if self.settings.journal is not None:
+            self.display.info(f"journal: {self.settings.journal}")
+
+    def _sessions(self) -> None:
+        index = self.settings.index
+        entries = index.entries(self.settings.agent_key, self.settings.cwd)[:10] if index is not None else []
+        if not entries:
+            self.display.lines(["no session of this agent in this directory yet"])
+            return
+        lines = [f"sessions of {self.settings.agent.name} in {self.settings.cwd}, most recent first:"]
+        lines += [f"  {one_line(entry.session_id, 60)}  {one_line(entry.title, 60)}" for entry in entries]
+        self.display.lines(lines)
+
+
+HELP = [
+    "commands:",
+    "  /sessions          the sessions of this agent in this directory",
+    "  /help              this list",
+    "  /quit              end the chat (as Ctrl-D does)",
+]
+
+
+class _History:
+    """readline's line editing, with the history kept in the state directory across chats."""
+
+    def __enter__(self) -> _History:
+        self.path = state_dir() / "chat_history"
+        try:
+            import readline
+        except ImportError:  # a Python built without readline: plain input() still works
+            self.readline = None
+            return self
+        self.readline = readline
+        readline.set_history_length(_HISTORY_LENGTH)
+        with contextlib.suppress(OSError):
+            readline.read_history_file(self.path)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.readline is not None:
+            with contextlib.suppress(OSError):
+                private_dir(self.path.parent)
+                self.readline.write_history_file(self.path)
+
+
+def run_chat(settings: PromptSettings) -> int:
+    """Run ``tinyacp chat`` on this process's terminal; returns the exit status."""
+    return ChatRun(settings).run()
