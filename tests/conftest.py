@@ -7,6 +7,7 @@ have no live member left, and the client must be closed.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import sys
@@ -238,6 +239,19 @@ class AsyncFacade:
 
     def prompt(self, *args: Any, **kwargs: Any) -> tinyacp.PromptResult:
         return self._run(self._client.prompt(*args, **kwargs))  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other call of the client: a coroutine method is run to completion, anything else returned."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attribute = getattr(self._client, name)
+        if not inspect.iscoroutinefunction(attribute):
+            return attribute
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return self._run(attribute(*args, **kwargs))
+
+        return run
 
     def cancel(self, session_id: str) -> None:
         if self._loop.is_running() and threading.current_thread() is not threading.main_thread():

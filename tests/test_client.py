@@ -285,7 +285,7 @@ def test_stderr_tail_keeps_the_last_bytes_and_agent_exited_carries_them(make_cli
 # initialize and session/new.
 
 
-def test_initialize_offers_protocol_version_1_and_no_client_capabilities(
+def test_initialize_offers_protocol_version_1_and_only_boolean_config_options(
     make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
 ) -> None:
     agent = scripted(handshake())
@@ -297,7 +297,8 @@ def test_initialize_offers_protocol_version_1_and_no_client_capabilities(
     capabilities = sent["params"]["clientCapabilities"]
     assert capabilities["fs"] == {"readTextFile": False, "writeTextFile": False}
     assert capabilities.get("terminal", False) is False
-    assert set(capabilities) <= {"fs", "terminal"}  # nothing else advertised: no elicitation, no auth
+    assert capabilities["session"] == {"configOptions": {"boolean": {}}}
+    assert set(capabilities) <= {"fs", "terminal", "session"}  # nothing else advertised: no elicitation, no auth
     assert sent["params"]["clientInfo"]["name"] == "tinyacp"
 
 
@@ -477,7 +478,7 @@ def test_prompt_reports_each_stop_reason_and_keeps_an_unknown_one_as_a_string(
     steps = [*handshake(), end_turn(reasons[0])]
     for reason in reasons[1:]:
         steps += [{"op": "expect", "method": "session/prompt"}, end_turn(reason)]
-    steps[-1] = {"op": "reply", "result": {"stopReason": reasons[-1], "usage": {"inputTokens": 3}}}
+    steps[-1] = {"op": "reply", "result": {"stopReason": reasons[-1], "usage": {"inputTokens": 3}, "extra": 1}}
     client, session = open_session(make_client, scripted(steps), tmp_path)
 
     results = [client.prompt(session.id, f"prompt {n}") for n in range(len(reasons))]
@@ -485,7 +486,8 @@ def test_prompt_reports_each_stop_reason_and_keeps_an_unknown_one_as_a_string(
     assert [r.stop_reason for r in results[:5]] == [StopReason(reason) for reason in reasons[:5]]
     assert results[5].stop_reason == "paused_for_tea"
     assert not isinstance(results[5].stop_reason, StopReason)
-    assert results[5].meta == {"usage": {"inputTokens": 3}}
+    assert results[5].meta == {"extra": 1}
+    assert results[5].usage == tinyacp.TurnUsage(input_tokens=3)
 
 
 def test_an_update_after_the_prompt_response_is_recorded_during_the_next_call(

@@ -43,6 +43,7 @@ from tinyacp import (
     StopReason,
     TransferLimitExceeded,
     TransferLimits,
+    TurnUsage,
     UnsupportedContent,
     UnsupportedProtocolVersion,
     UpdateKind,
@@ -809,7 +810,7 @@ def test_the_transcript_records_every_line_once_in_order(piece: int | None) -> N
         overflow=None,
         update_count=6,
         chunk_count=2,
-        meta={"usage": {"inputTokens": 1}},
+        usage=TurnUsage(input_tokens=1),
     )
 
 

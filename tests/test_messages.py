@@ -392,7 +392,7 @@ def test_texts_with_newlines_survive_the_line_unchanged() -> None:
     assert prompt[6] == {"type": "resource", "resource": {"uri": "file:///a.py", "text": AWKWARD}}
 
 
-def test_initialize_sends_version_1_our_info_and_no_client_capabilities() -> None:
+def test_initialize_sends_version_1_our_info_and_only_boolean_config_options() -> None:
     message, _ = encoded()["initialize"]
     line = json.loads(message.raw)
     assert (message.method, message.id, line["id"], line["method"]) == ("initialize", 0, 0, "initialize")
@@ -400,7 +400,11 @@ def test_initialize_sends_version_1_our_info_and_no_client_capabilities() -> Non
     assert type(params["protocolVersion"]) is int
     assert params["protocolVersion"] == 1
     assert params["clientInfo"] == {"name": "tinyacp-tests", "version": "0.0.1"}
-    assert params["clientCapabilities"] == {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+    assert params["clientCapabilities"] == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+        "session": {"configOptions": {"boolean": {}}},
+    }
     assert set(params) == {"protocolVersion", "clientInfo", "clientCapabilities"}
     titled = json.loads(encoded()["initialize with a titled client"][0].raw)["params"]["clientInfo"]
     assert titled == {"name": "tinyacp-tests", "version": "1", "title": "Tiny\nACP"}
@@ -672,7 +676,8 @@ def test_unknown_fields_in_answers_are_ignored() -> None:
     result = {"sessionId": "s9", "models": {"currentModelId": "m"}, "configOptions": [{"id": "model"}]}
     session = answer_with(core, core.new_session("/p").id, result)  # type: ignore[arg-type]
     assert isinstance(session, Session)
-    assert (session.id, session.modes, session.config_options) == ("s9", None, [{"id": "model"}])
+    assert (session.id, session.modes) == ("s9", None)
+    assert [option.id for option in session.config_options] == ["model"]
 
 
 @pytest.mark.parametrize("claimed", ["notice", "compaction_update", "", 5, None])

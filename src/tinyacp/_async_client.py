@@ -16,9 +16,18 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from ._conversation import Done, Record, Step
+from ._conversation import Done, Meta, Record, Step
 from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
-from ._messages import AnyMcpServer, Initialize, PromptContent, Session
+from ._messages import (
+    AnyMcpServer,
+    ConfigOption,
+    Initialize,
+    LoadedSession,
+    PromptContent,
+    Session,
+    SessionPage,
+    SystemPrompt,
+)
 from ._options import Options
 from ._records import OutgoingMessage, PromptResult, Update
 from ._shell import ShellBase, observer_failed
@@ -51,31 +60,142 @@ class AsyncClient(ShellBase):
     # ----------------------------------------------------------------------------------------------------------
     # The calls.
 
-    async def initialize(self, *, timeout: float | None = None) -> Initialize:
+    async def initialize(self, *, meta: Meta | None = None, timeout: float | None = None) -> Initialize:
         """As :meth:`tinyacp.Client.initialize`."""
-        return await self._call(self._core.initialize, timeout)  # type: ignore[return-value]
+        return await self._call(lambda: self._core.initialize(meta), timeout)  # type: ignore[return-value]
+
+    async def authenticate(self, method_id: str, *, meta: Meta | None = None, timeout: float | None = None) -> None:
+        """As :meth:`tinyacp.Client.authenticate`."""
+        await self._call(lambda: self._core.authenticate(method_id, meta), timeout)
+
+    async def logout(self, *, timeout: float | None = None) -> None:
+        """As :meth:`tinyacp.Client.logout`."""
+        await self._call(self._core.logout, timeout)
 
     async def new_session(
         self,
         cwd: str | os.PathLike[str],
         mcp_servers: Sequence[AnyMcpServer] = (),
         *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
         timeout: float | None = None,
     ) -> Session:
         """As :meth:`tinyacp.Client.new_session`."""
-        path = self._absolute(cwd)
-        return await self._call(lambda: self._core.new_session(path, mcp_servers), timeout)  # type: ignore[return-value]
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return await self._call(  # type: ignore[return-value]
+            lambda: self._core.new_session(
+                path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
+        timeout: float | None = None,
+    ) -> LoadedSession:
+        """As :meth:`tinyacp.Client.load_session`."""
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return await self._call(  # type: ignore[return-value]
+            lambda: self._core.load_session(
+                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
+        timeout: float | None = None,
+    ) -> Session:
+        """As :meth:`tinyacp.Client.resume_session`."""
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return await self._call(  # type: ignore[return-value]
+            lambda: self._core.resume_session(
+                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    async def close_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """As :meth:`tinyacp.Client.close_session`."""
+        await self._call(lambda: self._core.close_session(session_id), timeout)
+
+    async def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """As :meth:`tinyacp.Client.delete_session`."""
+        await self._call(lambda: self._core.delete_session(session_id), timeout)
+
+    async def list_sessions(
+        self, cwd: str | os.PathLike[str] | None = None, cursor: str | None = None, *, timeout: float | None = None
+    ) -> SessionPage:
+        """As :meth:`tinyacp.Client.list_sessions`."""
+        path = None if cwd is None else self._absolute(cwd)
+        return await self._call(lambda: self._core.list_sessions(path, cursor), timeout)  # type: ignore[return-value]
+
+    async def set_mode(
+        self,
+        session_id: str,
+        mode_id: str,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """As :meth:`tinyacp.Client.set_mode`."""
+        await self._call(lambda: self._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
+
+    async def set_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: str | bool,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> tuple[ConfigOption, ...]:
+        """As :meth:`tinyacp.Client.set_config_option`."""
+        return await self._call(  # type: ignore[return-value]
+            lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
+        )
+
+    async def set_model(
+        self,
+        session_id: str,
+        model_id: str,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """As :meth:`tinyacp.Client.set_model`."""
+        await self._call(lambda: self._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
 
     async def prompt(
         self,
         session_id: str,
         content: str | Sequence[PromptContent],
         *,
+        meta: Meta | None = None,
         timeout: float | None = None,
     ) -> PromptResult:
         """As :meth:`tinyacp.Client.prompt`. If the awaiting task is cancelled, the client sends
         ``session/cancel``, tears the agent down (shielded) and re-raises :class:`asyncio.CancelledError`."""
-        return await self._call(lambda: self._core.prompt(session_id, content), timeout, prompt=True)  # type: ignore[return-value]
+        return await self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)  # type: ignore[return-value]
 
     def prompt_stream(
         self,

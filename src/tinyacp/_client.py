@@ -16,9 +16,18 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ._conversation import Done, Record, Step
+from ._conversation import Done, Meta, Record, Step
 from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
-from ._messages import AnyMcpServer, Initialize, PromptContent, Session
+from ._messages import (
+    AnyMcpServer,
+    ConfigOption,
+    Initialize,
+    LoadedSession,
+    PromptContent,
+    Session,
+    SessionPage,
+    SystemPrompt,
+)
 from ._options import Options
 from ._records import OutgoingMessage, PromptResult, Update
 from ._shell import ShellBase, observer_failed
@@ -61,52 +70,225 @@ class Client(ShellBase):
     # ----------------------------------------------------------------------------------------------------------
     # The calls.
 
-    def initialize(self, *, timeout: float | None = None) -> Initialize:
-        """Introduce ourselves: protocol version 1, our client info, no client capabilities.
+    def initialize(self, *, meta: Meta | None = None, timeout: float | None = None) -> Initialize:
+        """Introduce ourselves: protocol version 1, our client info and capabilities (``meta`` as ``_meta``).
 
         Raises:
             UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
-            RequestError: the agent answered with an error.
+            RequestError: the agent answered with an error (AuthRequired for -32000).
             AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
         """
-        return self._call(self._core.initialize, timeout)  # type: ignore[return-value]
+        return self._call(lambda: self._core.initialize(meta), timeout)  # type: ignore[return-value]
+
+    def authenticate(self, method_id: str, *, meta: Meta | None = None, timeout: float | None = None) -> None:
+        """Log in with one of the methods the agent offered at ``initialize`` (``meta`` may hold Secrets).
+
+        Raises:
+            NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (nothing written).
+            RequestError: the agent refused (the client stays usable).
+            AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(lambda: self._core.authenticate(method_id, meta), timeout)
+
+    def logout(self, *, timeout: float | None = None) -> None:
+        """Log out (only if the agent advertised ``auth.logout``).
+
+        Raises:
+            NotAdvertised: the agent did not advertise logout (nothing written).
+            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(self._core.logout, timeout)
 
     def new_session(
         self,
         cwd: str | os.PathLike[str],
         mcp_servers: Sequence[AnyMcpServer] = (),
         *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
         timeout: float | None = None,
     ) -> Session:
         """Open a session whose working directory is ``cwd`` (made absolute).
 
         Raises:
+            NotAdvertised: a system prompt or additional directories the agent did not advertise (nothing written).
+            AuthRequired: the agent wants ``authenticate`` first (the client stays usable).
             RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
         """
-        path = self._absolute(cwd)
-        return self._call(lambda: self._core.new_session(path, mcp_servers), timeout)  # type: ignore[return-value]
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return self._call(  # type: ignore[return-value]
+            lambda: self._core.new_session(
+                path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
+        timeout: float | None = None,
+    ) -> LoadedSession:
+        """Load an earlier session: the agent replays its history as updates (each to ``on_update``, each
+        counted against ``TransferLimits``), then answers.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for); nothing written.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            AuthRequired, RequestError, TransferLimitExceeded, AgentExited, AgentTimeout, ObserverError,
+            MissingDurableObserver, ClientBusy, ClientClosed.
+        """
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return self._call(  # type: ignore[return-value]
+            lambda: self._core.load_session(
+                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str | os.PathLike[str],
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] = (),
+        timeout: float | None = None,
+    ) -> Session:
+        """Resume an earlier session without a replay of its history.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for);
+                nothing written.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            AuthRequired, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
+        return self._call(  # type: ignore[return-value]
+            lambda: self._core.resume_session(
+                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+            ),
+            timeout,
+        )
+
+    def close_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """Ask the agent to close a session (free what it holds for it).
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.close`` (nothing written).
+            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(lambda: self._core.close_session(session_id), timeout)
+
+    def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """Ask the agent to delete a session from its list.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.delete`` (nothing written).
+            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(lambda: self._core.delete_session(session_id), timeout)
+
+    def list_sessions(
+        self, cwd: str | os.PathLike[str] | None = None, cursor: str | None = None, *, timeout: float | None = None
+    ) -> SessionPage:
+        """One page of the agent's sessions, those in ``cwd`` only when given; pass ``next_cursor`` for more.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.list`` (nothing written).
+            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        path = None if cwd is None else self._absolute(cwd)
+        return self._call(lambda: self._core.list_sessions(path, cursor), timeout)  # type: ignore[return-value]
+
+    def set_mode(
+        self,
+        session_id: str,
+        mode_id: str,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Switch the session's mode; ``force=True`` sends a mode the session did not list (recorded as forced).
+
+        Raises:
+            NotAdvertised: ``mode_id`` is not among the session's available modes (nothing written).
+            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(lambda: self._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
+
+    def set_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: str | bool,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> tuple[ConfigOption, ...]:
+        """Set a config option (a value id for a select option, a bool for a boolean one); returns all options.
+
+        Raises:
+            NotAdvertised: an unknown ``config_id``, an option of an unknown type, or a value the option does
+                not offer (nothing written; ``force=True`` sends it anyway).
+            TypeError: ``value`` is neither a str nor a bool.
+            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        return self._call(  # type: ignore[return-value]
+            lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
+        )
+
+    def set_model(
+        self,
+        session_id: str,
+        model_id: str,
+        *,
+        meta: Meta | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Choose the session's model: through its ``model`` config option, else the legacy ``session/set_model``
+        (only for a model the session listed in ``models``).
+
+        Raises:
+            NotAdvertised: the session offers no such model (nothing written; ``force=True`` sends it anyway).
+            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+        """
+        self._call(lambda: self._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
 
     def prompt(
         self,
         session_id: str,
         content: str | Sequence[PromptContent],
         *,
+        meta: Meta | None = None,
         timeout: float | None = None,
     ) -> PromptResult:
         """Send a prompt and handle the turn until the agent's final response.
 
         At the deadline the client sends one ``session/cancel`` and waits up to ``Options.cancel_grace`` for
         the agent's answer; the result then has ``timed_out=True``. A reply that reaches a reply limit is cut
-        there (``result.overflow``) and the turn cancelled the same way.
+        there (``result.overflow``) and the turn cancelled the same way. ``result.usage`` holds what the turn
+        used, when the agent said.
 
         Raises:
             UnsupportedContent: a block the agent did not advertise (nothing is written).
             TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
             AgentTimeout: no answer even after the cancel (the agent is torn down).
-            RequestError, AgentExited, ReaderExhaustion, ObserverError, MissingDurableObserver,
-            ClientBusy, ClientClosed.
+            AuthRequired, SessionNotFound, RequestError, AgentExited, ReaderExhaustion, ObserverError,
+            MissingDurableObserver, ClientBusy, ClientClosed.
         """
-        return self._call(lambda: self._core.prompt(session_id, content), timeout, prompt=True)  # type: ignore[return-value]
+        return self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)  # type: ignore[return-value]
 
     def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.

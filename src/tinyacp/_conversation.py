@@ -21,27 +21,39 @@ from typing import Any, Final
 import msgspec
 
 from ._errors import (
+    AuthRequired,
     MissingDurableObserver,
+    NotAdvertised,
     ObserverError,
     ProtocolViolation,
     RequestError,
+    SessionNotFound,
     TransferLimitExceeded,
     UnsupportedContent,
     UnsupportedProtocolVersion,
+    UsageError,
 )
 from ._limits import Overflow, OverflowKind, TransferLimits
 from ._messages import (
+    AUTH_REQUIRED,
+    CLIENT_CAPABILITIES,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
-    NO_CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
+    RESOURCE_NOT_FOUND,
     AgentMessageChunk,
     AnyMcpServer,
+    AvailableCommandsUpdate,
     ClientInfo,
+    ConfigOption,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     Envelope,
     ErrorObject,
     Initialize,
+    LoadedSession,
     LooseUpdateParams,
+    Modes,
     OutError,
     OutNotification,
     OutRequest,
@@ -50,14 +62,24 @@ from ._messages import (
     PromptCapabilities,
     PromptContent,
     RequestId,
+    Secret,
     Session,
+    SessionAnswer,
+    SessionInfo,
+    SessionPage,
+    SessionState,
     SessionUpdate,
+    SystemPrompt,
     UnknownUpdate,
     UpdateLine,
+    UsageUpdate,
     VersionProbe,
+    config_options,
     prompt_blocks,
     required_capability,
+    session_from,
     stop_reason,
+    turn_usage,
     wire_blocks,
 )
 from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
@@ -71,6 +93,9 @@ ON_PERMISSION_REQUEST: Final = "on_permission_request"
 ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
+
+Meta = dict[str, Any]
+"""A ``_meta`` object: JSON values, and :class:`~tinyacp.Secret` anywhere among them."""
 
 _JOIN_EVERY: Final = 1024
 """update_recorded joins the kept reply text into one string every this many chunks."""
@@ -133,6 +158,7 @@ class _Turn:
         "dropped_chunks",
         "kept_bytes",
         "kept_chunks",
+        "last_usage",
         "other_updates",
         "overflow",
         "parts",
@@ -150,6 +176,7 @@ class _Turn:
         self.overflow: Overflow | None = None
         self.cancel_sent = False
         self.timed_out = False
+        self.last_usage: UsageUpdate | None = None
 
 
 class Conversation:
@@ -194,7 +221,12 @@ class Conversation:
         self._next_id = 0
         self._pending: _Pending | None = None
         self._turn: _Turn | None = None
-        self._encode = msgspec.json.Encoder().encode
+        self._sessions: dict[str, SessionState] = {}
+        self._loading: str | None = None
+        """The session a ``session/load`` in flight replays."""
+        self._replayed = 0
+        self._secrets: list[Secret] = []
+        self._encode = msgspec.json.Encoder(enc_hook=self._encode_secret).encode
         self._decode_update = msgspec.json.Decoder(UpdateLine).decode
         self._decode_envelope = msgspec.json.Decoder(Envelope).decode
         # Bound once: the hot path reads them on every update.
@@ -206,23 +238,222 @@ class Conversation:
     # ----------------------------------------------------------------------------------------------------------
     # What we write.
 
-    def initialize(self) -> OutgoingMessage:
-        """The ``initialize`` request: protocol version 1, our info, and no client capabilities."""
+    def initialize(self, meta: Meta | None = None) -> OutgoingMessage:
+        """The ``initialize`` request: protocol version 1, our info, and our client capabilities."""
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": NO_CLIENT_CAPABILITIES,
+            "clientCapabilities": CLIENT_CAPABILITIES,
             "clientInfo": self.client_info,
         }
-        return self._request("initialize", params, self._finish_initialize)
+        return self._request("initialize", _with_meta(params, meta), self._finish_initialize)
 
-    def new_session(self, cwd: str, mcp_servers: Sequence[AnyMcpServer] = ()) -> OutgoingMessage:
-        """The ``session/new`` request. ``cwd`` must be absolute, as the protocol requires."""
-        if not os.path.isabs(cwd):
-            raise ValueError(f"the session's cwd must be an absolute path, not {cwd!r}")
-        params = {"cwd": cwd, "mcpServers": list(mcp_servers)}
-        return self._request("session/new", params, self._finish_new_session)
+    def new_session(
+        self,
+        cwd: str,
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str] = (),
+    ) -> OutgoingMessage:
+        """The ``session/new`` request. ``cwd`` must be absolute, as the protocol requires.
 
-    def prompt(self, session_id: str, content: str | Sequence[PromptContent]) -> OutgoingMessage:
+        Raises:
+            NotAdvertised: a system prompt or additional directories the agent did not advertise.
+        """
+        params = self._session_params(
+            None,
+            cwd,
+            mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
+        )
+        return self._request("session/new", params, lambda raw: self._opened(raw, None))
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str] = (),
+    ) -> OutgoingMessage:
+        """The ``session/load`` request; the updates the agent replays before its answer are counted.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for).
+        """
+        if not self._agent_for("session/load").load_session:
+            raise NotAdvertised("the agent did not advertise loadSession; nothing was written")
+        params = self._session_params(
+            session_id,
+            cwd,
+            mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
+        )
+        message = self._request("session/load", params, lambda raw: self._loaded(raw, session_id))
+        self._loading = session_id
+        self._replayed = 0
+        return message
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str] = (),
+    ) -> OutgoingMessage:
+        """The ``session/resume`` request (no replay).
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for).
+        """
+        self._require_session_capability("resume", "session/resume")
+        params = self._session_params(
+            session_id,
+            cwd,
+            mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
+        )
+        return self._request("session/resume", params, lambda raw: self._opened(raw, session_id))
+
+    def close_session(self, session_id: str) -> OutgoingMessage:
+        """The ``session/close`` request; the session's state is forgotten once the agent agrees.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.close``.
+        """
+        self._require_session_capability("close", "session/close")
+        return self._request("session/close", {"sessionId": session_id}, lambda raw: self._forget(session_id))
+
+    def delete_session(self, session_id: str) -> OutgoingMessage:
+        """The ``session/delete`` request.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.delete``.
+        """
+        self._require_session_capability("delete", "session/delete")
+        return self._request("session/delete", {"sessionId": session_id}, lambda raw: self._forget(session_id))
+
+    def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> OutgoingMessage:
+        """The ``session/list`` request, filtered by ``cwd`` (absolute) and continued from ``cursor``.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.list``.
+        """
+        self._require_session_capability("list", "session/list")
+        params: dict[str, Any] = {}
+        if cwd is not None:
+            params["cwd"] = _absolute(cwd)
+        if cursor is not None:
+            params["cursor"] = cursor
+        return self._request("session/list", params, _finish_list)
+
+    def authenticate(self, method_id: str, meta: Meta | None = None) -> OutgoingMessage:
+        """The ``authenticate`` request with one of the methods the agent offered.
+
+        Raises:
+            NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (which the
+                user runs themselves, outside the protocol).
+        """
+        agent = self._agent_for("authenticate")
+        offered = {method.id: method for method in agent.auth_methods}
+        method = offered.get(method_id)
+        if method is None:
+            raise NotAdvertised(
+                f"the agent offers no auth method {method_id!r} (it offers {sorted(offered)}); nothing was written"
+            )
+        if method.type == "terminal":
+            raise NotAdvertised(
+                f"auth method {method_id!r} is a terminal method: the user runs the agent's own login; "
+                "nothing was written"
+            )
+        return self._request("authenticate", _with_meta({"methodId": method_id}, meta), _finish_nothing)
+
+    def logout(self) -> OutgoingMessage:
+        """The ``logout`` request.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``agentCapabilities.auth.logout``.
+        """
+        if self._agent_for("logout").agent_capabilities.auth.get("logout") is None:
+            raise NotAdvertised("the agent did not advertise auth.logout; nothing was written")
+        return self._request("logout", {}, _finish_nothing)
+
+    def set_mode(
+        self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False
+    ) -> OutgoingMessage:
+        """The ``session/set_mode`` request; the session's current mode is updated once the agent agrees.
+
+        Raises:
+            NotAdvertised: ``mode_id`` is not among the session's available modes (unless ``force``).
+        """
+        modes = self._state(session_id).modes
+        refusal = None
+        if modes is None or all(mode.id != mode_id for mode in modes.available_modes):
+            offered = [mode.id for mode in modes.available_modes] if modes is not None else []
+            refusal = f"mode {mode_id!r} is not among the session's available modes {offered}"
+        params = _with_meta({"sessionId": session_id, "modeId": mode_id}, meta)
+        finish = lambda raw: self._mode_set(session_id, mode_id)  # noqa: E731
+        return self._request("session/set_mode", params, finish, refusal=refusal, force=force)
+
+    def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool, *, meta: Meta | None = None, force: bool = False
+    ) -> OutgoingMessage:
+        """The ``session/set_config_option`` request: a value id for a select option, a bool for a boolean one.
+
+        Raises:
+            NotAdvertised: an unknown ``config_id``, an option of an unknown type, or a value the option does
+                not offer (unless ``force``).
+            TypeError: ``value`` is neither a str nor a bool.
+        """
+        return self._set_config(session_id, config_id, value, meta, force, return_options=True)
+
+    def set_model(
+        self, session_id: str, model_id: str, *, meta: Meta | None = None, force: bool = False
+    ) -> OutgoingMessage:
+        """Choose the session's model: through its ``model`` config option, else the legacy ``session/set_model``.
+
+        Raises:
+            NotAdvertised: no model option, and ``model_id`` is not among the session's legacy ``models``
+                (unless ``force``); or the model option does not offer ``model_id``.
+        """
+        state = self._state(session_id)
+        option = state.model_option()
+        if option is not None:
+            return self._set_config(session_id, option.id, model_id, meta, force, return_options=False)
+        models = state.models
+        refusal = None
+        if models is None or all(model.model_id != model_id for model in models.available_models):
+            refusal = f"the session has no model config option and does not list model {model_id!r} in its models"
+        params = _with_meta({"sessionId": session_id, "modelId": model_id}, meta)
+        finish = lambda raw: self._model_set(session_id, model_id)  # noqa: E731
+        return self._request("session/set_model", params, finish, refusal=refusal, force=force)
+
+    def session_state(self, session_id: str) -> SessionState:
+        """The session's state as last reported.
+
+        Raises:
+            UsageError: the agent never opened or reported on this session in this client.
+        """
+        state = self._sessions.get(session_id)
+        if state is None:
+            raise UsageError(f"no session {session_id!r} is known to this client")
+        return state
+
+    def prompt(
+        self, session_id: str, content: str | Sequence[PromptContent], meta: Meta | None = None
+    ) -> OutgoingMessage:
         """The ``session/prompt`` request; starts the turn whose reply the core collects.
 
         Raises:
@@ -235,7 +466,7 @@ class Conversation:
             needed = required_capability(block)
             if needed is not None and not capabilities.allows(needed):
                 raise UnsupportedContent(type(block).__name__, needed)
-        params = {"sessionId": session_id, "prompt": wire_blocks(blocks)}
+        params = _with_meta({"sessionId": session_id, "prompt": wire_blocks(blocks)}, meta)
         message = self._request("session/prompt", params, self._finish_prompt)
         self._turn = _Turn(session_id)
         return message
@@ -280,24 +511,114 @@ class Conversation:
         """Forget the call in flight (done, failed or timed out): a late answer is then a stray response."""
         self._pending = None
         self._turn = None
+        self._loading = None
 
     @property
     def in_turn(self) -> bool:
         """Whether a prompt turn is waiting for its response."""
         return self._turn is not None
 
-    def _request(self, method: str, params: Any, finish: Callable[[msgspec.Raw], object]) -> OutgoingMessage:
+    def _request(
+        self,
+        method: str,
+        params: Any,
+        finish: Callable[[msgspec.Raw], object],
+        *,
+        refusal: str | None = None,
+        force: bool = False,
+    ) -> OutgoingMessage:
+        """Build a request; ``refusal`` (what the agent did not advertise) raises NotAdvertised unless ``force``."""
+        if refusal is not None and not force:
+            raise NotAdvertised(f"{refusal}; nothing was written (force=True sends it anyway)")
         request_id = self._next_id
-        message = self._message(request_id, method, OutRequest("2.0", request_id, method, params))
+        message = self._message(request_id, method, OutRequest("2.0", request_id, method, params), refusal is not None)
         self._next_id += 1
         self._pending = _Pending(request_id, method, finish)
         return message
 
-    def _message(self, request_id: int | None, method: str, body: object) -> OutgoingMessage:
+    def _message(self, request_id: int | None, method: str, body: object, forced: bool = False) -> OutgoingMessage:
+        self._secrets.clear()
         raw = self._encode(body)
         if len(raw) > self.limits.max_message_bytes:
             raise TransferLimitExceeded("max_message_bytes", self.limits.max_message_bytes, len(raw))
-        return OutgoingMessage(self.epoch, raw, method, request_id)
+        secrets = tuple(dict.fromkeys(self._secrets)) if self._secrets else ()
+        return OutgoingMessage(self.epoch, raw, method, request_id, secrets, forced)
+
+    def _encode_secret(self, value: object) -> object:
+        if isinstance(value, Secret):
+            self._secrets.append(value)
+            return value.value
+        raise NotImplementedError
+
+    def _agent_for(self, method: str) -> Initialize:
+        if self.agent is None:
+            raise NotAdvertised(f"{method} needs the agent's initialize answer first; nothing was written")
+        return self.agent
+
+    def _require_session_capability(self, name: str, method: str) -> Any:
+        capability = self._agent_for(method).agent_capabilities.session_capabilities.get(name)
+        if capability is None:
+            raise NotAdvertised(f"the agent did not advertise sessionCapabilities.{name}; nothing was written")
+        return capability
+
+    def _session_params(
+        self,
+        session_id: str | None,
+        cwd: str,
+        mcp_servers: Sequence[AnyMcpServer],
+        *,
+        meta: Meta | None,
+        system_prompt: SystemPrompt | None,
+        additional_directories: Sequence[str],
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {} if session_id is None else {"sessionId": session_id}
+        params["cwd"] = _absolute(cwd)
+        params["mcpServers"] = list(mcp_servers)
+        if additional_directories:
+            self._require_session_capability("additionalDirectories", "additionalDirectories")
+            params["additionalDirectories"] = [_absolute(path) for path in additional_directories]
+        if system_prompt is not None:
+            if not isinstance(system_prompt, SystemPrompt):
+                raise TypeError("system_prompt must be a tinyacp.SystemPrompt")
+            capability = self._require_session_capability("systemPrompt", "systemPrompt")
+            if system_prompt.mode == "override" and (
+                not isinstance(capability, dict) or capability.get("override") is None
+            ):
+                raise NotAdvertised(
+                    "the agent did not advertise sessionCapabilities.systemPrompt.override; nothing was written"
+                )
+            params["systemPrompt"] = system_prompt._wire()
+        return _with_meta(params, meta)
+
+    def _state(self, session_id: str) -> SessionState:
+        return self._sessions.get(session_id) or SessionState(session_id)
+
+    def _set_config(
+        self,
+        session_id: str,
+        config_id: str,
+        value: str | bool,
+        meta: Meta | None,
+        force: bool,
+        *,
+        return_options: bool,
+    ) -> OutgoingMessage:
+        if not isinstance(value, str | bool):
+            raise TypeError(f"a config value is a value id (str) or a bool, not {type(value).__name__}")
+        option = self._state(session_id).option(config_id)
+        refusal = _config_refusal(option, config_id, value)
+        params: dict[str, Any] = {"sessionId": session_id, "configId": config_id}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        params["value"] = value
+
+        def finish(raw: msgspec.Raw) -> tuple[ConfigOption, ...] | None:
+            options = self._options_set(session_id, raw)
+            return options if return_options else None
+
+        return self._request(
+            "session/set_config_option", _with_meta(params, meta), finish, refusal=refusal, force=force
+        )
 
     def _response(self, request_id: RequestId, result: Any) -> OutgoingMessage:
         return OutgoingMessage(self.epoch, self._encode(OutResult("2.0", request_id, result)), None, request_id)
@@ -318,8 +639,46 @@ class Conversation:
         self.agent = msgspec.json.decode(result, type=Initialize)
         return self.agent
 
-    def _finish_new_session(self, result: msgspec.Raw) -> Session:
-        return msgspec.json.decode(result, type=Session)
+    def _opened(self, result: msgspec.Raw, session_id: str | None) -> Session:
+        answer = msgspec.json.decode(result, type=SessionAnswer)
+        if session_id is None and not answer.session_id:
+            raise ProtocolViolation(
+                f"the session/new answer does not fit the schema (no sessionId): {bytes(result)[:200]!r}"
+            )
+        session = session_from(answer, session_id or "")
+        # Commands reported before the answer (during a load) are kept; the rest is the answer's word.
+        commands = self._state(session.id).available_commands
+        self._sessions[session.id] = SessionState(
+            session.id, session.modes, session.config_options, session.models, commands
+        )
+        return session
+
+    def _loaded(self, result: msgspec.Raw, session_id: str) -> LoadedSession:
+        replayed = self._replayed
+        self._loading = None
+        return LoadedSession(self._opened(result, session_id), replayed)
+
+    def _forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def _mode_set(self, session_id: str, mode_id: str) -> None:
+        state = self._state(session_id)
+        available = state.modes.available_modes if state.modes is not None else []
+        self._sessions[session_id] = msgspec.structs.replace(state, modes=Modes(mode_id, available))
+
+    def _model_set(self, session_id: str, model_id: str) -> None:
+        state = self._state(session_id)
+        if state.models is not None:
+            models = msgspec.structs.replace(state.models, current_model_id=model_id)
+            self._sessions[session_id] = msgspec.structs.replace(state, models=models)
+
+    def _options_set(self, session_id: str, result: msgspec.Raw) -> tuple[ConfigOption, ...]:
+        answer = msgspec.json.decode(result, type=dict[str, Any])
+        if not isinstance(answer.get("configOptions"), list):
+            raise ProtocolViolation(f"the set_config_option answer has no configOptions list: {bytes(result)[:200]!r}")
+        options = config_options(answer["configOptions"])
+        self._sessions[session_id] = msgspec.structs.replace(self._state(session_id), config_options=options)
+        return options
 
     def _finish_prompt(self, result: msgspec.Raw) -> PromptResult:
         fields = msgspec.json.decode(result, type=dict[str, Any])
@@ -330,6 +689,9 @@ class Conversation:
         assert turn is not None, "a prompt response is only accepted while its turn is open"
         self._turn = None
         chunks = turn.kept_chunks + turn.dropped_chunks
+        usage, read = turn_usage(fields.get("usage"), turn.last_usage)
+        if read:
+            del fields["usage"]
         return PromptResult(
             session_id=turn.session_id,
             text="".join(turn.parts),
@@ -340,6 +702,7 @@ class Conversation:
             timed_out=turn.timed_out,
             cancelled=turn.cancel_sent,
             meta=fields or None,
+            usage=usage,
         )
 
     # ----------------------------------------------------------------------------------------------------------
@@ -366,11 +729,13 @@ class Conversation:
     def update_recorded(self, update: Update) -> OutgoingMessage | None:
         """Act on an update the observer recorded: collect the reply; on overflow, the one cancel to send."""
         turn = self._turn
-        if turn is None or update.session_id != turn.session_id:
-            return None
         payload = update.payload
         if payload.__class__ is not AgentMessageChunk:
-            turn.other_updates += 1
+            self._other_recorded(update, payload, turn)
+            return None
+        if turn is None or update.session_id != turn.session_id:
+            if self._loading == update.session_id:
+                self._replayed += 1
             return None
         if turn.overflow is not None:
             turn.dropped_chunks += 1
@@ -402,6 +767,19 @@ class Conversation:
         kind = OverflowKind.REPLY_CHUNKS if kept_chunks >= self._max_reply_chunks else OverflowKind.REPLY_BYTES
         turn.overflow = Overflow(kind, turn.kept_bytes, kept_chunks, update.seq)
         return self.cancel_turn_once()
+
+    def _other_recorded(self, update: Update, payload: SessionUpdate, turn: _Turn | None) -> None:
+        """Any update but a message chunk, once recorded: count it, keep the session state and the usage."""
+        session_id = update.session_id
+        if turn is not None and session_id == turn.session_id:
+            turn.other_updates += 1
+            if payload.__class__ is UsageUpdate:
+                turn.last_usage = payload
+        elif self._loading == session_id:
+            self._replayed += 1
+        cls = payload.__class__
+        if cls is CurrentModeUpdate or cls is ConfigOptionUpdate or cls is AvailableCommandsUpdate:
+            self._sessions[session_id] = _applied(self._state(session_id), payload)
 
     def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Step:
         if not self.has_observer:
@@ -525,10 +903,78 @@ class Conversation:
                 err = msgspec.json.decode(error, type=ErrorObject)
             except _UNREADABLE as exc:
                 raise ProtocolViolation(f"the error answer to {pending.method} is malformed: {exc}") from exc
-            raise RequestError(pending.method, err.code, err.message, err.data)
+            raise self._request_error(pending.method, err)
         if result is msgspec.UNSET:
             raise ProtocolViolation(f"the response to {pending.method} has neither a result nor an error")
         try:
             return Done(pending.finish(result))
         except _UNREADABLE as exc:
             raise ProtocolViolation(f"the answer to {pending.method} does not fit the schema: {exc}") from exc
+
+    def _request_error(self, method: str, error: ErrorObject) -> RequestError:
+        """The error for an error answer: -32000 and -32002 get their own classes."""
+        if error.code == AUTH_REQUIRED:
+            offered = tuple(self.agent.auth_methods) if self.agent is not None else ()
+            return AuthRequired(method, error.code, error.message, error.data, offered)
+        if error.code == RESOURCE_NOT_FOUND:
+            return SessionNotFound(method, error.code, error.message, error.data)
+        return RequestError(method, error.code, error.message, error.data)
+
+
+def _with_meta(params: dict[str, Any], meta: Meta | None) -> dict[str, Any]:
+    """``params`` with ``_meta`` set to ``meta`` (a JSON object), when given."""
+    if meta is not None:
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict (a JSON object), not {type(meta).__name__}")
+        params["_meta"] = meta
+    return params
+
+
+def _absolute(path: str) -> str:
+    if not os.path.isabs(path):
+        raise ValueError(f"a session's directories must be absolute paths, not {path!r}")
+    return path
+
+
+def _finish_nothing(result: msgspec.Raw) -> None:
+    return None
+
+
+class _ListAnswer(msgspec.Struct, frozen=True, rename="camel"):
+    sessions: list[Any]
+    next_cursor: str | None = None
+
+
+def _finish_list(result: msgspec.Raw) -> SessionPage:
+    answer = msgspec.json.decode(result, type=_ListAnswer)
+    sessions: list[SessionInfo] = []
+    for item in answer.sessions:
+        try:
+            sessions.append(msgspec.convert(item, SessionInfo))
+        except msgspec.ValidationError:
+            continue  # an unreadable entry is skipped, as the schema allows
+    return SessionPage(tuple(sessions), answer.next_cursor)
+
+
+def _config_refusal(option: ConfigOption | None, config_id: str, value: str | bool) -> str | None:
+    """Why the session's options do not allow this value (None: they do)."""
+    if option is None:
+        return f"the session has no config option {config_id!r}"
+    if option.type == "select":
+        if isinstance(value, bool) or value not in option.values:
+            return f"config option {config_id!r} does not offer the value {value!r} (it offers {list(option.values)})"
+        return None
+    if option.type == "boolean":
+        return None if isinstance(value, bool) else f"config option {config_id!r} is boolean, not {value!r}"
+    return f"config option {config_id!r} is of a type tinyacp does not know ({option.type!r})"
+
+
+def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:
+    """The session state with a mode, config option or commands update applied."""
+    if isinstance(payload, CurrentModeUpdate):
+        available = state.modes.available_modes if state.modes is not None else []
+        return msgspec.structs.replace(state, modes=Modes(payload.current_mode_id, available))
+    if isinstance(payload, ConfigOptionUpdate):
+        return msgspec.structs.replace(state, config_options=config_options(payload.config_options))
+    assert isinstance(payload, AvailableCommandsUpdate)
+    return msgspec.structs.replace(state, available_commands=tuple(payload.available_commands))

@@ -9,6 +9,7 @@ agent::
     │   ├── ClientBusy                a second call while one is in flight
     │   ├── ClientClosed              any call after close()
     │   ├── UnsupportedContent        a prompt block the agent did not advertise
+    │   ├── NotAdvertised             a call, option or value the agent did not advertise; nothing written
     │   └── MissingDurableObserver    an update arrived and there is no observer to record it
     ├── LimitExceeded                 a bound the caller set was reached
     │   ├── ReaderExhaustion          a line longer than the reader's limit; the reader stops for good
@@ -18,6 +19,8 @@ agent::
     │   ├── AgentExited               the agent exited or closed its output while a call waited
     │   ├── AgentTimeout              the call's deadline passed (also a TimeoutError)
     │   ├── RequestError              the agent answered our request with a JSON-RPC error
+    │   │   ├── AuthRequired          error -32000: authenticate first (``auth_methods`` says how)
+    │   │   └── SessionNotFound       error -32002: the agent does not know the session
     │   ├── UnsupportedProtocolVersion  the agent speaks a protocol version other than 1
     │   └── ProtocolViolation         the agent answered with something we cannot use
     └── ObserverError                 the caller's observer raised; the original is the __cause__
@@ -34,14 +37,17 @@ __all__ = [
     "AgentError",
     "AgentExited",
     "AgentTimeout",
+    "AuthRequired",
     "ClientBusy",
     "ClientClosed",
     "LimitExceeded",
     "MissingDurableObserver",
+    "NotAdvertised",
     "ObserverError",
     "ProtocolViolation",
     "ReaderExhaustion",
     "RequestError",
+    "SessionNotFound",
     "SpawnError",
     "TinyAcpError",
     "TransferLimitExceeded",
@@ -77,6 +83,10 @@ class UnsupportedContent(UsageError):
         )
         self.block_type = block_type
         self.capability = capability
+
+
+class NotAdvertised(UsageError):
+    """The agent did not advertise the call, option or value asked for; nothing was written."""
 
 
 class MissingDurableObserver(UsageError):
@@ -157,6 +167,21 @@ class RequestError(AgentError):
         self.code = code
         self.message = message
         self.data = data
+
+
+class AuthRequired(RequestError):
+    """The agent answered -32000 (authentication required): call ``authenticate`` with one of ``auth_methods``."""
+
+    def __init__(
+        self, method: str, code: int, message: str, data: Any = None, auth_methods: tuple[Any, ...] = ()
+    ) -> None:
+        super().__init__(method, code, message, data)
+        self.auth_methods = auth_methods
+        """The :class:`~tinyacp.AuthMethod` values the agent offered at ``initialize``."""
+
+
+class SessionNotFound(RequestError):
+    """The agent answered -32002 (resource not found): it does not know the session asked for."""
 
 
 class UnsupportedProtocolVersion(AgentError):

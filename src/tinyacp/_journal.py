@@ -15,6 +15,10 @@ line: ``update``, ``permission_request`` or a :class:`~tinyacp.MessageKind` valu
 ``request``, ``notification`` or ``response`` for ours. ``seq`` is the update's seq. ``line`` is the exact line,
 without its newline, when it is valid UTF-8; otherwise ``line_b64`` holds its bytes in base64. Either way the
 bytes are recoverable exactly (:meth:`JsonlJournal.raw`). ``ts`` is the UTC time the line was recorded.
+
+A line of ours that carried :class:`~tinyacp.Secret` values is stored with each one's JSON string replaced by
+``"<secret>"``, and its record says how many with ``"redacted": N``: that line is *not* the exact bytes sent.
+A request sent with ``force=True`` although the agent did not advertise it has ``"forced": true``.
 """
 
 from __future__ import annotations
@@ -163,6 +167,12 @@ class JsonlJournal(BaseObserver):
             record["method"] = message.method
         if message.id is not None:
             record["id"] = message.id
+        if message.forced:
+            record["forced"] = True
+        if message.secrets:  # never stored: each secret's value is replaced by the marker
+            record["redacted"] = len(message.secrets)
+            self._line(record, message.redacted())
+            return
         self._line(record, message.raw)
 
     # ----------------------------------------------------------------------------------------------------------

@@ -19,6 +19,17 @@ import msgspec
 
 __all__ = [
     "AgentCapabilities",
+    "ConfigChoice",
+    "ConfigOption",
+    "LoadedSession",
+    "ModelInfo",
+    "Secret",
+    "SessionInfo",
+    "SessionModels",
+    "SessionPage",
+    "SessionState",
+    "SystemPrompt",
+    "TurnUsage",
     "AgentInfo",
     "AgentMessageChunk",
     "AgentThoughtChunk",
@@ -408,18 +419,263 @@ class Modes(_In, frozen=True):
     available_modes: list[SessionMode] = []
 
 
+class ConfigChoice(_In, frozen=True):
+    """One value a select config option can take."""
+
+    value: str
+    name: str = ""
+    description: str | None = None
+
+
+class ConfigOption(_In, frozen=True):
+    """One of the session's config options (https://agentclientprotocol.com/protocol/session-config-options).
+
+    ``type`` is ``select`` (``current_value`` is a value id, ``options`` its choices, flat or grouped) or
+    ``boolean`` (``current_value`` is a bool). An option of another type is kept as the agent sent it and
+    ignored: it cannot be set without ``force=True``.
+    """
+
+    id: str
+    name: str = ""
+    type: str = "select"
+    current_value: Any = None
+    options: list[dict[str, Any]] = []
+    """The choices of a select option as sent: value objects, or groups holding them."""
+    category: str | None = None
+    description: str | None = None
+
+    @property
+    def choices(self) -> tuple[ConfigChoice, ...]:
+        """The values a select option can take, groups flattened; the unreadable ones left out."""
+        flat: list[ConfigChoice] = []
+        for item in self.options:
+            entries = item.get("options") if "group" in item else [item]
+            for entry in entries if isinstance(entries, list) else ():
+                try:
+                    flat.append(msgspec.convert(entry, ConfigChoice))
+                except msgspec.ValidationError:
+                    continue
+        return tuple(flat)
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The value ids of a select option."""
+        return tuple(choice.value for choice in self.choices)
+
+
+class ModelInfo(_In, frozen=True):
+    """A model the session can use, from the legacy ``models`` field of a session answer."""
+
+    model_id: str
+    name: str = ""
+    description: str | None = None
+
+
+class SessionModels(_In, frozen=True):
+    """The legacy (pre-config-option) model state some agents still send (Gemini CLI): see ``set_model``."""
+
+    current_model_id: str
+    available_models: list[ModelInfo] = []
+
+
 class Session(_In, frozen=True):
-    """A session the agent opened: pass ``id`` to ``prompt``."""
+    """A session the agent opened, resumed or loaded: pass ``id`` to ``prompt``."""
 
     id: str = msgspec.field(name="sessionId")
     modes: Modes | None = None
-    config_options: list[Any] | None = None
+    config_options: tuple[ConfigOption, ...] = ()
+    """The options the agent offered, in its order (an option of an unknown type is kept and ignored)."""
+    models: SessionModels | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class LoadedSession(msgspec.Struct, frozen=True):
+    """A session loaded with ``load_session``: the agent replayed its history as updates, then answered."""
+
+    session: Session
+    replayed_updates: int
+    """How many updates for this session the agent sent before its answer (each went to ``on_update``)."""
+
+
+class SessionInfo(_In, frozen=True):
+    """One session as ``session/list`` reports it."""
+
+    session_id: str
+    cwd: str
+    title: str | None = None
+    updated_at: str | None = None
+    additional_directories: list[str] = []
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionPage(msgspec.Struct, frozen=True):
+    """One page of ``list_sessions``: pass ``next_cursor`` back for the next page (None: the last one)."""
+
+    sessions: tuple[SessionInfo, ...]
+    next_cursor: str | None = None
+
+
+class SessionState(msgspec.Struct, frozen=True):
+    """A session's modes, config options, models and commands as the agent last reported them.
+
+    ``current_mode_update``, ``config_option_update`` and ``available_commands_update`` are applied once the
+    observer has recorded them; a successful ``set_mode``, ``set_config_option`` or ``set_model`` too.
+    """
+
+    session_id: str
+    modes: Modes | None = None
+    config_options: tuple[ConfigOption, ...] = ()
+    models: SessionModels | None = None
+    available_commands: tuple[AvailableCommand, ...] = ()
+
+    def option(self, config_id: str) -> ConfigOption | None:
+        """The config option with this id, if the session has it."""
+        for option in self.config_options:
+            if option.id == config_id:
+                return option
+        return None
+
+    def model_option(self) -> ConfigOption | None:
+        """The select option whose category is ``model``, if any."""
+        for option in self.config_options:
+            if option.category == "model" and option.type == "select":
+                return option
+        return None
+
+
+class SessionAnswer(_In, frozen=True):
+    """The answer to ``session/new``, ``session/load`` and ``session/resume``, its options still raw."""
+
+    session_id: str | None = None
+    modes: Any = None
+    config_options: Any = None
+    models: Any = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+def _lenient(value: Any, kind: Any) -> Any:
+    """``value`` converted to ``kind``, or None when it does not fit (the schema's default-on-error)."""
+    if value is None:
+        return None
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError:
+        return None
+
+
+def config_options(value: Any) -> tuple[ConfigOption, ...]:
+    """The readable config options of a list as sent; an unreadable item is skipped, as the schema allows."""
+    if not isinstance(value, list):
+        return ()
+    found = (_lenient(item, ConfigOption) for item in value)
+    return tuple(option for option in found if option is not None)
+
+
+def session_from(answer: SessionAnswer, session_id: str) -> Session:
+    """The typed session from an answer (the id of a load or resume is the one asked for)."""
+    return Session(
+        answer.session_id or session_id,
+        _lenient(answer.modes, Modes),
+        config_options(answer.config_options),
+        _lenient(answer.models, SessionModels),
+        answer.meta,
+    )
 
 
 class PromptResponse(_In, frozen=True):
     """The agent's answer to ``session/prompt``."""
 
     stop_reason: str
+
+
+class TurnUsage(msgspec.Struct, frozen=True, rename="camel"):
+    """What a prompt turn used, from the answer's ``usage`` and from the turn's last ``usage_update``.
+
+    Token counts come from the answer (Claude and OpenCode send them); the context window and the cost from the
+    last ``usage_update`` of the turn. A value the agent did not report is None.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    context_used: int | None = None
+    """Tokens in the context window (``usage_update.used``)."""
+    context_size: int | None = None
+    """The context window's size (``usage_update.size``)."""
+    cost: Cost | None = None
+    """The session's cumulative cost so far (``usage_update.cost``)."""
+
+
+def turn_usage(answer: Any, last: UsageUpdate | None) -> tuple[TurnUsage | None, bool]:
+    """The turn's usage, and whether the answer's ``usage`` was read (else it stays in ``PromptResult.meta``)."""
+    tokens = None
+    if isinstance(answer, dict) and answer and set(answer) <= _USAGE_KEYS:
+        tokens = _lenient(answer, TurnUsage)
+    if tokens is None and last is None:
+        return None, False
+    usage = tokens or TurnUsage()
+    if last is not None:
+        usage = msgspec.structs.replace(usage, context_used=last.used, context_size=last.size, cost=last.cost)
+    return usage, tokens is not None
+
+
+_USAGE_KEYS = frozenset(
+    ("inputTokens", "outputTokens", "totalTokens", "thoughtTokens", "cachedReadTokens", "cachedWriteTokens")
+)
+
+
+class Secret:
+    """A value that must never be stored: written to the agent as its plain value, never to a journal.
+
+    Put it anywhere in what a call sends (``meta={"api-key": Secret(key)}``). The :class:`~tinyacp.OutgoingMessage`
+    handed to ``on_send`` carries the exact line and, in ``secrets``, the secrets it contains, so an observer can
+    redact them (:meth:`~tinyacp.OutgoingMessage.redacted`); :class:`~tinyacp.JsonlJournal` does.
+
+    Raises:
+        TypeError: ``value`` is not a non-empty str.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        if not isinstance(value, str) or not value:
+            raise TypeError("a Secret holds a non-empty str")
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash((Secret, self.value))
+
+
+SECRET_MARKER = "<secret>"
+"""What a journal writes in place of each secret's value."""
+
+
+class SystemPrompt(msgspec.Struct, frozen=True):
+    """Text the agent adds to (``append``) or puts in place of (``override``) its own system prompt.
+
+    Sent as ``systemPrompt`` on ``session/new``, ``session/load`` and ``session/resume``, only to an agent that
+    advertises ``sessionCapabilities.systemPrompt`` (``override`` only with its ``override`` sub-capability).
+    It is not kept by the agent: send it again on every load and resume.
+    """
+
+    text: str
+    mode: Literal["append", "override"] = "append"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("append", "override"):
+            raise ValueError(f"SystemPrompt.mode must be 'append' or 'override', not {self.mode!r}")
+
+    def _wire(self) -> dict[str, Any]:
+        return {"mode": self.mode, "content": [{"type": "text", "text": self.text}]}
 
 
 def stop_reason(value: str) -> StopReason | str:
@@ -691,11 +947,12 @@ class ErrorObject(msgspec.Struct, frozen=True, omit_defaults=True):
 # --------------------------------------------------------------------------------------------------------------
 # What we write.
 
-NO_CLIENT_CAPABILITIES: dict[str, Any] = {
+CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": False, "writeTextFile": False},
     "terminal": False,
+    "session": {"configOptions": {"boolean": {}}},
 }
-"""We offer no client capabilities: no file system, no terminals. Agents then run without them."""
+"""No file system, no terminals (agents then run without them); boolean config options are understood."""
 
 
 class OutRequest(msgspec.Struct, frozen=True):
@@ -733,3 +990,5 @@ class OutError(msgspec.Struct, frozen=True):
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+AUTH_REQUIRED = -32000
+RESOURCE_NOT_FOUND = -32002

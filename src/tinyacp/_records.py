@@ -14,13 +14,16 @@ import msgspec
 
 from ._limits import Overflow
 from ._messages import (
+    SECRET_MARKER,
     AgentMessageChunk,
     AgentThoughtChunk,
     RequestId,
+    Secret,
     SessionUpdate,
     StopReason,
     ToolCall,
     ToolCallUpdate,
+    TurnUsage,
     UpdateKind,
     UserMessageChunk,
 )
@@ -116,6 +119,18 @@ class OutgoingMessage(msgspec.Struct, frozen=True):
     method: str | None
     """The method of a request or notification; None for a response to the agent."""
     id: RequestId
+    secrets: tuple[Secret, ...] = ()
+    """The :class:`~tinyacp.Secret` values written in ``raw``: redact them before storing the line."""
+    forced: bool = False
+    """Sent with ``force=True``, although the agent did not advertise what it asks for."""
+
+    def redacted(self) -> bytes:
+        """``raw`` with each secret's JSON string replaced by ``"<secret>"`` (``raw`` itself when it has none)."""
+        raw = self.raw
+        marker = msgspec.json.encode(SECRET_MARKER)
+        for secret in self.secrets:
+            raw = raw.replace(msgspec.json.encode(secret.value), marker)
+        return raw
 
 
 class PromptResult(msgspec.Struct, frozen=True):
@@ -137,4 +152,6 @@ class PromptResult(msgspec.Struct, frozen=True):
     cancelled: bool = False
     """The client sent ``session/cancel`` during the turn (by ``cancel()``, a limit or the deadline)."""
     meta: dict[str, Any] | None = None
-    """Fields of the prompt response beyond ``stopReason`` (Claude's ``usage``, for one)."""
+    """Fields of the prompt response beyond ``stopReason`` and a readable ``usage`` (``_meta``, for one)."""
+    usage: TurnUsage | None = None
+    """Tokens, context window and cost of the turn, when the agent reported any."""

@@ -8,7 +8,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._conversation import (
@@ -20,7 +20,7 @@ from ._conversation import (
     Conversation,
 )
 from ._errors import AgentExited, ClientClosed, ObserverError
-from ._messages import Initialize
+from ._messages import Initialize, SessionState
 from ._options import Options
 from ._process import AgentProcess
 from .reader import LineReader
@@ -149,6 +149,20 @@ class ShellBase:
 
     def _absolute(self, cwd: str | os.PathLike[str]) -> str:
         return os.path.abspath(os.fspath(cwd))
+
+    def _absolute_all(self, paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+        return [self._absolute(path) for path in paths]
+
+    def session_state(self, session_id: str) -> SessionState:
+        """The session's modes, config options, models and commands as the agent last reported them.
+
+        Mode, config option and command updates are applied once the observer has recorded them, and a
+        successful ``set_mode``, ``set_config_option`` or ``set_model`` too.
+
+        Raises:
+            UsageError: the agent never opened or reported on this session in this client.
+        """
+        return self._core.session_state(session_id)
 
     def _exited(self, what: str) -> AgentExited:
         """Tear down, then describe how the agent ended (its exit status is known only after the reap)."""
