@@ -821,8 +821,14 @@ class PromptRun:
 
 def _usage(result: PromptResult) -> dict[str, Any] | None:
     """The token usage the agent reported with its answer to the prompt (Claude's and OpenCode's do)."""
+    if result.usage is not None:  # read by the client: the token counts as the agent named them
+        counts = msgspec.to_builtins(result.usage)
+        return {key: counts[key] for key in _TOKEN_KEYS if counts.get(key) is not None} or None
     usage = (result.meta or {}).get("usage")
     return usage if isinstance(usage, dict) else None
+
+
+_TOKEN_KEYS = ("inputTokens", "outputTokens", "totalTokens", "thoughtTokens", "cachedReadTokens", "cachedWriteTokens")
 
 
 def _cost(update: UsageUpdate | None) -> dict[str, Any] | None:
