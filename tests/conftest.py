@@ -28,6 +28,17 @@ ACP = TESTS / "acp"
 """The copy of the ACP schema and examples the tests read (see acp/README.md for its origin and licence)."""
 SCHEMA_PATH = ACP / "schema" / "v1" / "schema.json"
 
+CORE_MODULES = frozenset({"test_conversation", "test_core_property", "test_messages", "test_reader"})
+"""The first layer: the pure core, the line reader and the messages, no process and no I/O (``pytest -m core``)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones."""
+    for item in items:
+        if item.path.stem in CORE_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.core)
+
+
 INIT_RESULT: dict[str, Any] = {
     "protocolVersion": 1,
     "agentCapabilities": {"promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}},
@@ -310,7 +321,8 @@ def make_client(client_kind: str) -> Iterator[Callable[..., ClientLike]]:
         else:
             client.close()
     for client in made:
-        wait_for(lambda c=client: not _live_group_members(c.pid), timeout=10, what=f"agent group {client.pid} gone")
+        pid = client.pid
+        wait_for(lambda: not _live_group_members(pid), timeout=10, what=f"agent group {pid} gone")  # noqa: B023  called at once
         with pytest.raises(ChildProcessError):
             os.waitpid(client.pid, os.WNOHANG)
 

@@ -296,6 +296,7 @@ def test_reply_bytes_overflow_keeps_whole_chunks_counted_in_utf8(piece: int | No
     assert driver.names()[-3:] == ["on_update", "on_send", "write"]
     driver.feed(result(2, {"stopReason": "end_turn"}))
     (outcome,) = driver.done
+    assert isinstance(outcome, PromptResult)
     assert outcome.text == "üabc"
     assert outcome.overflow == Overflow(OverflowKind.REPLY_BYTES, 5, 3, 4)
 
@@ -490,6 +491,7 @@ def test_after_cancel_this_turns_permission_requests_get_the_cancelled_outcome(p
     # The next turn starts uncancelled.
     driver.feed(result(2, {"stopReason": "cancelled"}))
     (outcome,) = driver.done
+    assert isinstance(outcome, PromptResult)
     assert outcome.cancelled is True
     driver.send(driver.core.prompt(SESSION, "again"))
     driver.events.clear()

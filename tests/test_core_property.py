@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -302,7 +303,8 @@ def lines(draw: st.DrawFn) -> bytes:
             data = f'{{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{nested}}}'.encode()
         else:
             data = f'{{"jsonrpc":"2.0","id":{draw(st.integers(0, 3))},"result":{nested}}}'.encode()
-    return data + draw(mostly(st.just(b"\n"), st.sampled_from([b"\r\n", b""])))
+    end: bytes = draw(mostly(st.just(b"\n"), st.sampled_from([b"\r\n", b""])))
+    return data + end
 
 
 replies = st.one_of(
@@ -450,6 +452,7 @@ def check_every_write_is_justified(events: list[tuple[str, Any]]) -> None:
     assert limit_cancels <= prompts
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     stream=st.lists(lines(), min_size=4, max_size=16),

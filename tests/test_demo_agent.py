@@ -308,7 +308,12 @@ def test_session_new_and_its_params(spawn: Spawn, tmp_path: Path) -> None:
     }
     agent.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
     assert agent.read()["result"]["sessionId"] == "demo-2"
-    for bad in ({"cwd": "relative/dir", "mcpServers": []}, {"mcpServers": []}, {"cwd": str(tmp_path)}):
+    bad_params: list[dict[str, object]] = [
+        {"cwd": "relative/dir", "mcpServers": []},
+        {"mcpServers": []},
+        {"cwd": str(tmp_path)},
+    ]
+    for bad in bad_params:
         agent.request("session/new", bad)
         assert agent.read()["error"]["code"] == -32602
     agent.prompt("demo-99", "hello")

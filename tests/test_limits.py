@@ -353,7 +353,7 @@ def test_a_reply_exactly_at_a_reply_limit_is_kept_whole(
     agent = scripted(
         [*steps, {"op": "expect", "method": "session/new"}, {"op": "reply", "result": {"sessionId": "s2"}}]
     )
-    client = make_client(options(agent, **{field: limit}))
+    client = make_client(options(agent, None, **{field: limit}))
     start(client)
 
     result = client.prompt("s1", "hi")

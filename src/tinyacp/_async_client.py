@@ -305,7 +305,7 @@ class AsyncClient(ShellBase):
         await self._teardown_async()
         return self._exited(what)
 
-    async def _pump(self, exchange: _Exchange) -> Update | Done:
+    async def _pump(self, exchange: _Exchange) -> Update | Done:  # noqa: C901  the one place where every kind of line meets the call in flight
         """Handle the agent's lines in order until the call has its answer (or, streaming, the next update).
 
         A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then
@@ -402,7 +402,7 @@ class AsyncClient(ShellBase):
             polled = reader.poll()
         return polled
 
-    async def _wait(self, read_fds: tuple[int, ...], write_fds: tuple[int, ...], deadline: float) -> None:
+    async def _wait(self, read_fds: tuple[int, ...], write_fds: tuple[int, ...], deadline: float) -> None:  # noqa: C901  one wait over fds, the agent's exit and wake-ups, each with its own cleanup
         """Wait until one of the fds is ready, the agent exits or someone wakes us; at most to the deadline."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:

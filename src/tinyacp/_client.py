@@ -76,7 +76,11 @@ class Client(ShellBase):
         Raises:
             UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
             RequestError: the agent answered with an error (AuthRequired for -32000).
-            AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         return self._call(lambda: self._core.initialize(meta), timeout)  # type: ignore[return-value]
 
@@ -86,7 +90,11 @@ class Client(ShellBase):
         Raises:
             NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (nothing written).
             RequestError: the agent refused (the client stays usable).
-            AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(lambda: self._core.authenticate(method_id, meta), timeout)
 
@@ -95,7 +103,12 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: the agent did not advertise logout (nothing written).
-            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(self._core.logout, timeout)
 
@@ -114,7 +127,12 @@ class Client(ShellBase):
         Raises:
             NotAdvertised: a system prompt or additional directories the agent did not advertise (nothing written).
             AuthRequired: the agent wants ``authenticate`` first (the client stays usable).
-            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
         return self._call(  # type: ignore[return-value]
@@ -141,8 +159,15 @@ class Client(ShellBase):
         Raises:
             NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for); nothing written.
             SessionNotFound: the agent does not know the session (the client stays usable).
-            AuthRequired, RequestError, TransferLimitExceeded, AgentExited, AgentTimeout, ObserverError,
-            MissingDurableObserver, ClientBusy, ClientClosed.
+            AuthRequired: the agent wants `authenticate` first (the client stays usable).
+            RequestError: the agent answered with an error.
+            TransferLimitExceeded: a message broke a transfer limit.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
         return self._call(  # type: ignore[return-value]
@@ -169,7 +194,13 @@ class Client(ShellBase):
             NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for);
                 nothing written.
             SessionNotFound: the agent does not know the session (the client stays usable).
-            AuthRequired, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            AuthRequired: the agent wants `authenticate` first (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
         return self._call(  # type: ignore[return-value]
@@ -184,7 +215,13 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.close`` (nothing written).
-            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(lambda: self._core.close_session(session_id), timeout)
 
@@ -193,7 +230,13 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.delete`` (nothing written).
-            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(lambda: self._core.delete_session(session_id), timeout)
 
@@ -204,7 +247,12 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.list`` (nothing written).
-            RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         path = None if cwd is None else self._absolute(cwd)
         return self._call(lambda: self._core.list_sessions(path, cursor), timeout)  # type: ignore[return-value]
@@ -222,7 +270,13 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: ``mode_id`` is not among the session's available modes (nothing written).
-            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(lambda: self._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
 
@@ -242,7 +296,13 @@ class Client(ShellBase):
             NotAdvertised: an unknown ``config_id``, an option of an unknown type, or a value the option does
                 not offer (nothing written; ``force=True`` sends it anyway).
             TypeError: ``value`` is neither a str nor a bool.
-            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         return self._call(  # type: ignore[return-value]
             lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
@@ -262,7 +322,13 @@ class Client(ShellBase):
 
         Raises:
             NotAdvertised: the session offers no such model (nothing written; ``force=True`` sends it anyway).
-            SessionNotFound, RequestError, AgentExited, AgentTimeout, ObserverError, ClientBusy, ClientClosed.
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            AgentTimeout: the deadline passed.
+            ObserverError: the observer raised (the agent is torn down).
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         self._call(lambda: self._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
 
@@ -285,8 +351,15 @@ class Client(ShellBase):
             UnsupportedContent: a block the agent did not advertise (nothing is written).
             TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
             AgentTimeout: no answer even after the cancel (the agent is torn down).
-            AuthRequired, SessionNotFound, RequestError, AgentExited, ReaderExhaustion, ObserverError,
-            MissingDurableObserver, ClientBusy, ClientClosed.
+            AuthRequired: the agent wants `authenticate` first (the client stays usable).
+            SessionNotFound: the agent does not know the session (the client stays usable).
+            RequestError: the agent answered with an error.
+            AgentExited: the agent exited or stopped reading its input (it is torn down).
+            ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
+            ObserverError: the observer raised (the agent is torn down).
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ClientBusy: another call is in flight.
+            ClientClosed: the client was closed or torn down.
         """
         return self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)  # type: ignore[return-value]
 

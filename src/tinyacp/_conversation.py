@@ -807,7 +807,7 @@ class Conversation:
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID, None, None, detail))
         return None
 
-    def _other(self, raw: bytes) -> Step:
+    def _other(self, raw: bytes) -> Step:  # noqa: C901, PLR0911  one return per kind of message, in the order JSON-RPC classifies them
         try:
             envelope = self._decode_envelope(raw)
         except msgspec.ValidationError as exc:  # a subclass of DecodeError: caught first

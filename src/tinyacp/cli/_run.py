@@ -420,7 +420,7 @@ class RunObserver(BaseObserver):
         self._why[id(request)] = (decided_by, rule, words)
         return reply
 
-    def _decide(self, request: PermissionRequest) -> tuple[str, str, str, PermissionReply | None]:
+    def _decide(self, request: PermissionRequest) -> tuple[str, str, str, PermissionReply | None]:  # noqa: PLR0911  one return per rule, in the order the rules apply
         """Who decides, by which rule, in words for the display, and the reply (None: leave it to the policy)."""
         if self.interrupts.cancelled or self.interrupts.killed:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
