@@ -1,0 +1,59 @@
+"""The repository carries everything its tests need: a copy of it, alone in an empty directory, collects the
+whole suite and runs the core layer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import TESTS
+
+ROOT = TESTS.parent
+LEFT_OUT = shutil.ignore_patterns(".git", ".venv", "*cache*", "__pycache__", "*.egg-info", "site", "build", "dist")
+
+
+def repository_files() -> list[Path]:
+    """The files a clone has: git's list when this is a checkout, else the tree without caches."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        return []
+    return [Path(os.fsdecode(name)) for name in listed.stdout.split(b"\0") if name]
+
+
+def copy_repository(target: Path) -> None:
+    files = repository_files() if shutil.which("git") else []
+    if not files:
+        shutil.copytree(ROOT, target, ignore=LEFT_OUT)
+        return
+    for name in files:
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def test_a_copy_alone_in_an_empty_directory_collects_the_suite_and_passes_the_core_layer(tmp_path: Path) -> None:
+    copy = tmp_path / "alone" / "repo"
+    copy_repository(copy)
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["repo"]
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q"]
+    collected = subprocess.run(
+        [*command, "--collect-only"], cwd=copy, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    assert " tests collected" in collected.stdout
+    core = subprocess.run(
+        [*command, "-m", "core", "-x"], cwd=copy, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert core.returncode == 0, core.stdout[-3000:] + core.stderr[-3000:]
+    assert " passed" in core.stdout
