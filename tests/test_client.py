@@ -7,7 +7,7 @@ observers, task cancellation, ``prompt_stream``, back-pressure, many agents on o
 thing themselves.
 
 The agents are ``tests/agents/scripted.py`` (a list of steps; its log shows exactly what reached the agent),
-plus two small single-purpose agents: ``report_agent.py`` (how it was started) and ``flood_agent.py`` (how far
+plus two small single-purpose agents: ``report_agent.py`` (how it was started) and ``backpressure_agent.py`` (how far
 it got writing into a pipe nobody reads).
 """
 
@@ -63,7 +63,7 @@ TIMEOUT = 20.0
 
 UPDATE_EXAMPLES = ACP / "examples" / "session_update_examples.jsonl"
 REPORT_AGENT = AGENTS / "report_agent.py"
-FLOOD_AGENT = AGENTS / "flood_agent.py"
+BACKPRESSURE_AGENT = AGENTS / "backpressure_agent.py"
 PROC_AGENT = AGENTS / "proc_agent.py"
 
 # The permission options of released agents (REAL_AGENTS.md): (allow_once, allow_always, reject_once) ids.
@@ -1234,7 +1234,7 @@ def test_async_prompt_stream_does_not_read_while_the_consumer_holds_back(tmp_pat
         return status_path.read_text().split() if status_path.exists() else ["starting"]
 
     async def main() -> None:
-        command = [sys.executable, str(FLOOD_AGENT), str(status_path), str(count)]
+        command = [sys.executable, str(BACKPRESSURE_AGENT), str(status_path), str(count)]
         options = {"observer": recorder, "reader_limits": reader_limits, "transfer_limits": transfer_limits}
         async with async_client(command, **options) as client:
             await client.initialize()

@@ -120,7 +120,7 @@ class AgentProcess:
         self._kill_done.acquire()  # released when the timer thread ends
 
     @classmethod
-    def spawn(  # noqa: C901, PLR0912, PLR0915  spawn and its undo in one place until it is split
+    def spawn(
         cls,
         argv: Sequence[str],
         *,
@@ -157,78 +157,48 @@ class AgentProcess:
             TypeError: ``argv`` is one string rather than a list of arguments.
             ValueError: ``argv`` is empty, or ``stderr`` is not one of the accepted targets.
         """
-        if isinstance(argv, str | bytes):
-            raise TypeError("argv must be a list of arguments, not one string: tinyacp never runs a shell")
-        args = list(argv)
-        if not args:
-            raise ValueError("argv is empty: it must name the agent's program")
+        args = _argv_list(argv)
         keep_tail, child_stderr = _stderr_target(stderr)
+        # Two exit stacks, in the manner of trio's open_process: ``ours`` closes our ends of the pipes again if
+        # anything fails before the AgentProcess owns them; ``theirs`` closes the child's ends as soon as Popen
+        # returned or failed, since our copies would keep the agent's stdin open and hide its EOF on stdout.
+        with contextlib.ExitStack() as ours:
+            status = ours.enter_context(contextlib.ExitStack())  # the supervisor's status pipe, read once
+            tail_fds = ours.enter_context(contextlib.ExitStack())  # handed to the stderr thread once it runs
+            with contextlib.ExitStack() as theirs:
+                stdin_r, stdin_w = _pipe(theirs, ours, child="read")
+                stdout_r, stdout_w = _pipe(ours, theirs, child="write")
+                wake_r, wake_w = _pipe(ours, ours)
+                command, status_r = args, -1
+                pass_fds: tuple[int, ...] = ()
+                if supervise:
+                    from . import _supervisor
 
-        owned: list[int] = []  # every fd we opened, closed again if anything below fails
-        try:
-            stdin_r, stdin_w = _pipe(owned, child="read")
-            stdout_r, stdout_w = _pipe(owned, child="write")
-            wake_r, wake_w = _pipe(owned)
-            child_ends = [stdin_r, stdout_w]
-            command, status_r = args, -1
-            pass_fds: tuple[int, ...] = ()
-            if supervise:
-                from . import _supervisor
-
-                status_r, status_w = os.pipe()  # both ends blocking: we wait on it once, below
-                owned += (status_r, status_w)
-                child_ends.append(status_w)
-                command, pass_fds = _supervisor.command(args, grace=kill_grace, status_fd=status_w), (status_w,)
-            if keep_tail:
-                err_r, err_w = _pipe(owned, child="write")
-                stop_r, stop_w = _pipe(owned)
-                child_stderr = err_w
-                child_ends.append(err_w)
-            try:
-                proc = subprocess.Popen(
-                    command,
-                    stdin=stdin_r,
-                    stdout=stdout_w,
-                    stderr=child_stderr,
-                    cwd=cwd,
-                    env=env,
-                    close_fds=True,
-                    pass_fds=pass_fds,
-                    process_group=0,
+                    status_r, status_w = _pipe(status, theirs, child="both")  # blocking: we wait on it once
+                    command = _supervisor.command(args, grace=kill_grace, status_fd=status_w)
+                    pass_fds = (status_w,)
+                if keep_tail:
+                    err_r, child_stderr = _pipe(tail_fds, theirs, child="write")
+                    stop_r, stop_w = _pipe(tail_fds, tail_fds)
+                proc = _popen(
+                    command, stdin_r, stdout_w, child_stderr, program=args[0], cwd=cwd, env=env, pass_fds=pass_fds
                 )
-            except OSError as exc:
-                raise SpawnError(_spawn_failure(args[0], cwd, exc)) from exc
-            finally:
-                # The child has its copies; ours would keep the agent's stdin open and hide its EOF on stdout.
-                for fd in child_ends:
-                    owned.remove(fd)
-                    os.close(fd)
             try:
                 if supervise:
-                    owned.remove(status_r)
-                    try:
-                        failure = _supervisor.read_status(status_r)
-                    finally:
-                        os.close(status_r)
-                    if failure is not None:
-                        raise SpawnError(_spawn_failure(args[0], cwd, failure)) from failure
+                    _await_supervisor(status_r, args[0], cwd)
+                    status.close()
                 exit_fd = _pidfd_open(proc.pid)
                 if exit_fd is not None:
-                    owned.append(exit_fd)
+                    ours.callback(os.close, exit_fd)
                 tail = None
                 if keep_tail:
                     tail = _StderrTail(err_r, stop_r, stop_w, name=f"tinyacp-stderr-{proc.pid}")
-                    tail.start()  # from here on the thread owns err_r and stop_r
-                    owned.remove(err_r)
-                    owned.remove(stop_r)
-                    owned.remove(stop_w)
+                    tail.start()
+                    tail_fds.pop_all()  # from here on the thread owns err_r and its stop pipe
             except BaseException:
                 _kill_and_reap(proc)
                 raise
-        except BaseException:
-            for fd in owned:
-                os.close(fd)
-            raise
+            ours.pop_all()  # the AgentProcess owns the rest from here on
         return cls(
             proc,
             argv0=args[0],
@@ -615,19 +585,75 @@ def _stderr_target(stderr: StderrTarget) -> tuple[bool, int]:
         raise ValueError(f"stderr must be a file with a real fd, not {stderr!r}") from exc
 
 
-def _pipe(owned: list[int], *, child: Literal["read", "write"] | None = None) -> tuple[int, int]:
-    """A pipe whose ends are registered in ``owned`` at once; ours non-blocking, the ``child`` end blocking.
+def _argv_list(argv: Sequence[str]) -> list[str]:
+    if isinstance(argv, str | bytes):
+        raise TypeError("argv must be a list of arguments, not one string: tinyacp never runs a shell")
+    args = list(argv)
+    if not args:
+        raise ValueError("argv is empty: it must name the agent's program")
+    return args
+
+
+def _pipe(
+    read_to: contextlib.ExitStack,
+    write_to: contextlib.ExitStack,
+    *,
+    child: Literal["read", "write", "both"] | None = None,
+) -> tuple[int, int]:
+    """A pipe whose ends are closed by the given stacks; ours non-blocking, the ``child`` end(s) blocking.
 
     The agent uses its end as any stdin or stdout, so it stays blocking; O_NONBLOCK lives in the open file
     description, so setting it on our end does not reach the child's.
     """
     read_end, write_end = os.pipe()  # close-on-exec: no other child of ours inherits it
-    owned += (read_end, write_end)
-    if child != "read":
+    read_to.callback(os.close, read_end)
+    write_to.callback(os.close, write_end)
+    if child not in ("read", "both"):
         os.set_blocking(read_end, False)
-    if child != "write":
+    if child not in ("write", "both"):
         os.set_blocking(write_end, False)
     return read_end, write_end
+
+
+def _popen(
+    command: list[str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    *,
+    program: str,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    pass_fds: tuple[int, ...],
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` leading a new process group, with no fds but 0, 1, 2 and ``pass_fds``; never a shell.
+
+    Raises:
+        SpawnError: it could not be started; ``program`` (the agent's, not the supervisor's) names it.
+    """
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            close_fds=True,
+            pass_fds=pass_fds,
+            process_group=0,
+        )
+    except OSError as exc:
+        raise SpawnError(_spawn_failure(program, cwd, exc)) from exc
+
+
+def _await_supervisor(status_r: int, program: str, cwd: str | os.PathLike[str] | None) -> None:
+    """Wait until the supervisor started the agent; raise SpawnError when it could not."""
+    from . import _supervisor
+
+    failure = _supervisor.read_status(status_r)
+    if failure is not None:
+        raise SpawnError(_spawn_failure(program, cwd, failure)) from failure
 
 
 def _pidfd_open(pid: int) -> int | None:

@@ -75,7 +75,7 @@ _READ_SIZE = 65536
 
 
 @dataclass
-class Options:
+class DemoSettings:
     """Command-line settings."""
 
     delay: float = 0.0
@@ -134,7 +134,7 @@ class DemoAgent:
     for the permission answer, so a ``session/cancel`` is seen as soon as it arrives.
     """
 
-    def __init__(self, options: Options, in_fd: int = 0, out_fd: int = 1, log: TextIO = sys.stderr) -> None:
+    def __init__(self, options: DemoSettings, in_fd: int = 0, out_fd: int = 1, log: TextIO = sys.stderr) -> None:
         self._options = options
         self._in_fd = in_fd
         self._out_fd = out_fd
@@ -647,7 +647,7 @@ def _all_kinds_updates(cwd: str, tool_call_id: str, text: str) -> list[JsonObjec
     ]
 
 
-def _parse_args(argv: Sequence[str] | None) -> Options:
+def _parse_args(argv: Sequence[str] | None) -> DemoSettings:
     parser = argparse.ArgumentParser(
         prog="python -m tinyacp.demo",
         description="A deterministic ACP v1 agent on stdio, with no model: it lists the session's files.",
@@ -661,7 +661,7 @@ def _parse_args(argv: Sequence[str] | None) -> Options:
         parser.error("--delay must be >= 0")
     if args.chunks < 1:
         parser.error("--chunks must be >= 1")
-    return Options(delay=args.delay, chunks=args.chunks, all_kinds=args.all_kinds, verbose=args.verbose)
+    return DemoSettings(delay=args.delay, chunks=args.chunks, all_kinds=args.all_kinds, verbose=args.verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -499,7 +499,7 @@ def _describe(key: tuple[str, str]) -> str:
 # Prompt blocks.
 
 
-def prompt_blocks(
+def prompt_with_attachments(
     text: str, attachments: tuple[Attachment, ...], capabilities: PromptCapabilities
 ) -> tuple[list[PromptContent], list[str]]:
     """The prompt: the text, then each attachment as the richest block the agent accepts; plus notes for
@@ -637,7 +637,9 @@ class PromptRun:
             with contextlib.ExitStack() as stack:
                 client = self._open(stack, observer, interrupts, deadline)
                 assert self.init is not None and observer.session_id is not None
-                blocks, notes = prompt_blocks(settings.text, settings.attachments, self.init.prompt_capabilities)
+                blocks, notes = prompt_with_attachments(
+                    settings.text, settings.attachments, self.init.prompt_capabilities
+                )
                 self.display.lines(notes, "33")
                 result = self._turn(client, observer, interrupts, blocks, deadline.left())
         except (TinyAcpError, OSError, SettingUnavailable) as exc:

@@ -1,6 +1,6 @@
 """An ACP agent that floods one prompt turn with updates and says where it got stuck, for back-pressure tests.
 
-Run as ``python flood_agent.py STATUS COUNT``. It answers ``initialize`` and ``session/new`` (session ``flood``);
+Run as ``python backpressure_agent.py STATUS COUNT``. It answers ``initialize`` and ``session/new`` (session ``flood``);
 on a prompt it writes COUNT ``agent_message_chunk`` updates of equal length (texts ``00000000``, ``00000001``,
 …) as fast as its stdout takes them, then answers ``end_turn``.
 
