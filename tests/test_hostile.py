@@ -261,7 +261,7 @@ def test_default_journals_get_an_unpredictable_name_and_a_planted_link_receives_
     victim = cli.tmp / "victim.txt"
     victim.write_text("precious\n")
     guesses = iter(["0" * 16, "1" * 16])
-    monkeypatch.setattr(_dirs.secrets, "token_hex", lambda n: next(guesses))
+    monkeypatch.setattr("tinyacp.cli._dirs.secrets.token_hex", lambda n: next(guesses))
     (directory / f"run-{'0' * 16}.jsonl").symlink_to(victim)
     created = _dirs.new_private_file(directory, "run", ".jsonl")
     assert created.name == f"run-{'1' * 16}.jsonl"
