@@ -90,7 +90,7 @@ def retained_and_peak(client: ClientLike, session_id: str, updates: int) -> tupl
     gc.collect()
     before = sys.getallocatedblocks()
     tracemalloc.reset_peak()
-    result = client.prompt(session_id, str(updates), timeout=300)  # tracemalloc is slow, and a loaded machine more so
+    result = client.prompt(session_id, str(updates), timeout=300)
     peak = tracemalloc.get_traced_memory()[1]
     assert result.chunk_count == updates
     assert result.overflow is not None
@@ -105,7 +105,9 @@ def test_updates_past_the_reply_limit_leave_nothing_behind_and_do_not_raise_the_
 ) -> None:
     limits = tinyacp.TransferLimits(max_reply_bytes=64 * KiB)
     command = [sys.executable, str(FLOOD_AGENT)]
-    client = make_client(command=command, observer=tinyacp.BaseObserver(), transfer_limits=limits)
+    # Past the limit the client reads the rest of the flood within cancel_grace: traced, on a loaded machine,
+    # that takes far longer than the default 5 s.
+    client = make_client(command=command, observer=tinyacp.BaseObserver(), transfer_limits=limits, cancel_grace=300)
     client.initialize(timeout=30)
     session = client.new_session(ROOT, timeout=30)
     tracemalloc.start()

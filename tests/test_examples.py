@@ -78,3 +78,19 @@ def test_the_eval_harness_fails_when_a_reply_misses_what_is_expected(tmp_path: P
     )
     assert done.returncode == 1
     assert "FAIL x" in done.stdout
+
+
+def test_the_readmes_library_in_ten_lines_runs(tmp_path: Path) -> None:
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    (code,) = readme.split("```python\n")[1:]  # the one Python block
+    program = tmp_path / "ten_lines.py"
+    program.write_text(code.split("```")[0])
+    (tmp_path / "hello.txt").write_text("hello\n")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, str(program)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("end_turn You said: What is in this folder?\n")
+    assert "hello.txt" in done.stdout
+    assert (tmp_path / "run.jsonl").stat().st_size > 0
