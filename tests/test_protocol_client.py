@@ -42,7 +42,7 @@ INIT: dict[str, Any] = {
         {"id": "tui", "name": "Terminal login", "type": "terminal"},
     ],
 }
-OPTIONS = [
+OPTIONS: list[dict[str, Any]] = [
     {
         "id": "model",
         "name": "Model",

@@ -449,7 +449,7 @@ class Client(ShellBase):
         self._write(message, deadline)
         return self._pump(deadline, prompt)
 
-    def _pump(self, deadline: float, prompt: bool) -> object:
+    def _pump(self, deadline: float, prompt: bool) -> object:  # noqa: C901  the one place where every kind of line meets the call in flight
         """Handle the agent's lines in order until the call in flight has its answer.
 
         A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then

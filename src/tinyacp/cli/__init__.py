@@ -74,7 +74,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915  one add_argument per flag: a flat list is the readable form
+def build_parser() -> argparse.ArgumentParser:
     """The command line of ``tinyacp``."""
     parser = argparse.ArgumentParser(
         prog="tinyacp",

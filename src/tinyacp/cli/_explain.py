@@ -117,7 +117,7 @@ def _first_line(line: bytes | None) -> list[str]:
     return [f"its first line on stdout: {one_line(text, _LINE)}"]
 
 
-def explain(  # noqa: C901, PLR0911  one branch per error type, in the order of the exit-status table
+def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the order of the exit-status table
     exc: BaseException,
     agent: AgentSpec,
     init: Initialize | None,
