@@ -297,6 +297,14 @@ MakeClient = Callable[..., ClientLike]
 MakeScripted = Callable[..., Scripted]
 
 
+@pytest.fixture(autouse=True)
+def demo_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's demo agents keep their sessions in a fresh directory, never in the user's state home."""
+    directory = tmp_path_factory.mktemp("demo-state")
+    monkeypatch.setenv("TINYACP_DEMO_STATE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture(params=["sync", "async"])
 def client_kind(request: pytest.FixtureRequest) -> str:
     return request.param  # type: ignore[no-any-return]

@@ -679,7 +679,8 @@ def test_probe_prints_what_the_agent_offers(cli: Cli) -> None:
     assert report["agent"]["name"] == "tinyacp-demo"
     assert report["protocol_version"] == 1
     assert report["prompt_capabilities"] == {"image": False, "audio": False, "embedded_context": True}
-    assert report["auth_methods"] == [] and report["session_capabilities"] == {}
+    assert [method["id"] for method in report["auth_methods"]] == ["demo-login", "demo-api-key"]
+    assert set(report["session_capabilities"]) >= {"list", "resume", "close", "delete"}
     assert report["initialize"]["agentInfo"]["title"] == "tinyacp demo agent"
 
 

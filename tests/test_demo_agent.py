@@ -36,7 +36,16 @@ READ_TIMEOUT = 10.0
 
 RESULT_DEFS = {
     "initialize": "InitializeResponse",
+    "authenticate": "AuthenticateResponse",
+    "logout": "LogoutResponse",
     "session/new": "NewSessionResponse",
+    "session/load": "LoadSessionResponse",
+    "session/resume": "ResumeSessionResponse",
+    "session/list": "ListSessionsResponse",
+    "session/close": "CloseSessionResponse",
+    "session/delete": "DeleteSessionResponse",
+    "session/set_mode": "SetSessionModeResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
     "session/prompt": "PromptResponse",
 }
 ALL_KINDS = [
@@ -247,6 +256,15 @@ def spawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Spawn]:
                 os.killpg(agent.proc.pid, 0)
 
 
+def assert_end_turn(response: Message) -> None:
+    """A finished turn: ``end_turn``, with the turn's token counts."""
+    result = response["result"]
+    assert result["stopReason"] == "end_turn"
+    usage = result.get("usage")
+    if usage is not None:  # the all-kinds turn reports its usage as an update only
+        assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"] > 0
+
+
 def _kinds(updates: list[Message]) -> list[str]:
     return [update["sessionUpdate"] for update in updates]
 
@@ -288,11 +306,28 @@ def test_initialize_answer(spawn: Spawn) -> None:
         "result": {
             "protocolVersion": 1,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "close": {},
+                    "delete": {},
+                    "additionalDirectories": {},
+                    "systemPrompt": {},
+                },
+                "auth": {"logout": {}},
             },
-            "authMethods": [],
+            "authMethods": [
+                {"id": "demo-login", "name": "Demo login", "description": "Always succeeds."},
+                {
+                    "id": "demo-api-key",
+                    "name": "Demo API key",
+                    "description": "Uses $TINYACP_DEMO_API_KEY from the agent's environment, or a key sent as "
+                    "_meta.api-key.",
+                },
+            ],
             "agentInfo": {"name": "tinyacp-demo", "title": "tinyacp demo agent", "version": __version__},
         },
     }
@@ -302,10 +337,13 @@ def test_initialize_answer(spawn: Spawn) -> None:
 def test_session_new_and_its_params(spawn: Spawn, tmp_path: Path) -> None:
     agent = spawn()
     agent.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-    assert agent.read()["result"] == {
-        "sessionId": "demo-1",
-        "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]},
-    }
+    answer = agent.read()["result"]
+    assert (answer["sessionId"], answer["modes"]["currentModeId"]) == ("demo-1", "default")
+    assert [mode["id"] for mode in answer["modes"]["availableModes"]] == ["default", "auto"]
+    assert [(o["id"], o["currentValue"]) for o in answer["configOptions"]] == [
+        ("mode", "default"),
+        ("model", "demo-small"),
+    ]
     agent.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
     assert agent.read()["result"]["sessionId"] == "demo-2"
     bad_params: list[dict[str, object]] = [
@@ -317,7 +355,7 @@ def test_session_new_and_its_params(spawn: Spawn, tmp_path: Path) -> None:
         agent.request("session/new", bad)
         assert agent.read()["error"]["code"] == -32602
     agent.prompt("demo-99", "hello")
-    assert agent.read()["error"]["code"] == -32602
+    assert agent.read()["error"]["code"] == -32002  # resource (the session) not found
     assert agent.close() == 0
 
 
@@ -337,7 +375,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
     prompt_id = agent.prompt(session_id, "list them")
     updates, response = agent.read_turn(prompt_id, _selecting(option_id, requests, agent))
 
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     chunks = ["agent_message_chunk"] * 3
     assert _kinds(updates) == [
         "plan",
@@ -348,6 +386,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
         "plan",
         *chunks,
         "plan",
+        "usage_update",
     ]
     cwd = str(tmp_path)
     assert [entry["status"] for entry in updates[0]["entries"]] == ["pending", "pending"]
@@ -385,7 +424,10 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
         "content": [{"type": "content", "content": {"type": "text", "text": table}}],
     }
     assert [entry["status"] for entry in updates[5]["entries"]] == ["completed", "in_progress"]
-    assert [entry["status"] for entry in updates[-1]["entries"]] == ["completed", "completed"]
+    assert [entry["status"] for entry in updates[-2]["entries"]] == ["completed", "completed"]
+    assert updates[-1]["sessionUpdate"] == "usage_update"
+    assert updates[-1]["size"] == 200000
+    assert updates[-1]["cost"]["currency"] == "USD"
     assert updates[6]["content"]["text"] == "You said: list them\n"
     assert _message_text(updates) == (
         f"You said: list them\nI read 4 files in {cwd}:\n"
@@ -398,7 +440,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
     # A second turn: the agent's own request ids and tool call ids go on counting.
     prompt_id = agent.prompt(session_id, "again")
     updates, response = agent.read_turn(prompt_id, _selecting(option_id, requests, agent))
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert requests[1]["id"] == 1
     assert updates[2]["toolCallId"] == "call_2"
     assert agent.close() == 0
@@ -409,13 +451,14 @@ def test_rejected_prompt(spawn: Spawn, tmp_path: Path) -> None:
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id, "read please")
     updates, response = agent.read_turn(prompt_id, _selecting("reject", [], agent))
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert _kinds(updates) == [
         "plan",
         "agent_thought_chunk",
         "tool_call",
         "tool_call_update",
         "agent_message_chunk",
+        "usage_update",
     ]
     assert updates[3] == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "failed"}
     assert _message_text(updates) == f"You said: read please\nI was not allowed to read the files in {tmp_path}.\n"
@@ -456,7 +499,7 @@ def test_session_cancel_while_the_permission_is_pending(spawn: Spawn, tmp_path: 
     agent.answer(pending[0], {"outcome": {"outcome": "cancelled"}})
     prompt_id = agent.prompt(session_id, "again")
     updates, response = agent.read_turn(prompt_id, _selecting("allow", [], agent))
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert agent.close() == 0
 
 
@@ -513,7 +556,7 @@ def test_all_kinds(spawn: Spawn, tmp_path: Path, flag: bool, text: str) -> None:
     prompt_id = agent.prompt(session_id, text)
     updates, response = agent.read_turn(prompt_id)  # no permission request in this mode
     assert _kinds(updates) == ALL_KINDS
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert updates[0]["content"] == {"type": "text", "text": text}
     assert updates[1]["content"]["text"].startswith(f"You said: {text}\n")
     assert agent.close() == 0
@@ -569,7 +612,7 @@ def test_a_turn_that_needs_no_answer_finishes_after_stdin_closes(spawn: Spawn, t
     agent.proc.stdin.close()
     updates, response = agent.read_turn(prompt_id)
     assert _kinds(updates) == ALL_KINDS
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert agent.close() == 0
 
 
@@ -591,7 +634,7 @@ def test_sdk_agent_prompt_turn(spawn: Spawn, tmp_path: Path) -> None:
     requests: list[Message] = []
     prompt_id = agent.prompt(session_id, "hello")
     updates, response = agent.read_turn(prompt_id, _selecting("allow_always", requests, agent))
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert_end_turn(response)
     assert _kinds(updates) == [
         "agent_message_chunk",
         "agent_message_chunk",
@@ -626,3 +669,59 @@ def test_sdk_agent_honours_session_cancel(spawn: Spawn, tmp_path: Path) -> None:
     assert _message_text(updates).endswith("permission: cancelled")
     assert [u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update"] == ["failed"]
     assert agent.close() == 0
+
+
+def test_every_answer_beyond_one_turn_fits_the_schema_and_sessions_outlive_the_process(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    first = spawn("--state-dir", str(state), "--require-auth")
+    first.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    first.read()
+    first.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    assert first.read()["error"]["code"] == -32000
+    first.request("authenticate", {"methodId": "demo-login"})
+    assert first.read()["result"] == {}
+    first.request("session/new", {"cwd": str(tmp_path), "mcpServers": [], "additionalDirectories": ["/lib"]})
+    session_id = first.read()["result"]["sessionId"]
+    first.request("session/set_mode", {"sessionId": session_id, "modeId": "auto"})
+    mode, options, answer = first.read(), first.read(), first.read()
+    assert mode["params"]["update"] == {"sessionUpdate": "current_mode_update", "currentModeId": "auto"}
+    assert options["params"]["update"]["sessionUpdate"] == "config_option_update"
+    assert answer["result"] == {}
+    first.request("session/set_config_option", {"sessionId": session_id, "configId": "model", "value": "demo-large"})
+    chosen = first.read()["result"]["configOptions"]
+    assert [(o["id"], o["currentValue"]) for o in chosen] == [("mode", "auto"), ("model", "demo-large")]
+    first.request("session/set_config_option", {"sessionId": session_id, "configId": "model", "value": "huge"})
+    assert first.read()["error"]["code"] == -32602
+    updates, response = first.read_turn(first.prompt(session_id, "hello"))
+    assert _kinds(updates)[-1] == "usage_update"
+    assert_end_turn(response)
+    first.request("logout", {})
+    assert first.read()["result"] == {}
+    assert first.close() == 0
+    assert [path.name for path in state.iterdir()] == [f"{session_id}.json"]
+
+    second = spawn("--state-dir", str(state))
+    second.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    second.read()
+    second.request("session/list", {"cwd": str(tmp_path)})
+    (listed,) = second.read()["result"]["sessions"]
+    assert (listed["sessionId"], listed["cwd"], listed["title"]) == (session_id, str(tmp_path), "hello")
+    second.request("session/load", {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []})
+    replayed = [second.read()["params"]["update"] for _ in range(2)]
+    assert _kinds(replayed) == ["user_message_chunk", "agent_message_chunk"]
+    loaded = second.read()["result"]
+    assert loaded["modes"]["currentModeId"] == "auto"
+    second.request("session/resume", {"sessionId": session_id, "cwd": str(tmp_path)})
+    assert "modes" in second.read()["result"]
+    second.request("session/resume", {"sessionId": "demo-404", "cwd": str(tmp_path)})
+    assert second.read()["error"]["code"] == -32002
+    second.request("session/resume", {"sessionId": "../../etc/passwd", "cwd": str(tmp_path)})
+    assert second.read()["error"]["code"] == -32002
+    second.request("session/close", {"sessionId": session_id})
+    assert second.read()["result"] == {}
+    second.request("session/delete", {"sessionId": session_id})
+    assert second.read()["result"] == {}
+    assert list(state.iterdir()) == []
+    assert second.close() == 0

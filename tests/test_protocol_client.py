@@ -7,6 +7,8 @@ refused call wrote nothing, what was recorded in which order, and which error th
 
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from tinyacp import (
     TransferLimits,
     TurnUsage,
 )
+from tinyacp.cli._show import show
+from tinyacp.replay import Mismatch, Replayer, load_recording
 
 TIMEOUT = 20.0
 SECRET = "sk-test-4f1c2a77d0e3b9"
@@ -161,7 +165,7 @@ def test_refused_calls_write_nothing_and_record_nothing(
     assert agent.methods() == ["initialize", "session/new"]
 
 
-def test_resume_list_close_and_delete_write_schema_lines_and_return_typed_answers(
+def test_resume_list_close_delete_and_logout_write_schema_lines_and_return_typed_answers(
     make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
 ) -> None:
     listing = {"sessions": [{"sessionId": "old", "cwd": str(tmp_path), "title": "Earlier"}], "nextCursor": "n2"}
@@ -179,6 +183,8 @@ def test_resume_list_close_and_delete_write_schema_lines_and_return_typed_answer
             {"op": "reply", "result": {}},
             {"op": "expect", "method": "session/delete"},
             {"op": "reply", "result": {}},
+            {"op": "expect", "method": "logout"},
+            {"op": "reply", "result": {}},
         ]
     )
     client = start(make_client, agent, tmp_path)
@@ -188,6 +194,7 @@ def test_resume_list_close_and_delete_write_schema_lines_and_return_typed_answer
         client.close_session("nope")
     client.close_session("old")
     client.delete_session("old")
+    client.logout()
     client.close()
 
     assert isinstance(page, SessionPage)
@@ -200,6 +207,7 @@ def test_resume_list_close_and_delete_write_schema_lines_and_return_typed_answer
         "session/resume": "ResumeSessionRequest",
         "session/close": "CloseSessionRequest",
         "session/delete": "DeleteSessionRequest",
+        "logout": "LogoutRequest",
     }
     lines = agent.log.read_bytes().splitlines()
     for raw, message in zip(lines, agent.received(), strict=True):
@@ -362,3 +370,43 @@ def test_the_prompt_result_carries_the_turns_usage(
     (prompt,) = written(agent, "session/prompt")
     assert prompt["params"]["_meta"] == {"traceparent": "00-1-2-01"}
     check_client_line(agent.log.read_bytes().splitlines()[2], "PromptRequest")
+
+
+def test_a_redacted_line_replays_strictly_with_any_key_and_show_says_what_was_not_stored(tmp_path: Path) -> None:
+    journal_path = tmp_path / "journal.jsonl"
+    with tinyacp.JsonlJournal(journal_path) as journal:
+        epoch = journal.begin_epoch()
+        line = (
+            b'{"jsonrpc":"2.0","id":0,"method":"authenticate","params":{"methodId":"k","_meta":{"api-key":"'
+            + SECRET.encode()
+            + b'"}}}'
+        )
+        journal.on_send(tinyacp.OutgoingMessage(epoch, line, "authenticate", 0, (Secret(SECRET),), forced=True))
+        journal.on_message(
+            tinyacp.AgentMessage(
+                epoch, b'{"jsonrpc":"2.0","id":0,"result":{}}', tinyacp.MessageKind.RESPONSE, "authenticate", 0
+            )
+        )
+    assert SECRET.encode() not in journal_path.read_bytes()
+
+    recording = load_recording(journal_path)
+    (step,) = recording.steps
+    assert step.redacted
+    read_fd, write_fd = os.pipe()
+    try:
+        replayer = Replayer(recording, strict=True, out_fd=write_fd, log=io.StringIO())
+        other = line.replace(SECRET.encode(), b"another-key")
+        replayer.receive(other)  # any string stands where the secret was
+        assert os.read(read_fd, 4096) == b'{"jsonrpc":"2.0","id":0,"result":{}}\n'
+        strict = Replayer(load_recording(journal_path), strict=True, out_fd=write_fd, log=io.StringIO())
+        with pytest.raises(Mismatch):
+            strict.receive(other.replace(b'"methodId":"k"', b'"methodId":"j"'))
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+    out = io.StringIO()
+    show(journal_path, "text", out, io.StringIO())
+    assert "1 secret not stored" in out.getvalue()
+    assert "force=True" in out.getvalue()
+    assert SECRET not in out.getvalue()

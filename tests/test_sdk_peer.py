@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import tinyacp
 from conftest import (
     AGENTS,
@@ -144,3 +146,33 @@ def test_cancel_stops_the_sdk_agents_turn(make_client: MakeClient, tmp_path: Pat
     assert result.chunk_count == result.update_count == len(recorder.updates)
     assert recorder.of("permission_request") == []
     assert [m.method for m in recorder.of("send")].count("session/cancel") == 1
+
+
+def test_sessions_modes_options_and_auth_against_the_sdk_peer(make_client: MakeClient, tmp_path: Path) -> None:
+    recorder = Recorder()
+    client, session = start(make_client, tmp_path, recorder)
+    assert session.modes is not None
+    assert [mode.id for mode in session.modes.available_modes] == ["ask", "code"]
+    client.authenticate("sdk-login")
+    client.set_mode(session.id, "code")
+    client.set_model(session.id, "sdk-large")
+    state = client.session_state(session.id)
+    assert state.modes is not None
+    assert state.modes.current_mode_id == "code"
+    assert [(o.id, o.current_value) for o in state.config_options] == [("model", "sdk-large")]
+
+    page = client.list_sessions(tmp_path)
+    assert [(s.session_id, s.cwd) for s in page.sessions] == [(session.id, str(tmp_path))]
+    loaded = client.load_session("sdk-old", tmp_path)
+    assert (loaded.session.id, loaded.replayed_updates) == ("sdk-old", 1)
+    assert recorder.updates[-1].text == "earlier"
+    with pytest.raises(tinyacp.NotAdvertised):
+        client.resume_session(session.id, tmp_path)  # this SDK release does not serve session/resume
+    with pytest.raises(tinyacp.SessionNotFound):
+        client.load_session("sdk-missing", tmp_path)
+    for unserved in (client.close_session, client.delete_session):  # this SDK release serves neither
+        with pytest.raises(tinyacp.NotAdvertised):
+            unserved("sdk-old")
+    with pytest.raises(tinyacp.NotAdvertised):
+        client.logout()
+    assert {s.session_id for s in client.list_sessions().sessions} == {session.id, "sdk-old"}  # still usable

@@ -225,8 +225,7 @@ class Conversation:
         self._loading: str | None = None
         """The session a ``session/load`` in flight replays."""
         self._replayed = 0
-        self._secrets: list[Secret] = []
-        self._encode = msgspec.json.Encoder(enc_hook=self._encode_secret).encode
+        self._encode = msgspec.json.Encoder().encode
         self._decode_update = msgspec.json.Decoder(UpdateLine).decode
         self._decode_envelope = msgspec.json.Decoder(Envelope).decode
         # Bound once: the hot path reads them on every update.
@@ -537,18 +536,19 @@ class Conversation:
         return message
 
     def _message(self, request_id: int | None, method: str, body: object, forced: bool = False) -> OutgoingMessage:
-        self._secrets.clear()
-        raw = self._encode(body)
+        # The secrets found are collected per line: a cancel may be built on another thread meanwhile.
+        found: list[Secret] = []
+
+        def plain(value: object) -> object:
+            if isinstance(value, Secret):
+                found.append(value)
+                return value.value
+            raise NotImplementedError
+
+        raw = msgspec.json.Encoder(enc_hook=plain).encode(body)
         if len(raw) > self.limits.max_message_bytes:
             raise TransferLimitExceeded("max_message_bytes", self.limits.max_message_bytes, len(raw))
-        secrets = tuple(dict.fromkeys(self._secrets)) if self._secrets else ()
-        return OutgoingMessage(self.epoch, raw, method, request_id, secrets, forced)
-
-    def _encode_secret(self, value: object) -> object:
-        if isinstance(value, Secret):
-            self._secrets.append(value)
-            return value.value
-        raise NotImplementedError
+        return OutgoingMessage(self.epoch, raw, method, request_id, tuple(dict.fromkeys(found)), forced)
 
     def _agent_for(self, method: str) -> Initialize:
         if self.agent is None:

@@ -36,6 +36,26 @@ missing ``mcpServers``, an unknown ``sessionId``) get ``-32602``. Unknown notifi
 agent never sent and lines that are not JSON objects are ignored (logged to stderr with ``--verbose``).
 A ``session/prompt`` that arrives while another turn is running is answered after that turn.
 
+Beyond one turn (https://agentclientprotocol.com/protocol/overview), so every call of the client can be tried
+offline:
+
+- **Authentication**: methods ``demo-login`` (always succeeds) and ``demo-api-key`` (needs a key: the agent's
+  ``TINYACP_DEMO_API_KEY`` environment variable, or one sent as ``_meta["api-key"]``; when both are set they must
+  match). With ``--require-auth`` (or ``TINYACP_DEMO_REQUIRE_AUTH=1``) every session call is answered ``-32000``
+  until one succeeds; ``logout`` undoes it.
+- **Sessions that outlive the process**: each session is kept as ``<id>.json`` in the state directory
+  (``--state-dir``, else ``TINYACP_DEMO_STATE_DIR``, else ``$XDG_STATE_HOME/tinyacp-demo``, else
+  ``~/.local/state/tinyacp-demo``), so a second agent process can ``session/load`` it (the history is replayed
+  as ``user_message_chunk`` and ``agent_message_chunk`` updates, then the answer), ``session/resume`` it (no
+  replay), ``session/list``, ``session/close`` and ``session/delete`` it. An unknown session gets ``-32002``.
+- **Modes and config options**: modes ``default`` (asks before reading) and ``auto`` (reads without asking),
+  and config options ``mode`` and ``model`` (``demo-small``, ``demo-large``); a change is reported as
+  ``current_mode_update`` / ``config_option_update`` before the answer.
+- **Usage and cost**: every finished turn ends with a ``usage_update`` (context used, size, cumulative cost in
+  USD, dearer on ``demo-large``) and the answer carries ``usage`` (token counts).
+- **System prompt**: ``systemPrompt`` on new/load/resume (advertised as ``sessionCapabilities.systemPrompt``) is
+  echoed in the reply's first chunk; it is not stored, as the protocol says.
+
 ``--delay SECONDS`` pauses between the updates of a turn (not before the first), reading input meanwhile, so a
 cancel can land mid-turn. The agent exits 0 when stdin closes: at once if it is idle or waiting for the
 permission answer (no prompt response is written then), after the turn if the turn needs no more input.
@@ -45,13 +65,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
+import re
 import select
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from tinyacp._version import __version__
@@ -60,6 +82,34 @@ JsonObject = dict[str, Any]
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+AUTH_REQUIRED = -32000
+NOT_FOUND = -32002
+
+API_KEY_ENV = "TINYACP_DEMO_API_KEY"
+STATE_DIR_ENV = "TINYACP_DEMO_STATE_DIR"
+REQUIRE_AUTH_ENV = "TINYACP_DEMO_REQUIRE_AUTH"
+
+AUTH_METHODS: list[JsonObject] = [
+    {"id": "demo-login", "name": "Demo login", "description": "Always succeeds."},
+    {
+        "id": "demo-api-key",
+        "name": "Demo API key",
+        "description": f"Uses ${API_KEY_ENV} from the agent's environment, or a key sent as _meta.api-key.",
+    },
+]
+MODES: list[JsonObject] = [
+    {"id": "default", "name": "Default", "description": "Asks before reading files."},
+    {"id": "auto", "name": "Auto", "description": "Reads files without asking."},
+]
+MODELS: list[JsonObject] = [
+    {"value": "demo-small", "name": "Demo small"},
+    {"value": "demo-large", "name": "Demo large"},
+]
+# US dollars per token: made-up prices, so that a cost shows and differs by model.
+PRICES = {"demo-small": 0.000002, "demo-large": 0.00003}
+CONTEXT_SIZE = 200000
+PAGE_SIZE = 20
+_SESSION_ID = re.compile(r"demo-([0-9]{1,9})")
 
 PERMISSION_OPTIONS: list[JsonObject] = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -82,12 +132,22 @@ class DemoSettings:
     chunks: int = 3
     all_kinds: bool = False
     verbose: bool = False
+    state_dir: str | None = None
+    require_auth: bool = False
 
 
 @dataclass
 class _Session:
     session_id: str
     cwd: str
+    title: str | None = None
+    updated_at: str = ""
+    mode: str = "default"
+    model: str = "demo-small"
+    used: int = 0
+    cost: float = 0.0
+    history: list[JsonObject] = field(default_factory=list)
+    system_prompt: str | None = field(default=None, metadata={"transient": True})
 
 
 @dataclass
@@ -98,6 +158,7 @@ class _Turn:
     cancelled: bool = False
     updates_sent: int = 0
     open_tool_call: str | None = None
+    reply: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +206,8 @@ class DemoAgent:
         self._turn: _Turn | None = None
         self._deferred: collections.deque[JsonObject] = collections.deque()
         self._next_session = 1
+        self._authenticated = False
+        self._store = _Store(options.state_dir or default_state_dir())
         self._next_tool_call = 1
         self._next_request_id = 0
         # Ids of our requests still waiting for an answer, and the answers that came back.
@@ -152,7 +215,16 @@ class DemoAgent:
         self._answers: dict[int, JsonObject] = {}
         self._requests: dict[str, Callable[[JsonObject], JsonObject]] = {
             "initialize": self._initialize,
+            "authenticate": self._authenticate,
+            "logout": self._logout,
             "session/new": self._new_session,
+            "session/load": self._load_session,
+            "session/resume": self._resume_session,
+            "session/list": self._list_sessions,
+            "session/close": self._close_session,
+            "session/delete": self._delete_session,
+            "session/set_mode": self._set_mode,
+            "session/set_config_option": self._set_config_option,
             "session/prompt": self._prompt,
         }
         self._notifications: dict[str, Callable[[JsonObject], None]] = {
@@ -226,33 +298,172 @@ class DemoAgent:
         return {
             "protocolVersion": 1,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "close": {},
+                    "delete": {},
+                    "additionalDirectories": {},
+                    "systemPrompt": {},
+                },
+                "auth": {"logout": {}},
             },
-            "authMethods": [],
+            "authMethods": AUTH_METHODS,
             "agentInfo": {"name": "tinyacp-demo", "title": "tinyacp demo agent", "version": __version__},
         }
 
+    def _authenticate(self, params: JsonObject) -> JsonObject:
+        method = params.get("methodId")
+        if method == "demo-api-key":
+            meta = params.get("_meta")
+            sent = meta.get("api-key") if isinstance(meta, dict) else None
+            known = os.environ.get(API_KEY_ENV) or None
+            if not (sent or known):
+                raise _RpcError(AUTH_REQUIRED, f"Authentication required: set {API_KEY_ENV} or send _meta.api-key")
+            if sent and known and sent != known:
+                raise _RpcError(AUTH_REQUIRED, "Authentication required: the key does not match")
+        elif method != "demo-login":
+            raise _RpcError(INVALID_PARAMS, "Invalid params: unknown methodId")
+        self._authenticated = True
+        return {}
+
+    def _logout(self, params: JsonObject) -> JsonObject:
+        self._authenticated = False
+        return {}
+
+    def _check_auth(self) -> None:
+        if self._options.require_auth and not self._authenticated:
+            raise _RpcError(AUTH_REQUIRED, "Authentication required")
+
     def _new_session(self, params: JsonObject) -> JsonObject:
-        cwd = params.get("cwd")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
-            raise _RpcError(INVALID_PARAMS, "Invalid params: cwd must be an absolute path")
+        self._check_auth()
+        cwd = _cwd(params)
         if not isinstance(params.get("mcpServers"), list):
             raise _RpcError(INVALID_PARAMS, "Invalid params: mcpServers must be a list")
-        session_id = f"demo-{self._next_session}"
-        self._next_session += 1
-        self._sessions[session_id] = _Session(session_id, cwd)
-        return {
-            "sessionId": session_id,
-            "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}]},
-        }
+        number = max(self._next_session, self._store.next_number())
+        self._next_session = number + 1
+        session = _Session(f"demo-{number}", cwd, updated_at=_now())
+        self._open(session, params)
+        return {"sessionId": session.session_id, **_setup(session)}
 
-    def _prompt(self, params: JsonObject) -> JsonObject:
+    def _load_session(self, params: JsonObject) -> JsonObject:
+        session = self._stored(params)
+        self._open(session, params)
+        for update in session.history:
+            self._send(_notification(session.session_id, update))
+        return _setup(session)
+
+    def _resume_session(self, params: JsonObject) -> JsonObject:
+        session = self._stored(params)
+        self._open(session, params)
+        return _setup(session)
+
+    def _stored(self, params: JsonObject) -> _Session:
+        """The session a load or resume names, from memory or the state directory; its cwd must match."""
+        self._check_auth()
+        cwd = _cwd(params)
+        session = self._known(params)
+        if session.cwd != cwd:
+            raise _RpcError(INVALID_PARAMS, "Invalid params: cwd differs from the session's")
+        return session
+
+    def _open(self, session: _Session, params: JsonObject) -> None:
+        extra = params.get("additionalDirectories", [])
+        if not isinstance(extra, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in extra):
+            raise _RpcError(INVALID_PARAMS, "Invalid params: additionalDirectories must be absolute paths")
+        system = params.get("systemPrompt")
+        session.system_prompt = _system_prompt_text(system) if system is not None else None
+        self._sessions[session.session_id] = session
+        self._save(session)
+
+    def _list_sessions(self, params: JsonObject) -> JsonObject:
+        self._check_auth()
+        cwd = params.get("cwd")
+        cursor = params.get("cursor")
+        start = 0
+        if cursor is not None:
+            if not isinstance(cursor, str) or not cursor.isdigit():
+                raise _RpcError(INVALID_PARAMS, "Invalid params: unknown cursor")
+            start = int(cursor)
+        sessions = sorted(self._store.all(), key=lambda s: (s.updated_at, s.session_id), reverse=True)
+        matching = [s for s in sessions if cwd is None or s.cwd == cwd]
+        page = matching[start : start + PAGE_SIZE]
+        result: JsonObject = {"sessions": [_info(session) for session in page]}
+        if start + PAGE_SIZE < len(matching):
+            result["nextCursor"] = str(start + PAGE_SIZE)
+        return result
+
+    def _close_session(self, params: JsonObject) -> JsonObject:
+        session = self._known(params)
+        self._sessions.pop(session.session_id, None)
+        return {}
+
+    def _delete_session(self, params: JsonObject) -> JsonObject:
+        session = self._known(params)
+        self._sessions.pop(session.session_id, None)
+        self._store.delete(session.session_id)
+        return {}
+
+    def _known(self, params: JsonObject) -> _Session:
+        """The session named, from memory or the state directory."""
+        session_id = params.get("sessionId")
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None and isinstance(session_id, str):
+            session = self._store.load(session_id)
+        if session is None:
+            raise _RpcError(NOT_FOUND, "Resource not found: unknown session")
+        return session
+
+    def _active(self, params: JsonObject) -> _Session:
+        """A session opened, loaded or resumed in this process."""
         session_id = params.get("sessionId")
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
-            raise _RpcError(INVALID_PARAMS, "Invalid params: unknown sessionId")
+            raise _RpcError(NOT_FOUND, "Resource not found: unknown session (load or resume it first)")
+        return session
+
+    def _set_mode(self, params: JsonObject) -> JsonObject:
+        session = self._active(params)
+        self._switch(session, "mode", params.get("modeId"))
+        return {}
+
+    def _set_config_option(self, params: JsonObject) -> JsonObject:
+        session = self._active(params)
+        config_id = params.get("configId")
+        if config_id not in ("mode", "model") or params.get("type", "select") != "select":
+            raise _RpcError(INVALID_PARAMS, "Invalid params: unknown configId")
+        self._switch(session, config_id, params.get("value"), report_options=False)
+        return {"configOptions": _config_options(session)}
+
+    def _switch(self, session: _Session, what: str, value: Any, *, report_options: bool = True) -> None:
+        """Set the mode or the model, and report it before the answer."""
+        allowed = [mode["id"] for mode in MODES] if what == "mode" else [model["value"] for model in MODELS]
+        if value not in allowed:
+            raise _RpcError(INVALID_PARAMS, f"Invalid params: unknown {what}")
+        if what == "mode":
+            session.mode = value
+            self._send(
+                _notification(session.session_id, {"sessionUpdate": "current_mode_update", "currentModeId": value})
+            )
+        else:
+            session.model = value
+        if report_options:
+            update = {"sessionUpdate": "config_option_update", "configOptions": _config_options(session)}
+            self._send(_notification(session.session_id, update))
+        self._save(session)
+
+    def _save(self, session: _Session) -> None:
+        try:
+            self._store.save(session)
+        except OSError as error:  # a read-only home must not stop the demo: the session just won't outlive us
+            self._debug(f"could not save {session.session_id}: {error}")
+
+    def _prompt(self, params: JsonObject) -> JsonObject:
+        self._check_auth()
+        session = self._active(params)
         blocks = params.get("prompt")
         if not isinstance(blocks, list):
             raise _RpcError(INVALID_PARAMS, "Invalid params: prompt must be a list of content blocks")
@@ -264,12 +475,35 @@ class DemoAgent:
         self._turn = _Turn(session)
         try:
             if self._options.all_kinds or ALL_KINDS_KEYWORD in text:
-                stop_reason = self._all_kinds_turn(self._turn, text)
-            else:
-                stop_reason = self._read_files_turn(self._turn, text)
+                return {"stopReason": self._all_kinds_turn(self._turn, text)}  # its own usage_update, no account
+            stop_reason = self._read_files_turn(self._turn, text)
+            if stop_reason != "end_turn":
+                return {"stopReason": stop_reason}
+            return {"stopReason": stop_reason, "usage": self._account(self._turn, text)}
         finally:
             self._turn = None
-        return {"stopReason": stop_reason}
+
+    def _account(self, turn: _Turn, text: str) -> JsonObject:
+        """Keep the turn in the session's history and report what it used (before the answer)."""
+        session = turn.session
+        reply = "".join(turn.reply)
+        session.history += [_chunk("user_message_chunk", text), _chunk("agent_message_chunk", reply)]
+        session.title = session.title or (text[:40] or None)
+        session.updated_at = _now()
+        tokens_in, tokens_out = len(text) // 4 + 1, len(reply) // 4 + 1
+        session.used = min(CONTEXT_SIZE, session.used + tokens_in + tokens_out)
+        session.cost += (tokens_in + tokens_out) * PRICES[session.model]
+        self._update(
+            turn,
+            {
+                "sessionUpdate": "usage_update",
+                "used": session.used,
+                "size": CONTEXT_SIZE,
+                "cost": {"amount": round(session.cost, 6), "currency": "USD"},
+            },
+        )
+        self._save(session)
+        return {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out}
 
     # -- notifications ---------------------------------------------------------------------------------
 
@@ -301,7 +535,7 @@ class DemoAgent:
         ]
         if not self._emit_all(turn, opening):
             return self._end_cancelled(turn)
-        decision = self._ask_permission(turn, tool_call_id, title)
+        decision = "allow" if turn.session.mode == "auto" else self._ask_permission(turn, tool_call_id, title)
         if decision is None:
             return self._end_cancelled(turn)
         if decision == "reject":
@@ -368,7 +602,10 @@ class DemoAgent:
 
     def _reply(self, prompt_text: str, body: str) -> list[JsonObject]:
         """The reply as ``--chunks`` agent_message_chunk updates, the first one echoing the prompt."""
-        pieces = _split_reply(f"You said: {prompt_text}\n", body, self._options.chunks)
+        echo = f"You said: {prompt_text}\n"
+        if self._turn is not None and self._turn.session.system_prompt:
+            echo = f"System prompt: {self._turn.session.system_prompt}\n" + echo
+        pieces = _split_reply(echo, body, self._options.chunks)
         return [_chunk("agent_message_chunk", piece) for piece in pieces]
 
     def _new_tool_call_id(self) -> str:
@@ -414,9 +651,10 @@ class DemoAgent:
             turn.open_tool_call = update["toolCallId"]
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
             turn.open_tool_call = None
+        elif kind == "agent_message_chunk":
+            turn.reply.append(update["content"]["text"])
         turn.updates_sent += 1
-        params = {"sessionId": turn.session.session_id, "update": update}
-        self._send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+        self._send(_notification(turn.session.session_id, update))
 
     # -- I/O -------------------------------------------------------------------------------------------
 
@@ -481,6 +719,126 @@ class DemoAgent:
 
 
 # -- pure helpers ---------------------------------------------------------------------------------------
+
+
+def default_state_dir() -> str:
+    """Where sessions are kept without ``--state-dir``: ``$TINYACP_DEMO_STATE_DIR``, else the XDG state home."""
+    configured = os.environ.get(STATE_DIR_ENV)
+    if configured:
+        return configured
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "tinyacp-demo")
+
+
+class _Store:
+    """Sessions as ``<id>.json`` files in one directory (created 0700 on the first save)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def _path(self, session_id: str) -> str | None:
+        return os.path.join(self.directory, session_id + ".json") if _SESSION_ID.fullmatch(session_id) else None
+
+    def save(self, session: _Session) -> None:
+        path = self._path(session.session_id)
+        assert path is not None, "the demo names its own sessions"
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        record = {k: v for k, v in asdict(session).items() if k != "system_prompt"}
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(record, file)
+        os.replace(temporary, path)
+
+    def load(self, session_id: str) -> _Session | None:
+        path = self._path(session_id)
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="utf-8") as file:
+                record = json.load(file)
+            return _Session(**record)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def delete(self, session_id: str) -> None:
+        path = self._path(session_id)
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def all(self) -> list[_Session]:
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return []
+        found = (self.load(name[:-5]) for name in names if name.endswith(".json"))
+        return [session for session in found if session is not None]
+
+    def next_number(self) -> int:
+        numbers = [int(match.group(1)) for s in self.all() if (match := _SESSION_ID.fullmatch(s.session_id))]
+        return max(numbers, default=0) + 1
+
+
+def _now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+def _cwd(params: JsonObject) -> str:
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise _RpcError(INVALID_PARAMS, "Invalid params: cwd must be an absolute path")
+    return cwd
+
+
+def _system_prompt_text(value: Any) -> str:
+    blocks = value.get("content") if isinstance(value, dict) else None
+    if not isinstance(blocks, list) or value.get("mode") != "append":
+        raise _RpcError(INVALID_PARAMS, "Invalid params: systemPrompt must be an append of content blocks")
+    return "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def _config_options(session: _Session) -> list[JsonObject]:
+    mode_values = [{"value": mode["id"], "name": mode["name"]} for mode in MODES]
+    return [
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": session.mode,
+            "options": mode_values,
+        },
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": session.model,
+            "options": MODELS,
+        },
+    ]
+
+
+def _setup(session: _Session) -> JsonObject:
+    """The modes and config options of a session answer."""
+    return {
+        "modes": {"currentModeId": session.mode, "availableModes": MODES},
+        "configOptions": _config_options(session),
+    }
+
+
+def _info(session: _Session) -> JsonObject:
+    return {
+        "sessionId": session.session_id,
+        "cwd": session.cwd,
+        "title": session.title,
+        "updatedAt": session.updated_at,
+    }
+
+
+def _notification(session_id: str, update: JsonObject) -> JsonObject:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
 
 
 def _params(message: JsonObject) -> JsonObject:
@@ -656,12 +1014,25 @@ def _parse_args(argv: Sequence[str] | None) -> DemoSettings:
     parser.add_argument("--chunks", type=int, default=3, metavar="N", help="message chunks per reply")
     parser.add_argument("--all-kinds", action="store_true", help="answer with all 11 update kinds")
     parser.add_argument("--verbose", action="store_true", help="log the traffic to stderr")
+    parser.add_argument(
+        "--state-dir", metavar="DIR", help=f"where sessions are kept (default: ${STATE_DIR_ENV}, else XDG)"
+    )
+    parser.add_argument(
+        "--require-auth", action="store_true", help=f"answer -32000 until authenticate (also ${REQUIRE_AUTH_ENV}=1)"
+    )
     args = parser.parse_args(argv)
     if args.delay < 0:
         parser.error("--delay must be >= 0")
     if args.chunks < 1:
         parser.error("--chunks must be >= 1")
-    return DemoSettings(delay=args.delay, chunks=args.chunks, all_kinds=args.all_kinds, verbose=args.verbose)
+    return DemoSettings(
+        delay=args.delay,
+        chunks=args.chunks,
+        all_kinds=args.all_kinds,
+        verbose=args.verbose,
+        state_dir=args.state_dir,
+        require_auth=args.require_auth or os.environ.get(REQUIRE_AUTH_ENV) == "1",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

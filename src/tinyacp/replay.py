@@ -39,6 +39,7 @@ from typing import Any, TextIO
 
 from ._errors import ReaderExhaustion
 from ._journal import JsonlJournal, read_journal
+from ._messages import SECRET_MARKER
 from .reader import LineReader, ReaderLimits
 
 __all__ = ["Recording", "Replayer", "load_recording", "main"]
@@ -60,6 +61,8 @@ class Step:
     line: bytes
     message: dict[str, Any] | None
     replies: list[bytes] = field(default_factory=list)
+    redacted: bool = False
+    """The journal replaced the line's secrets with ``"<secret>"``: there, any string matches (strict)."""
 
 
 @dataclass
@@ -104,7 +107,7 @@ def load_recording(path: str | os.PathLike[str], epoch: int | None = None) -> Re
             recording.left_out.append(position)
             continue
         if record.get("dir") == "out":
-            recording.steps.append(Step(raw, _parse(raw)))
+            recording.steps.append(Step(raw, _parse(raw), redacted=bool(record.get("redacted"))))
         elif recording.steps:
             recording.steps[-1].replies.append(raw)
         else:
@@ -137,6 +140,27 @@ def _without_id(message: dict[str, Any] | None) -> dict[str, Any] | None:
     if message is None:
         return None
     return {key: value for key, value in message.items() if key != "id"}
+
+
+def _same(recorded: Any, actual: Any, redacted: bool) -> bool:
+    """Equal as JSON; in a redacted line, a recorded ``"<secret>"`` stands for any string."""
+    if not redacted:
+        return bool(recorded == actual)
+    if recorded == SECRET_MARKER:
+        return isinstance(actual, str)
+    if isinstance(recorded, dict):
+        return (
+            isinstance(actual, dict)
+            and recorded.keys() == actual.keys()
+            and all(_same(value, actual[key], redacted) for key, value in recorded.items())
+        )
+    if isinstance(recorded, list):
+        return (
+            isinstance(actual, list)
+            and len(recorded) == len(actual)
+            and all(_same(a, b, redacted) for a, b in zip(recorded, actual, strict=True))
+        )
+    return bool(recorded == actual)
 
 
 class Mismatch(Exception):
@@ -200,7 +224,7 @@ class Replayer:
                     f"  got:      {_show(line)}"
                 )
             step = steps[self._next]
-            if message is None or _without_id(message) != _without_id(step.message):
+            if message is None or not _same(_without_id(step.message), _without_id(message), step.redacted):
                 raise Mismatch(
                     f"client line {self._received} differs from the recording (ids aside):\n"
                     f"  expected: {_show(step.line)}\n  got:      {_show(line)}"

@@ -13,6 +13,11 @@ No one here wrote its protocol code, so it keeps tinyacp honest about what a thi
 
 and answers ``end_turn``, or ``cancelled`` when a ``session/cancel`` for the session arrived during the turn.
 It stops waiting for the permission answer as soon as the turn is cancelled.
+
+Beyond the turn, with the SDK's own models: auth method ``sdk-login`` (``authenticate`` with another id is
+``-32000``), ``session/load`` (replays ``earlier`` as a user_message_chunk; ``sdk-missing`` is ``-32002``),
+``session/list``, modes ``ask``/``code`` and a ``model``
+config option (``sdk-small``/``sdk-large``).
 """
 
 from __future__ import annotations
@@ -29,16 +34,23 @@ from acp import (
     InitializeResponse,
     NewSessionResponse,
     PromptResponse,
+    RequestError,
     run_agent,
     start_tool_call,
     update_agent_message_text,
     update_tool_call,
+    update_user_message_text,
 )
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
+    AuthenticateResponse,
     Implementation,
+    ListSessionsResponse,
+    LoadSessionResponse,
     PermissionOption,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     ToolCallStatus,
     ToolCallUpdate,
 )
@@ -50,6 +62,19 @@ OPTIONS = [
     PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
 ]
 _ALLOWING = {option.option_id for option in OPTIONS if option.kind.startswith("allow")}
+MODES = {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}
+MODELS = [{"value": "sdk-small", "name": "Small"}, {"value": "sdk-large", "name": "Large"}]
+
+
+def _model_option(current: str) -> dict[str, Any]:
+    return {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": current,
+        "options": MODELS,
+    }
 
 
 class SdkAgent:
@@ -62,21 +87,54 @@ class SdkAgent:
         self._tool_numbers = itertools.count(1)
         # One event per session, set by session/cancel while a turn of that session runs.
         self._cancelled: dict[str, asyncio.Event] = {}
+        self._cwds: dict[str, str] = {}
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        capabilities = {"loadSession": True, "sessionCapabilities": {"list": {}}}
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
+            agent_capabilities=AgentCapabilities.model_validate(capabilities),
+            auth_methods=[{"id": "sdk-login", "name": "Log in"}],  # type: ignore[list-item]
             agent_info=Implementation(name="tinyacp-sdk-test-agent", version="0.1.0"),
         )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        if method_id != "sdk-login":
+            raise RequestError.auth_required()
+        return AuthenticateResponse()
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         session_id = f"sdk-{next(self._session_numbers)}"
         self._cancelled[session_id] = asyncio.Event()
-        return NewSessionResponse(session_id=session_id)
+        self._cwds[session_id] = cwd
+        return NewSessionResponse.model_validate(
+            {"sessionId": session_id, "modes": MODES, "configOptions": [_model_option("sdk-small")]}
+        )
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        assert self._client is not None
+        if session_id == "sdk-missing":
+            raise RequestError.resource_not_found(session_id)
+        await self._client.session_update(session_id, update_user_message_text("earlier"))
+        self._cwds[session_id] = cwd
+        return LoadSessionResponse.model_validate({"modes": MODES})
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        sessions = [{"sessionId": sid, "cwd": where} for sid, where in self._cwds.items() if cwd in (None, where)]
+        return ListSessionsResponse.model_validate({"sessions": sessions})
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        return SetSessionConfigOptionResponse.model_validate({"configOptions": [_model_option(str(value))]})
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if event := self._cancelled.get(session_id):

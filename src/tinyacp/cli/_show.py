@@ -202,8 +202,17 @@ class _Renderer:
             message = _message(record)
             if record.get("dir") == "out":
                 self.outgoing(message)
+                self.marks(record)
             else:
                 self.incoming(record, message)
+
+    def marks(self, record: dict[str, Any]) -> None:
+        """What the journal says about a line of ours: secrets it replaced, a call sent with force=True."""
+        redacted = record.get("redacted")
+        if isinstance(redacted, int) and not isinstance(redacted, bool) and redacted > 0:
+            self.write(f"    ({redacted} secret{'s' if redacted != 1 else ''} not stored: shown as <secret>)")
+        if record.get("forced") is True:
+            self.write("    (sent with force=True: the agent did not advertise it)")
 
     def outgoing(self, message: dict[str, Any] | None) -> None:
         if message is None:
