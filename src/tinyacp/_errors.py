@@ -23,7 +23,12 @@ agent::
     │   │   └── SessionNotFound       error -32002: the agent does not know the session
     │   ├── UnsupportedProtocolVersion  the agent speaks a protocol version other than 1
     │   └── ProtocolViolation         the agent answered with something we cannot use
-    └── ObserverError                 the caller's observer raised; the original is the __cause__
+    ├── ObserverError                 the caller's observer raised; the original is the __cause__
+    └── BatchError                    a batch (tinyacp.batch) cannot go on
+        ├── BatchItemError            an item is malformed, or its id repeats
+        ├── BatchBusy                 another batch is writing to the same output directory
+        ├── BatchStorageError         a node of the cluster cannot see or write the output directory
+        └── BatchEngineError          the engine failed as a whole (Ray missing or unreachable, no node left)
 
 Invalid option values (a zero limit, a zero epoch) raise the built-in :class:`ValueError`, as the standard
 library does for bad arguments.
@@ -38,6 +43,11 @@ __all__ = [
     "AgentExited",
     "AgentTimeout",
     "AuthRequired",
+    "BatchBusy",
+    "BatchEngineError",
+    "BatchError",
+    "BatchItemError",
+    "BatchStorageError",
     "ClientBusy",
     "ClientClosed",
     "LimitExceeded",
@@ -198,6 +208,30 @@ class ProtocolViolation(AgentError):
 
 class ObserverError(TinyAcpError):
     """The caller's observer raised; the client did not act on the message and tore the agent down."""
+
+
+class BatchError(TinyAcpError):
+    """A batch of turns cannot go on; the records written so far stay, and a new run resumes."""
+
+
+class BatchItemError(BatchError):
+    """An item of a batch is malformed or repeats an id; ``line`` is its line in the input file, if any."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.line = line
+
+
+class BatchBusy(BatchError):
+    """Another batch process holds the output directory's results file; two writers would mix their records."""
+
+
+class BatchStorageError(BatchError):
+    """A node of the cluster cannot see or write the batch's output directory (it must be shared storage)."""
+
+
+class BatchEngineError(BatchError):
+    """The engine failed as a whole: Ray is not installed or not reachable, or no node is left to run turns."""
 
 
 def describe_returncode(returncode: int) -> str:

@@ -1,7 +1,7 @@
 """The ``tinyacp`` command: send a prompt to a coding agent from a terminal or a CI job, watch what it does,
 decide what it may run, and keep a record.
 
-Subcommands: ``prompt`` (the main job), ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
+Subcommands: ``prompt`` (the main job), ``batch``, ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
 ``tinyacp COMMAND --help`` for each. The exit status of ``prompt`` and ``probe`` is listed in ``EXIT_STATUS``
 (shown by ``--help``) and defined by :class:`tinyacp.cli._run.Exit`.
 
@@ -157,6 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("journal", type=Path, metavar="JOURNAL")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=cmd_show)
+
+    from . import _batch
+
+    batch = commands.add_parser(
+        "batch",
+        parents=[config],
+        help="run many prompts from a JSONL file, resumably (local or on Ray)",
+        description=(_batch.__doc__ or "").split("\n\n")[0],
+        epilog=_batch.BATCH_EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _batch.configure(batch)
 
     from .. import replay
 

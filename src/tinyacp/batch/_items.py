@@ -1,0 +1,120 @@
+"""The items of a batch: what one turn is asked to do, checked one at a time as it is read.
+
+An item is a JSON object (a dict in Python): ``id`` and ``prompt`` are required, every other field is optional
+and falls back on the defaults of the call or the command line. Fields the item carries beyond these are the
+caller's own (a repository name, an expected answer) and are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import BatchItemError
+
+__all__ = ["Item", "ItemSource", "item_key", "journal_name", "parse_item", "read_items"]
+
+ItemSource = Iterable[Mapping[str, Any]] | str | os.PathLike[str]
+"""What ``run_batch`` takes: dicts, or the path of a JSON Lines file of them."""
+
+ConfigValue = str | bool | int | float
+
+
+class Item(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn to run. ``None`` means: use the default of the call."""
+
+    id: str | int
+    prompt: str
+    agent: str | list[str] | None = None
+    """An agent's name (optionally followed by more arguments), a command line, or an argv list."""
+    cwd: str | None = None
+    mode: str | None = None
+    model: str | None = None
+    set: dict[str, ConfigValue] | None = None
+    """Session configuration options: ``{config_id: value}``."""
+    timeout: float | None = None
+    """Seconds for the whole turn: start, initialize, new session, settings and prompt."""
+    meta: dict[str, Any] | None = None
+    """Sent as the prompt's ``_meta``."""
+
+
+def parse_item(value: object, *, line: int | None = None) -> Item:
+    """Check one item and return it typed.
+
+    Raises:
+        BatchItemError: not an object, a required field missing or empty, a field of the wrong type.
+    """
+    if not isinstance(value, Mapping):
+        raise BatchItemError(f"an item must be a JSON object, not {type(value).__name__}", line=line)
+    known = {name: value[name] for name in Item.__struct_fields__ if name in value}
+    try:
+        item: Item = msgspec.convert(known, Item, strict=True)
+    except msgspec.ValidationError as exc:
+        where = f" (id {value['id']!r})" if isinstance(value.get("id"), str | int) else ""
+        raise BatchItemError(f"item{where}: {exc}", line=line) from None
+    if isinstance(item.id, str) and not item.id.strip():
+        raise BatchItemError("an item's id must not be empty", line=line)
+    if not item.prompt.strip():
+        raise BatchItemError(f"item {item.id!r}: the prompt is empty", line=line)
+    if item.timeout is not None and not (0 <= item.timeout < float("inf")):
+        raise BatchItemError(f"item {item.id!r}: timeout must be a finite number >= 0", line=line)
+    if isinstance(item.agent, list) and (not item.agent or not all(isinstance(w, str) for w in item.agent)):
+        raise BatchItemError(f"item {item.id!r}: an agent list must be a non-empty argv of strings", line=line)
+    return item
+
+
+def item_key(item_id: str | int) -> str:
+    """The id as the text it is known by: ``7`` and ``"7"`` are the same item."""
+    return str(item_id)
+
+
+_decode_line = msgspec.json.Decoder().decode
+
+
+def read_items(source: ItemSource) -> Iterator[tuple[int | None, object]]:
+    """The raw items of ``source``, one at a time, with their line number when read from a file.
+
+    A file is read line by line as the batch asks for the next item, so its size does not matter. Blank lines
+    are skipped.
+
+    Raises:
+        BatchItemError: a line is not valid JSON.
+        OSError: the file cannot be read.
+    """
+    if isinstance(source, str | os.PathLike):
+        yield from _read_file(Path(source))
+        return
+    if isinstance(source, Mapping):
+        raise BatchItemError("items must be an iterable of dicts (or a path), not one dict")
+    for value in source:
+        yield None, value
+
+
+def _read_file(path: Path) -> Iterator[tuple[int | None, object]]:
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, 1):
+            if not line.strip():
+                continue
+            try:
+                yield number, _decode_line(line)
+            except msgspec.DecodeError as exc:
+                raise BatchItemError(f"{path}: not a JSON object: {exc}", line=number) from None
+
+
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def journal_name(key: str) -> str:
+    """The journal's file name for an item key: the key itself when it is a plain file name, else a readable
+    part of it and a hash, so no id can reach outside the journal directory or collide with another."""
+    if _SAFE.fullmatch(key) and not key.endswith((".", ".jsonl")):
+        return key + ".jsonl"
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:60].strip("._") or "item"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable}-{digest}.jsonl"

@@ -1,0 +1,127 @@
+"""``results.jsonl``: one record per finished turn, appended by one writer, read back to resume.
+
+The file is only appended to, one ``write()`` per record, so a crash leaves at most a torn last line; opening
+the file seals such a tail with a newline (the torn bytes stay a line of their own, which readers skip). An
+exclusive ``flock`` on the file keeps a second batch process from writing records into the same directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import BatchBusy
+from .._journal import _seal_torn_tail
+from ._items import item_key
+from ._turn import TurnRecord
+
+__all__ = ["ResultsFile", "read_results"]
+
+
+class _Seen(msgspec.Struct):
+    """The fields of an earlier record that resuming needs."""
+
+    id: str | int
+    ok: bool = False
+    attempt: int = 1
+
+
+_decode_seen = msgspec.json.Decoder(_Seen).decode
+_decode_record = msgspec.json.Decoder(TurnRecord).decode
+_encode = msgspec.json.Encoder().encode
+
+
+def read_results(path: str | os.PathLike[str]) -> Iterator[TurnRecord]:
+    """The records of a results file, in order; torn or unreadable lines are skipped.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as file:
+        for line in file:
+            if not line.endswith(b"\n"):
+                return  # a torn tail
+            try:
+                yield _decode_record(line)
+            except msgspec.MsgspecError:
+                continue
+
+
+class ResultsFile:
+    """The results file of one output directory, held by this process alone while it is open.
+
+    Raises:
+        BatchBusy: another process holds it.
+        OSError: it cannot be opened or created.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BatchBusy(
+                    f"another tinyacp batch is writing to {path}; wait for it or use another --out"
+                ) from None
+            _seal_torn_tail(path, self._fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def outcomes(self) -> dict[str, int]:
+        """The latest outcome of every id on file: its attempt number, negative when that record is not ok.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        latest: dict[str, int] = {}
+        with open(self.path, "rb") as file:
+            for line in file:
+                try:
+                    seen = _decode_seen(line)
+                except msgspec.MsgspecError:
+                    continue  # a sealed torn line, or something that is not ours
+                latest[item_key(seen.id)] = seen.attempt if seen.ok else -seen.attempt
+        return latest
+
+    def append(self, record: TurnRecord) -> bytes:
+        """Write one record as one line, in one ``write()``; returns the line.
+
+        Raises:
+            OSError: the write failed.
+        """
+        line = _encode(record) + b"\n"
+        written = os.write(self._fd, line)
+        if written != len(line):  # a full disk: finish the line so the next record starts on its own
+            os.write(self._fd, line[written:])
+        return line
+
+    def close(self) -> None:
+        """Release the file (and the lock). Idempotent."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def record_sink(results: ResultsFile, then: Callable[[TurnRecord], Any] | None) -> Callable[[TurnRecord], None]:
+    """Write each record, then hand it on."""
+
+    def sink(record: TurnRecord) -> None:
+        results.append(record)
+        if then is not None:
+            then(record)
+
+    return sink

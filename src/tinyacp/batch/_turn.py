@@ -1,0 +1,417 @@
+"""One turn of a batch, the engine-neutral unit: start the agent, open a session, send the prompt, and turn
+whatever happened into a :class:`TurnRecord`. The turn keeps its own journal, one epoch per attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypedDict, Unpack
+
+import msgspec
+
+from .._errors import BatchItemError
+from .._journal import JsonlJournal
+from .._limits import TransferLimits, default_transfer_limits
+from .._messages import UsageUpdate
+from .._options import Options
+from .._permissions import PermissionPolicy, PermissionRequest
+from .._records import PromptResult, Update
+from ..reader import ReaderLimits, default_reader_limits
+from ._items import ConfigValue, Item, item_key, journal_name, parse_item
+
+__all__ = [
+    "PermissionCounts",
+    "TurnError",
+    "TurnOptions",
+    "TurnRecord",
+    "TurnSettings",
+    "arun_turn",
+    "run_turn",
+]
+
+# An error message in a record keeps the agent's last words (the stderr tail) but not 64 KiB of them.
+_MAX_MESSAGE = 4096
+
+
+class TurnError(msgspec.Struct, frozen=True):
+    """Why a turn failed: the exception's class name (``AgentExited``, ``AgentTimeout``, ``SpawnError``, …)."""
+
+    type: str
+    message: str
+
+
+class PermissionCounts(msgspec.Struct, frozen=True):
+    """How many of the agent's permission requests were allowed and rejected during the turn."""
+
+    allowed: int = 0
+    rejected: int = 0
+
+
+class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of one turn: one line of ``results.jsonl``.
+
+    ``ok`` is true when the agent ended the turn with ``end_turn`` and nothing failed. Any failure of the turn
+    itself (the agent could not start, exited, timed out, broke the protocol, wanted a login) is ``error``.
+    """
+
+    id: str | int
+    ok: bool
+    stop_reason: str | None
+    """The agent's stop reason; None when the turn did not end with a prompt response."""
+    text: str
+    """The reply: the text of the turn's ``agent_message_chunk`` updates."""
+    usage: dict[str, Any] | None
+    """What the agent reported: ``context`` (used/size) and ``cost`` (amount/currency) from its last
+    ``usage_update``; None when it reported nothing."""
+    updates: int
+    """Session updates the agent sent during the turn."""
+    permissions: PermissionCounts
+    seconds: float
+    """Wall-clock time of the attempt, from start to teardown."""
+    error: TurnError | None
+    journal: str
+    """The turn's journal file (an attempt is one epoch of it)."""
+    epoch: int | None
+    """The journal epoch of this attempt; None when the journal could not be opened."""
+    attempt: int
+    """1 for the first attempt at this id, counting attempts of earlier runs that left a record."""
+    host: str
+    """The host name of the machine that ran the turn."""
+    agent: str
+    """The agent's name (an entry of the agents table, or the program's base name)."""
+    node: str | None = None
+    """The Ray node that ran the turn (the Ray engine only)."""
+
+
+class AgentEntry(Protocol):
+    """A named agent: its argv and the variables added to its environment (``tinyacp``'s registry entries)."""
+
+    @property
+    def command(self) -> Sequence[str]: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+
+AgentTable = Mapping[str, "Sequence[str] | AgentEntry"]
+
+
+class TurnOptions(TypedDict, total=False):
+    """The defaults of a turn (an item's own field wins) and how to run it; every key is optional.
+
+    Keys:
+        agent: the agent when an item names none: a name from ``agents`` (with more arguments after it, as in
+            ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
+        agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env``.
+        cwd: the session's working directory (default: the current directory where the turn runs).
+        mode, model, set, meta: the item fields' defaults.
+        timeout: seconds for the whole turn (default: none).
+        policy: which permission requests are allowed (default: none is; nobody is asked).
+        env: the agent's environment (default: inherited), to which an agent entry's ``env`` is added.
+        kill_grace, cancel_grace: as in :class:`tinyacp.Options`.
+        reader_limits, transfer_limits: as in :class:`tinyacp.Options`.
+        sync_journal: fsync every journal line.
+        supervise: as in :class:`tinyacp.Options` (Linux).
+        attempt: the attempt number to record (default 1).
+    """
+
+    agent: str | Sequence[str] | None
+    agents: AgentTable | None
+    cwd: str | os.PathLike[str] | None
+    mode: str | None
+    model: str | None
+    set: Mapping[str, ConfigValue] | None
+    meta: Mapping[str, Any] | None
+    timeout: float | None
+    policy: PermissionPolicy
+    env: Mapping[str, str] | None
+    kill_grace: float
+    cancel_grace: float
+    reader_limits: ReaderLimits
+    transfer_limits: TransferLimits
+    sync_journal: bool
+    supervise: bool
+    attempt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnSettings:
+    """The checked :class:`TurnOptions` (without ``attempt``), shipped as one value to where turns run."""
+
+    agent: str | tuple[str, ...] | None = None
+    agents: dict[str, tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=dict)
+    cwd: str | None = None
+    mode: str | None = None
+    model: str | None = None
+    set: dict[str, ConfigValue] | None = None
+    meta: dict[str, Any] | None = None
+    timeout: float | None = None
+    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
+    env: dict[str, str] | None = None
+    kill_grace: float = 2.0
+    cancel_grace: float = 5.0
+    reader_limits: ReaderLimits = default_reader_limits
+    transfer_limits: TransferLimits = default_transfer_limits
+    sync_journal: bool = False
+    supervise: bool = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
+        """Check the options of a call.
+
+        Raises:
+            TypeError: an unknown option.
+            ValueError: a value out of range (a negative timeout or grace).
+        """
+        unknown = set(options) - set(TurnOptions.__annotations__)
+        if unknown:
+            raise TypeError(f"unknown turn option(s): {', '.join(sorted(unknown))}")
+        values = {key: value for key, value in options.items() if key != "attempt"}
+        agent = values.get("agent")
+        if agent is not None and not isinstance(agent, str):
+            values["agent"] = tuple(agent)
+        values["agents"] = {name: _entry(spec) for name, spec in (values.get("agents") or {}).items()}
+        if values.get("cwd") is not None:
+            values["cwd"] = os.fspath(values["cwd"])
+        for name in ("set", "meta", "env"):
+            if values.get(name) is not None:
+                values[name] = dict(values[name])
+        settings = cls(**values)
+        for name in ("kill_grace", "cancel_grace"):
+            if not getattr(settings, name) >= 0:
+                raise ValueError(f"{name} must be >= 0")
+        if settings.timeout is not None and not (0 <= settings.timeout < math.inf):
+            raise ValueError("timeout must be a finite number >= 0")
+        return settings
+
+
+def _entry(spec: Sequence[str] | AgentEntry) -> tuple[tuple[str, ...], dict[str, str]]:
+    if isinstance(spec, str):
+        raise TypeError("an agents entry is an argv list (or has .command and .env), not a string")
+    if isinstance(spec, Sequence):
+        return tuple(spec), {}
+    return tuple(spec.command), dict(spec.env)
+
+
+@dataclass(frozen=True)
+class ResolvedAgent:
+    """The agent a turn starts."""
+
+    name: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+
+
+def resolve_agent(item: Item, settings: TurnSettings) -> ResolvedAgent:
+    """The agent of an item: its own, else the default; a known name, else a command line.
+
+    Raises:
+        BatchItemError: no agent at all, or a command line that cannot be split into words.
+    """
+    agent: str | Sequence[str] | None = item.agent if item.agent is not None else settings.agent
+    if agent is None:
+        raise BatchItemError(f"item {item.id!r} names no agent and no default agent was given")
+    if isinstance(agent, str):
+        try:
+            words = shlex.split(agent)
+        except ValueError as exc:
+            raise BatchItemError(f"item {item.id!r}: agent {agent!r}: {exc}") from None
+    else:
+        words = list(agent)
+    if not words:
+        raise BatchItemError(f"item {item.id!r}: the agent is empty")
+    known = settings.agents.get(words[0])
+    if known is None and words[0] == "demo":
+        known = ((sys.executable, "-m", "tinyacp.demo"), {})
+    if known is not None:
+        return ResolvedAgent(words[0], known[0] + tuple(words[1:]), known[1])
+    return ResolvedAgent(os.path.basename(words[0]), tuple(words), {})
+
+
+def check_item(item: Item, settings: TurnSettings) -> None:
+    """Refuse, before anything starts, what a turn of this item could never do.
+
+    Raises:
+        BatchItemError: no usable agent; or a session setting this version cannot send.
+    """
+    resolve_agent(item, settings)
+    wanted = [
+        name
+        for name, value in (
+            ("mode", item.mode or settings.mode),
+            ("model", item.model or settings.model),
+            ("set", item.set or settings.set),
+            ("meta", item.meta or settings.meta),
+        )
+        if value
+    ]
+    if wanted:
+        raise BatchItemError(
+            f"item {item.id!r}: {', '.join(wanted)} need the session configuration calls, "
+            "which this version of tinyacp does not have yet"
+        )
+
+
+class _TurnJournal(JsonlJournal):
+    """The turn's journal, counting what the record reports as it writes."""
+
+    def __init__(self, path: Path, *, sync: bool) -> None:
+        super().__init__(path, sync=sync)
+        self.updates = 0
+        self.allowed = 0
+        self.rejected = 0
+        self.usage: UsageUpdate | None = None
+
+    def on_update(self, update: Update) -> None:
+        super().on_update(update)
+        self.updates += 1
+        if update.payload.__class__ is UsageUpdate:
+            self.usage = update.payload
+
+    def on_permission_decision(self, request: PermissionRequest) -> None:
+        super().on_permission_decision(request)
+        if request.allowed:
+            self.allowed += 1
+        else:
+            self.rejected += 1
+
+
+_HOST = socket.gethostname()
+
+
+def _remaining(deadline: float) -> float | None:
+    return None if deadline == math.inf else max(0.0, deadline - time.monotonic())
+
+
+async def _converse(
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, journal: _TurnJournal, epoch: int
+) -> PromptResult:
+    from .._async_client import AsyncClient
+
+    timeout = item.timeout if item.timeout is not None else settings.timeout
+    deadline = math.inf if timeout is None else time.monotonic() + timeout
+    cwd = os.path.abspath(item.cwd or settings.cwd or os.getcwd())
+    env = settings.env
+    if agent.env:
+        env = {**(os.environ if env is None else env), **agent.env}
+    options = Options(
+        command=agent.command,
+        cwd=cwd,
+        env=env,
+        epoch=epoch,
+        observer=journal,
+        policy=settings.policy,
+        reader_limits=settings.reader_limits,
+        transfer_limits=settings.transfer_limits,
+        stderr="tail",
+        kill_grace=settings.kill_grace,
+        cancel_grace=settings.cancel_grace,
+        supervise=settings.supervise,
+    )
+    async with AsyncClient(options) as client:
+        await client.initialize(timeout=_remaining(deadline))
+        session = await client.new_session(cwd, timeout=_remaining(deadline))
+        return await client.prompt(session.id, item.prompt, timeout=_remaining(deadline))
+
+
+def _error(exc: BaseException) -> TurnError:
+    message = str(exc) or type(exc).__name__
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE // 4] + "\n[…]\n" + message[-_MAX_MESSAGE // 2 :]
+    return TurnError(type(exc).__name__, message)
+
+
+def _usage(update: UsageUpdate | None) -> dict[str, Any] | None:
+    if update is None:
+        return None
+    usage: dict[str, Any] = {"context": {"used": update.used, "size": update.size}}
+    if update.cost is not None:
+        usage["cost"] = {"amount": update.cost.amount, "currency": update.cost.currency}
+    return usage
+
+
+async def turn(
+    item: Item, journal_dir: Path, settings: TurnSettings, attempt: int, node: str | None = None
+) -> TurnRecord:
+    """Run one checked item; every failure of the turn becomes the record's ``error``."""
+    started = time.monotonic()
+    agent = resolve_agent(item, settings)
+    path = journal_dir / journal_name(item_key(item.id))
+    journal: _TurnJournal | None = None
+    epoch: int | None = None
+    result: PromptResult | None = None
+    error: TurnError | None = None
+    try:
+        journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        journal = _TurnJournal(path, sync=settings.sync_journal)
+        epoch = journal.begin_epoch()
+        result = await _converse(item, agent, settings, journal, epoch)
+    except Exception as exc:  # a turn's own failure is its record, whatever it was
+        error = _error(exc)
+    finally:
+        if journal is not None:
+            journal.close()
+    if result is not None and result.timed_out:
+        error = TurnError("AgentTimeout", "the turn passed its timeout; the agent ended it after session/cancel")
+    elif result is not None and result.overflow is not None:
+        error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
+    stop_reason = str(result.stop_reason) if result is not None else None
+    return TurnRecord(
+        id=item.id,
+        ok=error is None and stop_reason == "end_turn",
+        stop_reason=stop_reason,
+        text=result.text if result is not None else "",
+        usage=_usage(journal.usage) if journal is not None else None,
+        updates=journal.updates if journal is not None else 0,
+        permissions=PermissionCounts(journal.allowed, journal.rejected) if journal else PermissionCounts(),
+        seconds=round(time.monotonic() - started, 6),
+        error=error,
+        journal=str(path),
+        epoch=epoch,
+        attempt=attempt,
+        host=_HOST,
+        agent=agent.name,
+        node=node,
+    )
+
+
+async def arun_turn(
+    item: Mapping[str, Any] | Item, journal_dir: str | os.PathLike[str], **options: Unpack[TurnOptions]
+) -> TurnRecord:
+    """Run one turn with the asyncio client and return its record; its journal is
+    ``<journal_dir>/<id>.jsonl`` (an id that is not a plain file name gets a hashed name), a new epoch per call.
+
+    The turn's own failures (the agent could not start, exited, timed out, broke the protocol, needed a login,
+    the journal could not be written) are the record's ``error``, never an exception.
+
+    Raises:
+        BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
+        TypeError: an unknown option.
+        ValueError: an option out of range.
+    """
+    settings = TurnSettings.from_options(options)
+    parsed = item if isinstance(item, Item) else parse_item(item)
+    check_item(parsed, settings)
+    return await turn(parsed, Path(journal_dir), settings, options.get("attempt", 1))
+
+
+def run_turn(
+    item: Mapping[str, Any] | Item, journal_dir: str | os.PathLike[str], **options: Unpack[TurnOptions]
+) -> TurnRecord:
+    """As :func:`arun_turn`, for code without an event loop (it runs one; not from inside a running loop).
+
+    Raises:
+        BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
+        TypeError: an unknown option.
+        ValueError: an option out of range.
+        RuntimeError: called from a running event loop (await :func:`arun_turn` there).
+    """
+    return asyncio.run(arun_turn(item, journal_dir, **options))

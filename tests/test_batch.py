@@ -1,0 +1,320 @@
+"""tinyacp.batch with the local engine, and the ``tinyacp batch`` command: every id gets exactly one record,
+failures are records, no agent process is left, journals hold one epoch per attempt, and a batch killed
+mid-way finishes on the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tinyacp
+from conftest import AGENTS, chunk, handshake, wait_for
+from tinyacp.batch import TurnRecord, arun_turn, read_results, run_batch, run_turn
+from tinyacp.batch._results import ResultsFile
+
+ALLOW = tinyacp.PermissionPolicy(allow_all=True)
+
+
+def write_items(path: Path, items: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    return path
+
+
+def records(out: Path) -> list[TurnRecord]:
+    return list(read_results(out / "results.jsonl"))
+
+
+def epochs(journal: str | Path) -> list[int]:
+    return [record["epoch"] for record in tinyacp.JsonlJournal.read(journal) if record["type"] == "epoch"]
+
+
+def live_processes() -> Iterator[tuple[int, list[bytes]]]:
+    """Every live (not zombie) process: its pid and the fields of /proc/PID/stat after the command name."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != b"Z":
+            yield int(entry), fields
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory`` (every agent of these tests runs there)."""
+    found = []
+    for pid, _ in live_processes():
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == str(directory):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of the session ``sid``."""
+    return [pid for pid, fields in live_processes() if int(fields[4]) == sid]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Iterator[Path]:
+    """The agents' working directory; no process may be left in it after the test."""
+    directory = tmp_path / "work"
+    directory.mkdir()
+    (directory / "notes.txt").write_text("hello\n", encoding="utf-8")
+    yield directory
+    wait_for(lambda: not processes_in(directory), timeout=30, what="the agents to be gone")
+
+
+def dying_agent(tmp_path: Path) -> list[str]:
+    """An agent that answers initialize and session/new, sends one update of the turn and exits with 3."""
+    script = tmp_path / "dying.json"
+    steps = [*handshake(), {"op": "update", "session": "s1", "update": chunk("half")}, {"op": "exit", "code": 3}]
+    script.write_text(json.dumps(steps), encoding="utf-8")
+    return [sys.executable, str(AGENTS / "scripted.py"), str(script)]
+
+
+def test_import_tinyacp_loads_neither_ray_nor_the_batch_package() -> None:
+    code = (
+        "import sys, tinyacp; "
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'tinyacp.batch'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_every_item_gets_exactly_one_record_whatever_the_agent_does(tmp_path: Path, work: Path) -> None:
+    items: list[dict[str, Any]] = [
+        {"id": "ok-1", "prompt": "hello"},
+        {"id": 2, "prompt": "two", "agent": "demo --chunks 2"},
+        {"id": "false", "prompt": "x", "agent": "false"},
+        {"id": "missing", "prompt": "x", "agent": "no-such-program-tinyacp-test"},
+        {"id": "dies", "prompt": "x", "agent": dying_agent(tmp_path)},
+        {"id": "../escape/../x", "prompt": "weird id"},
+    ]
+    out = tmp_path / "out"
+    summary = run_batch(items, out, agent="demo", cwd=work, policy=ALLOW, timeout=60, concurrency=3)
+
+    got = {record.id: record for record in records(out)}
+    assert len(records(out)) == len(items)
+    assert set(got) == {item["id"] for item in items}
+    assert got["ok-1"].ok and got["ok-1"].stop_reason == "end_turn" and "You said: hello" in got["ok-1"].text
+    assert got["ok-1"].permissions == tinyacp.batch.PermissionCounts(allowed=1, rejected=0)
+    assert got[2].ok and got[2].agent == "demo"
+    assert got["false"].error is not None and got["false"].error.type == "AgentExited"
+    assert got["missing"].error is not None and got["missing"].error.type == "SpawnError"
+    assert got["dies"].error is not None and got["dies"].error.type == "AgentExited"
+    assert "exit code 3" in got["dies"].error.message and got["dies"].updates == 1
+    assert (summary.ok, summary.failed, summary.missing, summary.ran) == (3, 3, 0, 6)
+    assert not summary.all_ok
+    assert summary.agents["demo"].ok == 3 and summary.agents["false"].failed == 1
+
+    journals = out / "journals"
+    assert sorted(path.parent for path in journals.iterdir()) == [journals] * len(items)
+    for record in got.values():
+        assert Path(record.journal).parent == journals
+        assert epochs(record.journal) == [1] and record.epoch == 1 and record.attempt == 1
+    sent = [r for r in tinyacp.JsonlJournal.read(got["ok-1"].journal) if r.get("method") == "session/prompt"]
+    assert len(sent) == 2  # the prompt request out and its response in: the journal is complete
+    assert not (tmp_path / "escape").exists()
+
+
+def test_a_second_run_skips_recorded_ids_and_retry_failed_runs_the_failed_ones_as_new_epochs(
+    tmp_path: Path, work: Path
+) -> None:
+    items = write_items(
+        tmp_path / "items.jsonl",
+        [{"id": "good", "prompt": "a"}, {"id": "bad", "prompt": "b", "agent": "false"}],
+    )
+    out = tmp_path / "out"
+    run_batch(items, out, agent="demo", cwd=work, policy=ALLOW)
+    again = run_batch(items, out, agent="demo", cwd=work, policy=ALLOW)
+    assert (again.ran, again.skipped, again.failed) == (0, 2, 1)
+    retried = run_batch(items, out, agent="demo", cwd=work, policy=ALLOW, retry_failed=True)
+    assert (retried.ran, retried.skipped) == (1, 1)
+    bad = [record for record in records(out) if record.id == "bad"]
+    assert [(record.attempt, record.epoch) for record in bad] == [(1, 1), (2, 2)]
+    assert epochs(bad[-1].journal) == [1, 2]
+
+
+def test_retries_run_a_failed_turn_again_in_new_epochs_and_write_only_the_last_record(
+    tmp_path: Path, work: Path
+) -> None:
+    out = tmp_path / "out"
+    summary = run_batch([{"id": "f", "prompt": "x"}], out, agent="false", cwd=work, retries=2)
+    [record] = records(out)
+    assert (record.attempt, record.epoch, record.ok) == (3, 3, False)
+    assert epochs(record.journal) == [1, 2, 3]
+    assert summary.failed == 1
+
+
+def test_a_turn_past_its_timeout_is_a_failed_record(tmp_path: Path, work: Path) -> None:
+    out = tmp_path / "out"
+    run_batch([{"id": "slow", "prompt": "x", "timeout": 0.5}], out, agent="demo --delay 2", cwd=work, policy=ALLOW)
+    [record] = records(out)
+    assert not record.ok and record.error is not None and record.error.type == "AgentTimeout"
+
+
+def test_items_are_read_lazily_and_at_most_concurrency_turns_are_in_flight(tmp_path: Path, work: Path) -> None:
+    pulled = 0
+    written = 0
+    most_running = 0
+
+    def items() -> Iterator[dict[str, Any]]:
+        nonlocal pulled
+        for number in range(8):
+            pulled += 1
+            yield {"id": number, "prompt": "p"}
+
+    def on_record(record: TurnRecord) -> None:
+        nonlocal written
+        assert pulled - written <= 2  # only the turns in flight were read ahead
+        written += 1
+
+    def on_progress(progress: tinyacp.batch.BatchProgress) -> None:
+        nonlocal most_running
+        most_running = max(most_running, progress.running)
+
+    summary = run_batch(
+        items(), tmp_path / "out", agent="demo", cwd=work, concurrency=2, on_record=on_record, on_progress=on_progress
+    )
+    assert summary.ran == 8 and written == 8 and most_running == 2
+
+
+def test_a_torn_tail_of_the_results_is_sealed_and_the_ids_before_it_are_kept(tmp_path: Path, work: Path) -> None:
+    out = tmp_path / "out"
+    run_batch([{"id": "a", "prompt": "x"}], out, agent="demo", cwd=work)
+    results = out / "results.jsonl"
+    with open(results, "ab") as file:
+        file.write(b'{"id":"b","ok":tr')  # a crash in the middle of a write
+    summary = run_batch([{"id": "a", "prompt": "x"}, {"id": "b", "prompt": "y"}], out, agent="demo", cwd=work)
+    assert (summary.skipped, summary.ran, summary.ok) == (1, 1, 2)
+    assert [record.id for record in records(out)] == ["a", "b"]
+    assert results.read_bytes().count(b'{"id":"b","ok":tr\n') == 1
+
+
+def test_a_second_writer_of_the_same_output_directory_is_refused(tmp_path: Path, work: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    with ResultsFile(out / "results.jsonl"), pytest.raises(tinyacp.BatchBusy):
+        run_batch([{"id": "a", "prompt": "x"}], out, agent="demo", cwd=work)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}', "more than once"),
+        ('{"id": "a"}', "prompt"),
+        ('{"id": "a", "prompt": "x", "timeout": "soon"}', "timeout"),
+        ("[1, 2]", "JSON object"),
+        ("{not json", "not a JSON object"),
+        ('{"id": "a", "prompt": "x", "mode": "plan"}', "mode"),
+    ],
+)
+def test_a_malformed_file_stops_the_batch_before_any_agent_starts(
+    tmp_path: Path, work: Path, line: str, message: str
+) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "first", "prompt": "x"}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(tinyacp.BatchItemError, match=message):
+        run_batch(items, tmp_path / "out", agent="demo", cwd=work)
+    assert records(tmp_path / "out") == []
+
+
+def test_a_malformed_item_from_an_iterable_stops_new_turns_and_keeps_the_records_of_those_in_flight(
+    tmp_path: Path, work: Path
+) -> None:
+    items: list[Any] = [{"id": "a", "prompt": "x"}, {"id": "b"}, {"id": "c", "prompt": "x"}]
+    with pytest.raises(tinyacp.BatchItemError, match="prompt"):
+        run_batch(items, tmp_path / "out", agent="demo", cwd=work, concurrency=1)
+    assert [record.id for record in records(tmp_path / "out")] == ["a"]
+
+
+def test_run_turn_returns_a_record_and_each_call_is_a_new_epoch(tmp_path: Path, work: Path) -> None:
+    first = run_turn({"id": "t", "prompt": "hi"}, tmp_path / "j", agent="demo", cwd=work, policy=ALLOW)
+    second = run_turn({"id": "t", "prompt": "hi"}, tmp_path / "j", agent="demo", cwd=work, attempt=2)
+    assert first.ok and (first.epoch, second.epoch, second.attempt) == (1, 2, 2)
+    assert second.permissions.rejected == 1  # the default policy allows nothing, and nobody is asked
+    assert first.host and first.seconds > 0 and first.node is None
+    assert epochs(tmp_path / "j" / "t.jsonl") == [1, 2]
+
+
+def test_arun_turn_turns_a_login_or_start_failure_into_a_record(tmp_path: Path) -> None:
+    import asyncio
+
+    record = asyncio.run(arun_turn({"id": 1, "prompt": "x"}, tmp_path, agent=["no-such-program-tinyacp-test"]))
+    assert not record.ok and record.error is not None and record.error.type == "SpawnError"
+
+
+def test_a_turn_without_an_agent_is_the_callers_mistake(tmp_path: Path) -> None:
+    with pytest.raises(tinyacp.BatchItemError, match="no agent"):
+        run_turn({"id": 1, "prompt": "x"}, tmp_path)
+
+
+def test_resume_after_the_batch_process_is_killed_finishes_the_rest(tmp_path: Path, work: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl", [{"id": f"i{n}", "prompt": f"p{n}"} for n in range(6)])
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(out), "-q", "-y"]
+    command += ["--agent", "demo --delay 0.1", "--concurrency", "2", "--cwd", str(work)]
+    batch = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        results = out / "results.jsonl"
+        wait_for(lambda: results.exists() and len(records(out)) >= 2, timeout=60, what="two records")
+        os.kill(batch.pid, signal.SIGKILL)
+    finally:
+        batch.wait(timeout=30)
+    wait_for(lambda: not session_members(batch.pid), timeout=30, what="the killed batch's agents to exit")
+    before = {record.id for record in records(out)}
+    assert 2 <= len(before) < 6
+
+    summary = run_batch(items, out, agent="demo", cwd=work, policy=ALLOW)
+    final = records(out)
+    assert sorted(record.id for record in final) == [f"i{n}" for n in range(6)]  # one record each
+    assert summary.all_ok and summary.skipped == len(before)
+    interrupted = [record for record in final if record.id not in before and record.epoch == 2]
+    assert interrupted, "a turn in flight at the kill left an epoch; its new attempt is the next one"
+    for record in interrupted:
+        assert epochs(record.journal) == [1, 2]
+
+
+def test_the_command_streams_records_as_json_and_exits_1_when_a_turn_failed(tmp_path: Path, work: Path) -> None:
+    items = write_items(
+        tmp_path / "items.jsonl", [{"id": "good", "prompt": "a"}, {"id": "bad", "prompt": "b", "agent": "false"}]
+    )
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(out), "--cwd", str(work)]
+    result = subprocess.run([*command, "--format", "json"], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1, result.stderr
+    streamed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(record["id"] for record in streamed) == ["bad", "good"]
+    assert "1 ok, 1 failed" in result.stderr and "false" in result.stderr
+
+    again = subprocess.run(
+        [*command, "--retry-failed", "--agent", "demo"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert again.returncode == 1  # the item names its own agent: `false` fails again
+    fine = write_items(tmp_path / "fine.jsonl", [{"id": "x", "prompt": "a"}])
+    fine_command = [*command[:4], str(fine), "--out", str(tmp_path / "o2")]
+    ok = subprocess.run(fine_command, capture_output=True, text=True, timeout=120, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert "demo" in ok.stdout and "1 ok, 0 failed" in ok.stdout
+
+
+def test_the_command_reports_a_malformed_file_as_a_usage_error(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": 1, "prompt": "x"}\n{"id": 1, "prompt": "y"}\n', encoding="utf-8")
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(tmp_path / "out")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "line 2" in result.stderr and "more than once" in result.stderr and "Traceback" not in result.stderr
