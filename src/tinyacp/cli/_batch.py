@@ -1,4 +1,4 @@
-"""``tinyacp batch FILE.jsonl --out DIR``: run many prompts, resumably, and summarise them.
+"""tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them.
 
 Each line of FILE is an item (``id``, ``prompt``, optional ``agent``, ``cwd``, ``timeout``, ...; see
 :mod:`tinyacp.batch`). Records go to ``DIR/results.jsonl``, journals to ``DIR/journals/``. On a terminal a
@@ -200,7 +200,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
             on_record=on_record if as_json else None,
             on_progress=progress.update if progress is not None else None,
             agent=args.agent or config.default_agent,
-            agents=config.agents,
+            # The built-in demo is left to the node running the turn, which starts it with its own Python.
+            agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
             cwd=args.cwd,
             timeout=args.timeout,
             policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
