@@ -64,7 +64,7 @@ def processes_in(directory: Path) -> list[int]:
 
 def session_members(sid: int) -> list[int]:
     """Live processes of the session ``sid``."""
-    return [pid for pid, fields in live_processes() if int(fields[4]) == sid]
+    return [pid for pid, fields in live_processes() if int(fields[3]) == sid]
 
 
 @pytest.fixture
