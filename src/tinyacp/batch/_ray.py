@@ -17,8 +17,10 @@ MiB and up to 120 ms each), while one async actor per node costs a few ms of CPU
 * Storage. Journals and results are written where the turns run and where the driver runs: on more than one
   node, ``out_dir`` must be shared storage at the same path. Each actor checks it sees a file the driver
   wrote there before any turn starts (:class:`~tinyacp.BatchStorageError` otherwise).
-* Loopback. A cluster started for the batch listens on 127.0.0.1 only, without the dashboard;
-  ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before Ray is imported, so macOS stays single-node.
+* Loopback. A cluster started for the batch listens on 127.0.0.1 only, without the dashboard:
+  ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before Ray is imported (Ray then takes the loopback address as
+  the machine's) and the node's address is 127.0.0.1. Joining a cluster, the variable is left alone: a driver
+  that calls itself 127.0.0.1 could not be reached by the other nodes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,13 +53,15 @@ _START_TIMEOUT = 120.0
 _CONTROL_CALLS = 2
 
 
-def import_ray() -> Any:
-    """Import Ray, keeping a macOS or Windows cluster single-node unless the caller said otherwise.
+def import_ray(loopback: bool) -> Any:
+    """Import Ray; for a cluster of our own (``loopback``), with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` set first
+    (unless the caller set it), which makes Ray take the loopback address as this machine's on every platform.
 
     Raises:
         BatchEngineError: Ray is not installed.
     """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if loopback:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
@@ -351,7 +356,8 @@ def run_on_ray(run: Run, out: Path, address: str | None) -> None:
         BatchStorageError: a node cannot see or write ``out``.
         BatchItemError: a malformed item (after the turns in flight are recorded).
     """
-    ray = import_ray()
+    already = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    ray = import_ray(loopback=not already and address is None and not os.environ.get("RAY_ADDRESS"))
     connected = ray.is_initialized()
     if not connected:
         _connect(ray, address)

@@ -62,15 +62,17 @@ class ResultsFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Never through a symbolic link, as the journals: the directory may be shared with other people.
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        self._fd = os.open(path, flags, 0o600)
         try:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise BatchBusy(
-                    f"another tinyacp batch is writing to {path}; wait for it or use another --out"
+                    f"another tinyacp batch is writing to {path}; wait for it or use another out_dir"
                 ) from None
-            _seal_torn_tail(path, self._fd)
+            _seal_torn_tail(self._fd)  # only once we hold the lock: no writer is mid-line now
         except BaseException:
             os.close(self._fd)
             raise
