@@ -432,7 +432,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5, help="rounds of the throughput and memory rows")
     parser.add_argument("--sdk-large-runs", type=int, default=3, help="SDK runs at the largest N (slow)")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
+    parser.add_argument("--batch", action="store_true", help="run the batch rows instead (benchmarks/batch.py)")
     args = parser.parse_args(argv)
+    if args.batch:
+        from benchmarks import batch
+
+        batch.main(["--quick"] if args.quick else [])
+        return
     with tempfile.TemporaryDirectory(prefix="tinyacp-bench-pycache-") as pycache:
         PYCACHE[:] = [pycache]
         try:

@@ -270,7 +270,13 @@ def test_resume_after_the_batch_process_is_killed_finishes_the_rest(tmp_path: Pa
     batch = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         results = out / "results.jsonl"
-        wait_for(lambda: results.exists() and len(records(out)) >= 2, timeout=60, what="two records")
+
+        def two_done_and_one_in_flight() -> bool:
+            done = {record.id for record in records(out)} if results.exists() else set()
+            begun = {path.stem for path in (out / "journals").glob("*.jsonl")}
+            return len(done) >= 2 and bool(begun - done)
+
+        wait_for(two_done_and_one_in_flight, timeout=60, what="two records and a turn in flight")
         os.kill(batch.pid, signal.SIGKILL)
     finally:
         batch.wait(timeout=30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -53,6 +54,9 @@ class BatchSummary:
     agents: dict[str, AgentSummary]
     results: Path
     journals: Path
+    client_cpu_seconds: float = 0.0
+    """CPU seconds tinyacp spent on the batch, the agents' own not included: this process during the call, plus
+    (Ray) the actors while they ran turns (their start-up and that of the cluster are not counted)."""
 
     @property
     def all_ok(self) -> bool:
@@ -149,7 +153,7 @@ class Tally:
             currency = str(cost.get("currency", ""))
             totals[currency] = totals.get(currency, 0.0) + cost["amount"]
 
-    def summary(self, plan: Plan, started: float, results: Path, journals: Path) -> BatchSummary:
+    def summary(self, plan: Plan, started: float, results: Path, journals: Path, cpu: float) -> BatchSummary:
         """The summary over the ids the plan saw."""
         ok = failed = 0
         for key in plan.seen:
@@ -176,7 +180,14 @@ class Tally:
             agents=agents,
             results=results,
             journals=journals,
+            client_cpu_seconds=cpu,
         )
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this process used so far, every thread, its children not included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _count_to_run(source: ItemSource, outcomes: dict[str, int], retry_failed: bool, settings: TurnSettings) -> int:
@@ -244,6 +255,7 @@ def run_batch(
         raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
     settings = TurnSettings.from_options(options)
     started = time.monotonic()
+    cpu = cpu_seconds()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     journals = out / "journals"
@@ -278,7 +290,8 @@ def run_batch(
             run_on_ray(run, out, ray_address)
         else:
             asyncio.run(run_local(run))
-        return tally.summary(plan, started, results.path, journals)
+        cpu = cpu_seconds() - cpu + run.engine_cpu
+        return tally.summary(plan, started, results.path, journals, cpu)
 
 
 @dataclass
@@ -294,6 +307,8 @@ class Run:
     sink: Callable[[TurnRecord], None]
     exhausted: bool = False
     """Every item was read."""
+    engine_cpu: float = 0.0
+    """CPU seconds the engine spent outside this process on running turns (the Ray actors)."""
     stop: BaseException | None = None
     """A malformed item (or an unreadable input) ended the reading; raised once the turns in flight are done."""
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from .._errors import BatchEngineError, BatchStorageError
 from .._journal import last_epoch
-from ._engine import Run
+from ._engine import Run, cpu_seconds
 from ._items import Item, item_key, journal_name
 from ._turn import _HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, resolve_agent, turn
 
@@ -105,7 +105,12 @@ class TurnActor:
                 test.unlink()
             except OSError as exc:
                 problem = f"it cannot write to {journals}: {exc}"
-        return {"node": self._node, "host": _HOST, "pid": os.getpid(), "niceness": niceness, "problem": problem}
+        info = {"node": self._node, "host": _HOST, "pid": os.getpid(), "niceness": niceness, "problem": problem}
+        return info | {"cpu": cpu_seconds()}
+
+    async def cpu(self) -> float:
+        """CPU seconds this process used so far (its agents not included)."""
+        return cpu_seconds()
 
     async def run(self, item: Item, settings: TurnSettings, journals: str, attempt: int) -> TurnRecord:
         """Run one turn and return its record."""
@@ -135,6 +140,8 @@ class _Slot:
     host: str = "?"
     running: int = 0
     dead: bool = False
+    cpu: float = 0.0
+    """The actor's CPU seconds once it had started (its start-up is a cost per batch, not per turn)."""
 
 
 @dataclass
@@ -203,6 +210,7 @@ class _Pool:
             )
         for slot, info in zip(slots, ray.get(refs), strict=True):
             slot.host = info["host"]
+            slot.cpu = info["cpu"]
             if info["problem"] is not None:
                 raise BatchStorageError(
                     f"node {slot.node} ({slot.host}) cannot use the output directory: {info['problem']}. "
@@ -246,6 +254,9 @@ class _Pool:
         """Stop the turns in flight (agents torn down), then the actors; remove the probe file."""
         ray = self._ray
         live = [slot for slot in self.slots if not slot.dead]
+        with contextlib.suppress(Exception):
+            used = ray.get([slot.handle.cpu.remote() for slot in live], timeout=30)
+            self._run.engine_cpu += sum(after - slot.cpu for slot, after in zip(live, used, strict=True))
         with contextlib.suppress(Exception):
             ray.wait([slot.handle.stop.remote() for slot in live], num_returns=len(live), timeout=30)
         for slot in live:

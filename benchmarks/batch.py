@@ -1,0 +1,130 @@
+"""The cost of a batch per turn, local and on Ray: ``python -m benchmarks.batch`` (or ``python -m benchmarks.run
+--batch``).
+
+Each engine runs ``--turns`` turns of the demo agent (``python -m tinyacp.demo``, which lists a directory of three
+files) at each concurrency, in a child process of its own per engine: the local engine's rows share nothing with
+Ray's. Measured per row: turns per second (wall clock of ``run_batch``) and tinyacp's client CPU per turn
+(``BatchSummary.client_cpu_seconds``: the batch process during the call, plus with Ray the actors while they run
+turns; the agents' own CPU is not counted). The Ray rows run on a local cluster started once in their process
+(loopback, no dashboard); its start-up and each batch's actor start-up are reported apart, as they are costs per
+batch, not per turn. Output is Markdown. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = (2, 8, 32)
+
+
+def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
+    """Run in the child: one batch per concurrency, the same engine; returns a row per batch."""
+    import tinyacp
+    from tinyacp.batch import run_batch
+
+    rows: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    if engine == "ray":
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        import ray
+
+        started = time.monotonic()
+        ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
+        extra["cluster_start"] = time.monotonic() - started
+    with tempfile.TemporaryDirectory(prefix="tinyacp-bench-batch-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        for name in ("a.txt", "b.txt", "c.txt"):
+            (work / name).write_text("x\n", encoding="utf-8")
+        for level in concurrency:
+            items = [{"id": n, "prompt": "list the files"} for n in range(turns)]
+            started = time.monotonic()
+            summary = run_batch(
+                items,
+                Path(tmp) / f"out-{level}",
+                engine=engine,  # type: ignore[arg-type]
+                concurrency=level,
+                agent="demo",
+                cwd=work,
+                policy=tinyacp.PermissionPolicy(allow_all=True),
+            )
+            wall = time.monotonic() - started
+            if not summary.all_ok:
+                raise RuntimeError(f"{engine} at {level}: {summary.failed} turns failed")
+            rows.append({"engine": engine, "concurrency": level, "turns": turns, "wall": wall, **extra})
+            rows[-1]["cpu"] = summary.client_cpu_seconds
+    if engine == "ray":
+        ray.shutdown()
+    return rows
+
+
+def _child(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
+    command = [sys.executable, "-m", "benchmarks.batch", "--child", engine, "--turns", str(turns)]
+    command += ["--concurrency", ",".join(map(str, concurrency))]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, timeout=1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {engine} rows failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def have_ray() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of the rows."""
+    lines = [
+        "| engine | concurrency | turns | turns/s | client CPU per turn |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['engine']} | {row['concurrency']} | {row['turns']} | {row['turns'] / row['wall']:.1f} "
+            f"| {1000 * row['cpu'] / row['turns']:.1f} ms |"
+        )
+    ray_rows = [row for row in rows if "cluster_start" in row]
+    if ray_rows:
+        lines.append("")
+        lines.append(f"Ray: the local cluster started in {ray_rows[0]['cluster_start']:.1f} s (once for its rows).")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=64, help="turns per batch (default 64)")
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
+    parser.add_argument("--engines", default="local,ray", help="local, ray or both (default; ray if installed)")
+    parser.add_argument("--quick", action="store_true", help="8 turns at 2 and 8, local only: checks that it runs")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    levels = [int(level) for level in args.concurrency.split(",")]
+    if args.child:
+        print(json.dumps(_rows(args.child, args.turns, levels)))
+        return 0
+    engines = args.engines.split(",")
+    if args.quick:
+        args.turns, levels, engines = 8, [2, 8], ["local"]
+    if "ray" in engines and not have_ray():
+        print("(Ray is not installed: the Ray rows are left out; pip install -e '.[ray]')", file=sys.stderr)
+        engines.remove("ray")
+    rows = [row for engine in engines for row in _child(engine, args.turns, levels)]
+    print("\n".join(["## Batches: the demo agent's turns, local and on Ray", "", *table(rows)]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
