@@ -10,7 +10,7 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
@@ -21,6 +21,7 @@ from .._errors import BatchItemError
 from .._journal import JsonlJournal
 from .._limits import TransferLimits, default_transfer_limits
 from .._messages import UsageUpdate
+from .._observer import BaseObserver
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import PromptResult, Update
@@ -260,24 +261,32 @@ def check_item(item: Item, settings: TurnSettings) -> None:
         )
 
 
-class _TurnJournal(JsonlJournal):
-    """The turn's journal, counting what the record reports as it writes."""
+class _TurnJournal(BaseObserver):
+    """The turn's observer: its journal, counting what the record reports. The fsync'ed writes (the permission
+    decisions) run in a worker thread, so a slow disk holds up this turn only, not every turn of the loop."""
 
-    def __init__(self, path: Path, *, sync: bool) -> None:
-        super().__init__(path, sync=sync)
+    def __init__(self, journal: JsonlJournal) -> None:
+        self.journal = journal
+        self.on_message = journal.on_message  # type: ignore[method-assign]
+        self.on_send = journal.on_send  # type: ignore[method-assign]
+        self.on_permission_request = journal.on_permission_request  # type: ignore[method-assign]
+        self._record_update = journal.on_update
         self.updates = 0
         self.allowed = 0
         self.rejected = 0
         self.usage: UsageUpdate | None = None
 
     def on_update(self, update: Update) -> None:
-        super().on_update(update)
+        self._record_update(update)
         self.updates += 1
         if update.payload.__class__ is UsageUpdate:
             self.usage = update.payload
 
-    def on_permission_decision(self, request: PermissionRequest) -> None:
-        super().on_permission_decision(request)
+    def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
+        return self._decided(request)
+
+    async def _decided(self, request: PermissionRequest) -> None:
+        await asyncio.to_thread(self.journal.on_permission_decision, request)
         if request.allowed:
             self.allowed += 1
         else:
@@ -287,12 +296,22 @@ class _TurnJournal(JsonlJournal):
 _HOST = socket.gethostname()
 
 
+def _open_journal(journal_dir: Path, path: Path, sync: bool) -> tuple[JsonlJournal, int]:
+    journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    journal = JsonlJournal(path, sync=sync)
+    try:
+        return journal, journal.begin_epoch()
+    except BaseException:
+        journal.close()
+        raise
+
+
 def _remaining(deadline: float) -> float | None:
     return None if deadline == math.inf else max(0.0, deadline - time.monotonic())
 
 
 async def _converse(
-    item: Item, agent: ResolvedAgent, settings: TurnSettings, journal: _TurnJournal, epoch: int
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int
 ) -> PromptResult:
     from .._async_client import AsyncClient
 
@@ -307,7 +326,7 @@ async def _converse(
         cwd=cwd,
         env=env,
         epoch=epoch,
-        observer=journal,
+        observer=observer,
         policy=settings.policy,
         reader_limits=settings.reader_limits,
         transfer_limits=settings.transfer_limits,
@@ -345,15 +364,16 @@ async def turn(
     started = time.monotonic()
     agent = resolve_agent(item, settings)
     path = journal_dir / journal_name(item_key(item.id))
-    journal: _TurnJournal | None = None
+    journal: JsonlJournal | None = None
+    observer: _TurnJournal | None = None
     epoch: int | None = None
     result: PromptResult | None = None
     error: TurnError | None = None
     try:
-        journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        journal = _TurnJournal(path, sync=settings.sync_journal)
-        epoch = journal.begin_epoch()
-        result = await _converse(item, agent, settings, journal, epoch)
+        # Creating the file and beginning the epoch fsync: off the event loop, as the decisions.
+        opened, begun = await asyncio.to_thread(_open_journal, journal_dir, path, settings.sync_journal)
+        journal, epoch, observer = opened, begun, _TurnJournal(opened)
+        result = await _converse(item, agent, settings, observer, begun)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _error(exc)
     finally:
@@ -369,9 +389,9 @@ async def turn(
         ok=error is None and stop_reason == "end_turn",
         stop_reason=stop_reason,
         text=result.text if result is not None else "",
-        usage=_usage(journal.usage) if journal is not None else None,
-        updates=journal.updates if journal is not None else 0,
-        permissions=PermissionCounts(journal.allowed, journal.rejected) if journal else PermissionCounts(),
+        usage=_usage(observer.usage) if observer is not None else None,
+        updates=observer.updates if observer is not None else 0,
+        permissions=PermissionCounts(observer.allowed, observer.rejected) if observer else PermissionCounts(),
         seconds=round(time.monotonic() - started, 6),
         error=error,
         journal=str(path),
