@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -324,3 +325,38 @@ def test_the_command_reports_a_malformed_file_as_a_usage_error(tmp_path: Path) -
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert "line 2" in result.stderr and "more than once" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_progress_line_shows_done_failed_running_rate_and_eta() -> None:
+    import io
+
+    from tinyacp.batch import BatchProgress
+    from tinyacp.cli._batch import ProgressLine
+
+    stream = io.StringIO()
+    line = ProgressLine(stream)
+    progress = BatchProgress(to_run=10, started_at=time.monotonic() - 4.0, done=4, failed=1, running=3)
+    line.update(progress)
+    line.close()
+    shown = stream.getvalue()
+    assert "done 4/10  failed 1  running 3  1.00 turns/s  ETA 00:00:06" in shown
+    assert shown.endswith("\r\x1b[K")  # the line is cleared at the end
+
+
+def test_the_summary_table_has_a_row_per_agent_with_its_median_and_cost(tmp_path: Path) -> None:
+    from tinyacp.batch import AgentSummary, BatchSummary
+    from tinyacp.cli._batch import summary_table
+
+    summary = BatchSummary(
+        ok=3, failed=1, missing=0, ran=4, skipped=2, seconds=9.0,
+        agents={
+            "claude": AgentSummary(ok=2, failed=0, median_seconds=4.25, cost={"USD": 0.125}),
+            "demo\x1b[2J": AgentSummary(ok=1, failed=1, median_seconds=0.5, cost={}),
+        },
+        results=tmp_path / "results.jsonl", journals=tmp_path / "journals",
+    )  # fmt: skip
+    lines = summary_table(summary).splitlines()
+    assert lines[0].split() == ["agent", "ok", "failed", "median", "s", "cost"]
+    assert lines[1].split() == ["claude", "2", "0", "4.25", "0.1250", "USD"]
+    assert "\x1b" not in lines[2] and lines[2].split()[1:] == ["1", "1", "0.50", "-"]
+    assert lines[3].startswith("3 ok, 1 failed, 0 not run; this run: 4 turns, 2 skipped")
