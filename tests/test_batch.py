@@ -220,7 +220,7 @@ def test_a_second_writer_of_the_same_output_directory_is_refused(tmp_path: Path,
         ('{"id": "a", "prompt": "x", "timeout": "soon"}', "timeout"),
         ("[1, 2]", "JSON object"),
         ("{not json", "not a JSON object"),
-        ('{"id": "a", "prompt": "x", "mode": "plan"}', "mode"),
+        ('{"id": "a", "prompt": "x", "set": {"effort": 3}}', "set"),
     ],
 )
 def test_a_malformed_file_stops_the_batch_before_any_agent_starts(
@@ -240,6 +240,31 @@ def test_a_malformed_item_from_an_iterable_stops_new_turns_and_keeps_the_records
     with pytest.raises(tinyacp.BatchItemError, match="prompt"):
         run_batch(items, tmp_path / "out", agent="demo", cwd=work, concurrency=1)
     assert [record.id for record in records(tmp_path / "out")] == ["a"]
+
+
+def test_an_items_mode_model_options_and_meta_go_to_the_agent_and_its_usage_comes_back(
+    tmp_path: Path, work: Path
+) -> None:
+    out = tmp_path / "out"
+    items: list[dict[str, Any]] = [
+        {"id": "meta", "prompt": "all-kinds", "meta": {"trace": "t-1"}},
+        {"id": "mode", "prompt": "x", "mode": "plan"},
+        {"id": "model", "prompt": "x", "model": "big"},
+        {"id": "set", "prompt": "x", "set": {"effort": "high"}},
+    ]
+    run_batch(items, out, agent="demo", cwd=work, policy=ALLOW)
+    got = {record.id: record for record in records(out)}
+    assert got["meta"].ok
+    assert got["meta"].usage == {
+        "context_used": len("all-kinds"),
+        "context_size": 200000,
+        "cost": {"amount": 0, "currency": "USD"},
+    }
+    [sent] = [r for r in tinyacp.JsonlJournal.read(got["meta"].journal) if r.get("method") == "session/prompt"][:1]
+    assert json.loads(sent["line"])["params"]["_meta"] == {"trace": "t-1"}
+    for key in ("mode", "model", "set"):  # the demo agent offers none of these: refused before anything is sent
+        error = got[key].error
+        assert not got[key].ok and error is not None and error.type == "NotAdvertised", key
 
 
 def test_run_turn_returns_a_record_and_each_call_is_a_new_epoch(tmp_path: Path, work: Path) -> None:

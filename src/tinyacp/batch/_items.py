@@ -23,7 +23,7 @@ __all__ = ["Item", "ItemSource", "item_key", "journal_name", "parse_item", "read
 ItemSource = Iterable[Mapping[str, Any]] | str | os.PathLike[str]
 """What ``run_batch`` takes: dicts, or the path of a JSON Lines file of them."""
 
-ConfigValue = str | bool | int | float
+ConfigValue = str | bool
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,7 +37,7 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
     mode: str | None = None
     model: str | None = None
     set: dict[str, ConfigValue] | None = None
-    """Session configuration options: ``{config_id: value}``."""
+    """Session configuration options: ``{config_id: value}`` (a value id, or a boolean for a switch)."""
     timeout: float | None = None
     """Seconds for the whole turn: start, initialize, new session, settings and prompt."""
     meta: dict[str, Any] | None = None

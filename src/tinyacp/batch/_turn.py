@@ -70,8 +70,9 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     """The reply: the text of the turn's ``agent_message_chunk`` updates."""
     usage: dict[str, Any] | None
-    """What the agent reported: ``context`` (used/size) and ``cost`` (amount/currency) from its last
-    ``usage_update``; None when it reported nothing."""
+    """What the agent reported, the fields it did: tokens (``input_tokens``, ``output_tokens``, ``total_tokens``,
+    ``thought_tokens``, ``cached_read_tokens``, ``cached_write_tokens``) from its answer, ``context_used``,
+    ``context_size`` and ``cost`` (``amount``, ``currency``) from its last ``usage_update``; None when nothing."""
     updates: int
     """Session updates the agent sent during the turn."""
     permissions: PermissionCounts
@@ -113,7 +114,7 @@ class TurnOptions(TypedDict, total=False):
             ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
         agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env``.
         cwd: the session's working directory (default: the current directory where the turn runs).
-        mode, model, set, meta: the item fields' defaults.
+        mode, model, set, meta: the item fields' defaults (an item's ``set`` is merged over this one).
         timeout: seconds for the whole turn (default: none).
         policy: which permission requests are allowed (default: none is; nobody is asked).
         env: the agent's environment (default: inherited), to which an agent entry's ``env`` is added.
@@ -241,24 +242,9 @@ def check_item(item: Item, settings: TurnSettings) -> None:
     """Refuse, before anything starts, what a turn of this item could never do.
 
     Raises:
-        BatchItemError: no usable agent; or a session setting this version cannot send.
+        BatchItemError: no usable agent.
     """
     resolve_agent(item, settings)
-    wanted = [
-        name
-        for name, value in (
-            ("mode", item.mode or settings.mode),
-            ("model", item.model or settings.model),
-            ("set", item.set or settings.set),
-            ("meta", item.meta or settings.meta),
-        )
-        if value
-    ]
-    if wanted:
-        raise BatchItemError(
-            f"item {item.id!r}: {', '.join(wanted)} need the session configuration calls, "
-            "which this version of tinyacp does not have yet"
-        )
 
 
 class _TurnJournal(BaseObserver):
@@ -335,10 +321,20 @@ async def _converse(
         cancel_grace=settings.cancel_grace,
         supervise=settings.supervise,
     )
+    mode = item.mode if item.mode is not None else settings.mode
+    model = item.model if item.model is not None else settings.model
+    options_to_set = {**(settings.set or {}), **(item.set or {})}
+    meta = item.meta if item.meta is not None else settings.meta
     async with AsyncClient(options) as client:
         await client.initialize(timeout=_remaining(deadline))
         session = await client.new_session(cwd, timeout=_remaining(deadline))
-        return await client.prompt(session.id, item.prompt, timeout=_remaining(deadline))
+        if mode is not None:
+            await client.set_mode(session.id, mode, timeout=_remaining(deadline))
+        if model is not None:
+            await client.set_model(session.id, model, timeout=_remaining(deadline))
+        for config_id, value in options_to_set.items():
+            await client.set_config_option(session.id, config_id, value, timeout=_remaining(deadline))
+        return await client.prompt(session.id, item.prompt, meta=meta, timeout=_remaining(deadline))
 
 
 def _error(exc: BaseException) -> TurnError:
@@ -348,13 +344,21 @@ def _error(exc: BaseException) -> TurnError:
     return TurnError(type(exc).__name__, message)
 
 
-def _usage(update: UsageUpdate | None) -> dict[str, Any] | None:
-    if update is None:
+def _usage(result: PromptResult | None, observer: _TurnJournal | None) -> dict[str, Any] | None:
+    """What the agent reported: the turn's usage (tokens from the answer, context and cost from its last
+    ``usage_update``), or for a turn without an answer, what its last ``usage_update`` said."""
+    if result is not None and result.usage is not None:
+        fields = msgspec.structs.asdict(result.usage)
+    elif observer is not None and observer.usage is not None:
+        update = observer.usage
+        fields = {"context_used": update.used, "context_size": update.size, "cost": update.cost}
+    else:
         return None
-    usage: dict[str, Any] = {"context": {"used": update.used, "size": update.size}}
-    if update.cost is not None:
-        usage["cost"] = {"amount": update.cost.amount, "currency": update.cost.currency}
-    return usage
+    usage = {name: value for name, value in fields.items() if value is not None}
+    cost = usage.get("cost")
+    if cost is not None:
+        usage["cost"] = {"amount": cost.amount, "currency": cost.currency}
+    return usage or None
 
 
 async def turn(
@@ -389,7 +393,7 @@ async def turn(
         ok=error is None and stop_reason == "end_turn",
         stop_reason=stop_reason,
         text=result.text if result is not None else "",
-        usage=_usage(observer.usage) if observer is not None else None,
+        usage=_usage(result, observer),
         updates=observer.updates if observer is not None else 0,
         permissions=PermissionCounts(observer.allowed, observer.rejected) if observer else PermissionCounts(),
         seconds=round(time.monotonic() - started, 6),
