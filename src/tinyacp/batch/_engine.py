@@ -256,7 +256,7 @@ def run_batch(
     settings = TurnSettings.from_options(options)
     started = time.monotonic()
     cpu = cpu_seconds()
-    out = Path(out_dir)
+    out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories
     out.mkdir(parents=True, exist_ok=True)
     journals = out / "journals"
     journals.mkdir(mode=0o700, exist_ok=True)

@@ -113,7 +113,8 @@ class TurnOptions(TypedDict, total=False):
         agent: the agent when an item names none: a name from ``agents`` (with more arguments after it, as in
             ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
         agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env``.
-        cwd: the session's working directory (default: the current directory where the turn runs).
+        cwd: the session's working directory (default: the current directory of the call); an item's relative
+            ``cwd`` is relative to it.
         mode, model, set, meta: the item fields' defaults (an item's ``set`` is merged over this one).
         timeout: seconds for the whole turn (default: none).
         policy: which permission requests are allowed (default: none is; nobody is asked).
@@ -181,8 +182,9 @@ class TurnSettings:
         if agent is not None and not isinstance(agent, str):
             values["agent"] = tuple(agent)
         values["agents"] = {name: _entry(spec) for name, spec in (values.get("agents") or {}).items()}
-        if values.get("cwd") is not None:
-            values["cwd"] = os.fspath(values["cwd"])
+        # Made absolute here, where the call is: a turn may run on another node, in another directory.
+        cwd = values.get("cwd")
+        values["cwd"] = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
         for name in ("set", "meta", "env"):
             if values.get(name) is not None:
                 values[name] = dict(values[name])
@@ -303,7 +305,8 @@ async def _converse(
 
     timeout = item.timeout if item.timeout is not None else settings.timeout
     deadline = math.inf if timeout is None else time.monotonic() + timeout
-    cwd = os.path.abspath(item.cwd or settings.cwd or os.getcwd())
+    base = settings.cwd or os.getcwd()
+    cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
     env = settings.env
     if agent.env:
         env = {**(os.environ if env is None else env), **agent.env}
