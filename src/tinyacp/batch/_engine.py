@@ -190,6 +190,15 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _check_call(concurrency: int, retries: int, engine: str) -> None:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, not {retries!r}")
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
+
+
 def _count_to_run(source: ItemSource, outcomes: dict[str, int], retry_failed: bool, settings: TurnSettings) -> int:
     """Check a whole input file before any agent starts, and count the turns it asks for."""
     plan = Plan(source, outcomes, retry_failed, settings)
@@ -247,12 +256,7 @@ def run_batch(
         ValueError: a bad concurrency, retries, engine or option value.
         OSError: ``out_dir`` or the input file cannot be used.
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be an int >= 0, not {retries!r}")
-    if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
+    _check_call(concurrency, retries, engine)
     settings = TurnSettings.from_options(options)
     started = time.monotonic()
     cpu = cpu_seconds()
