@@ -49,6 +49,8 @@ FLOOD_AGENT = HERE / "flood_agent.py"
 TEXT_BYTES = len(TEXT.encode())
 MiB = 1 << 20
 PROMPT = "flood"
+ROW_GRACE = 600.0
+"""Seconds a prompt past its reply limit waits for the flood to end (the client enforces it under any flood)."""
 
 ROWS = ("client", "async", "journal", "sdk", "decode", "json", "read", "pipe", "initialize", "teardown")
 
@@ -106,7 +108,10 @@ def tinyacp_options(updates: int, reply_limit: int | None, observer: Any) -> Any
         )
     else:
         limits = tinyacp.TransferLimits(max_reply_bytes=reply_limit)
-    return tinyacp.Options(command=flood_command(updates), observer=observer, transfer_limits=limits)
+    # The flood agent ignores session/cancel and sends every update: give it the time to, past the reply limit.
+    return tinyacp.Options(
+        command=flood_command(updates), observer=observer, transfer_limits=limits, cancel_grace=ROW_GRACE
+    )
 
 
 def check_reply(result: Any, updates: int, reply_limit: int | None) -> dict[str, Any]:

@@ -147,16 +147,17 @@ class Lines:
         self.fd = proc.stdout.fileno()
         self.buffer = b""
         self.lines: list[bytes] = []
+        self.seen = 0
+        """Lines already looked at by ``until`` (a line read with an earlier match is looked at next time)."""
 
     def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        seen = len(self.lines)
         while True:
-            for line in self.lines[seen:]:
-                event = json.loads(line)
+            while self.seen < len(self.lines):
+                event = json.loads(self.lines[self.seen])
+                self.seen += 1
                 if predicate(event):
                     return event  # type: ignore[no-any-return]
-            seen = len(self.lines)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(f"no such event in time; got {self.lines!r}")

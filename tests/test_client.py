@@ -55,6 +55,7 @@ from tinyacp import (
     PermissionReply,
     StopReason,
     UpdateKind,
+    UsageError,
 )
 from tinyacp._process import STDERR_TAIL_BYTES, _live_group_members
 
@@ -1207,7 +1208,7 @@ def test_async_prompt_stream_yields_this_turns_updates_in_order_then_the_result(
                 async for item in stream:
                     assert recorder.updates[-1] is item  # recorded before it is handed out
                     if not seen:
-                        with pytest.raises(RuntimeError):
+                        with pytest.raises(UsageError):
                             stream.result  # noqa: B018 - the turn has not ended yet
                     seen.append(item)
 

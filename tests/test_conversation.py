@@ -189,11 +189,11 @@ def in_turn(
 ) -> Driver:
     """A driver whose core is initialized, has session s1 and a prompt in flight; events cleared."""
     driver = Driver(make_core(policy=policy, limits=limits), piece, decide)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(result(0, init or NO_CAPABILITIES))
-    driver.send(driver.core.new_session("/work"))
+    driver.send(driver.core.new_session("/work").message)
     driver.feed(result(1, {"sessionId": SESSION}))
-    driver.send(driver.core.prompt(SESSION, "hello"))
+    driver.send(driver.core.prompt(SESSION, "hello").message)
     assert [type(value) for value in driver.done] == [Initialize, Session]
     driver.events.clear()
     driver.done.clear()
@@ -493,7 +493,7 @@ def test_after_cancel_this_turns_permission_requests_get_the_cancelled_outcome(p
     (outcome,) = driver.done
     assert isinstance(outcome, PromptResult)
     assert outcome.cancelled is True
-    driver.send(driver.core.prompt(SESSION, "again"))
+    driver.send(driver.core.prompt(SESSION, "again").message)
     driver.events.clear()
     driver.feed(permission(2, AGENT_OPTIONS["claude"]))
     assert decided(driver).decided_by is DecisionSource.OBSERVER
@@ -518,7 +518,7 @@ def test_the_agents_request_ids_are_echoed_exactly(request_id: object, piece: in
 def test_the_agents_ids_are_independent_of_ours(piece: int | None) -> None:
     """fast-agent's request ids collide with the client's pending prompt id: that must not complete our call."""
     driver = Driver(make_core(), piece, decide=lambda request: PermissionReply.allow())
-    prompt = driver.send(driver.core.prompt(SESSION, "hi"))
+    prompt = driver.send(driver.core.prompt(SESSION, "hi").message)
     assert prompt.id == 0
     driver.feed(permission(0, AGENT_OPTIONS["claude"]))
     driver.feed(line({"jsonrpc": "2.0", "id": 0, "method": "fs/write_text_file", "params": {}}))
@@ -541,9 +541,9 @@ def test_seq_counts_every_update_from_one_over_the_cores_life(piece: int | None)
     driver.feed(update({"sessionUpdate": "future_kind"}) + result(2, {"stopReason": "end_turn"}))
     # An update after the response (codex does this) is still numbered, and belongs to no turn.
     driver.feed(update({"sessionUpdate": "available_commands_update", "availableCommands": []}))
-    driver.send(driver.core.new_session("/other"))
+    driver.send(driver.core.new_session("/other").message)
     driver.feed(result(3, {"sessionId": "s2"}))
-    driver.send(driver.core.prompt("s2", "second"))
+    driver.send(driver.core.prompt("s2", "second").message)
     driver.feed(chunk("b", session="s2") + chunk("c", session=SESSION) + result(4, {"stopReason": "end_turn"}))
     updates = driver.of("on_update")
     assert [u.seq for u in updates] == list(range(1, 8))
@@ -556,7 +556,7 @@ def test_seq_counts_every_update_from_one_over_the_cores_life(piece: int | None)
 
 def test_an_error_response_raises_request_error_after_it_is_recorded(piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     error = {"code": -32000, "message": "Authentication required", "data": {"methods": ["login"]}}
     raw = line({"jsonrpc": "2.0", "id": 0, "error": error})
     with pytest.raises(RequestError) as raised:
@@ -586,7 +586,7 @@ def test_an_error_response_raises_request_error_after_it_is_recorded(piece: int 
 )
 def test_an_unusable_answer_is_a_protocol_violation(body: dict[str, Any], match: str, piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.new_session("/work"))
+    driver.send(driver.core.new_session("/work").message)
     with pytest.raises(ProtocolViolation, match=match):
         driver.feed(line({"jsonrpc": "2.0", "id": 0, **body}))
     assert [m.kind for m in driver.of("on_message")] == [MessageKind.RESPONSE]
@@ -601,7 +601,7 @@ def test_a_prompt_answer_without_a_stop_reason_is_a_protocol_violation(piece: in
 @pytest.mark.parametrize("version", [2, "1.0.0", "1", 0, True, None, [1]])
 def test_a_protocol_version_other_than_1_is_unsupported(version: object, piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     with pytest.raises(UnsupportedProtocolVersion) as raised:
         driver.feed(result(0, {"protocolVersion": version, "agentCapabilities": {}}))
     assert raised.value.version == version
@@ -611,7 +611,7 @@ def test_a_protocol_version_other_than_1_is_unsupported(version: object, piece: 
 
 def test_an_initialize_answer_without_a_protocol_version_is_a_protocol_violation(piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     with pytest.raises(ProtocolViolation, match="protocolVersion"):
         driver.feed(result(0, {"agentCapabilities": {}}))
     assert driver.core.agent is None
@@ -636,12 +636,12 @@ def test_content_the_agent_did_not_advertise_is_refused_before_anything_is_built
     driver.feed(result(2, {"stopReason": "end_turn"}))
     driver.events.clear()
     with pytest.raises(UnsupportedContent) as raised:
-        driver.send(driver.core.prompt(SESSION, [PromptText("look"), block]))
+        driver.send(driver.core.prompt(SESSION, [PromptText("look"), block]).message)
     assert (raised.value.block_type, raised.value.capability) == (type(block).__name__, capability)
     assert driver.events == []
     assert not driver.core.in_turn
     # No id was spent, and the baseline blocks still go.
-    baseline = driver.core.prompt(SESSION, [PromptText("t"), PromptResourceLink("file:///a", "a")])
+    baseline = driver.core.prompt(SESSION, [PromptText("t"), PromptResourceLink("file:///a", "a")]).message
     assert baseline.id == 3
 
 
@@ -649,7 +649,7 @@ def test_content_is_sent_once_the_agent_advertises_it(piece: int | None) -> None
     init = {"protocolVersion": 1, "agentCapabilities": {"promptCapabilities": {"image": True}}}
     driver = in_turn(piece, init=init)
     driver.feed(result(2, {"stopReason": "end_turn"}))
-    assert driver.core.prompt(SESSION, [PromptMedia.image("iVBO", "image/png")]).id == 3
+    assert driver.core.prompt(SESSION, [PromptMedia.image("iVBO", "image/png")]).message.id == 3
     driver.core.end_call()
     with pytest.raises(UnsupportedContent, match="audio"):
         driver.core.prompt(SESSION, [PromptMedia.audio("UklG", "audio/wav")])
@@ -659,7 +659,7 @@ def test_before_initialize_only_baseline_content_is_allowed() -> None:
     core = make_core()
     with pytest.raises(UnsupportedContent):
         core.prompt(SESSION, [PromptMedia.image("iVBO", "image/png")])
-    assert core.prompt(SESSION, "text").id == 0
+    assert core.prompt(SESSION, "text").message.id == 0
 
 
 # -- no observer ---------------------------------------------------------------------------------------------
@@ -676,9 +676,9 @@ def test_before_initialize_only_baseline_content_is_allowed() -> None:
 )
 def test_without_an_observer_the_first_update_or_permission_request_raises(raw: bytes, piece: int | None) -> None:
     driver = Driver(make_core(has_observer=False), piece, decide=lambda request: PermissionReply.allow())
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(result(0, NO_CAPABILITIES))
-    driver.send(driver.core.prompt(SESSION, "hi"))
+    driver.send(driver.core.prompt(SESSION, "hi").message)
     driver.events.clear()
     with pytest.raises(MissingDurableObserver):
         driver.feed(raw)
@@ -689,7 +689,7 @@ def test_without_an_observer_the_first_update_or_permission_request_raises(raw: 
 
 def test_without_an_observer_other_messages_still_work(piece: int | None) -> None:
     driver = Driver(make_core(has_observer=False), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(line({"jsonrpc": "2.0", "method": "_vendor/hello"}))
     driver.feed(line({"jsonrpc": "2.0", "id": 9, "method": "fs/read_text_file", "params": {}}))
     driver.feed(result(0, NO_CAPABILITIES))

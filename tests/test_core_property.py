@@ -336,13 +336,13 @@ class Harness(CoreDriver):
             return
         method = self.plan.pop(0)
         if method == "initialize":
-            message = self.core.initialize()
+            message = self.core.initialize().message
         elif method == "new_session":
-            message = self.core.new_session("/work")
+            message = self.core.new_session("/work").message
         elif method == "cancel":
             message = self.core.cancel("s1")
         else:
-            message = self.core.prompt("s1", "go\non")
+            message = self.core.prompt("s1", "go\non").message
         self.events.append(("call", message))
         self._write(message)
         while self.plan and self.plan[0] == "cancel":  # a cancel sent while the call is in flight

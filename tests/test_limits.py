@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -422,7 +421,7 @@ def test_an_agent_that_ignores_the_overflow_cancel_gets_cancel_grace_then_is_tor
     start(client)
 
     with pytest.raises(tinyacp.AgentTimeout):
-        client.prompt("s1", "hi", timeout=math.inf)  # no deadline of the caller's: only the grace ends the wait
+        client.prompt("s1", "hi", timeout=None)  # no deadline of the caller's: only the grace ends the wait
 
     assert [update.text for update in recorder.updates] == ["abc"]
     assert [message.method for message in recorder.of("send")].count("session/cancel") == 1

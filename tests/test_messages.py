@@ -55,7 +55,7 @@ from tinyacp import (
     Update,
     UpdateKind,
 )
-from tinyacp._conversation import Conversation, Done, Record, Step, Write
+from tinyacp._conversation import Conversation, Done, Reaction, Record, Write
 
 EXAMPLES = ACP / "examples"
 EPOCH = 7
@@ -99,7 +99,7 @@ def make_core(*, policy: PermissionPolicy | None = None, has_observer: bool = Tr
     )
 
 
-def run(step: Update | Step, reply: PermissionReply | None = None) -> tuple[list[Record | Write], Done | None]:
+def run(step: Update | Reaction, reply: PermissionReply | None = None) -> tuple[list[Record | Write], Done | None]:
     """Run a step to its end as a shell would: every Record answered with None (or ``reply`` for a permission
     request). Returns the effects in order and the step's Done (None if the call in flight goes on)."""
     assert not isinstance(step, Update), "an accepted update is not a step"
@@ -126,12 +126,12 @@ def answer_with(core: Conversation, request_id: int | str | None, result: Any) -
 
 def initialized(result: dict[str, Any] | None = None) -> Conversation:
     core = make_core()
-    message = core.initialize()
+    message = core.initialize().message
     answer_with(core, message.id, result or FULL_CAPABILITIES)
     return core
 
 
-def only_record(step: Update | Step) -> Record:
+def only_record(step: Update | Reaction) -> Record:
     """The one effect of a line that is recorded and not acted on."""
     effects, done = run(step)
     assert done is None
@@ -323,7 +323,7 @@ def permission_line(request_id: int | str, options: Sequence[tuple[str, str]] | 
     )
 
 
-def written(step: Update | Step, reply: PermissionReply | None = None) -> OutgoingMessage:
+def written(step: Update | Reaction, reply: PermissionReply | None = None) -> OutgoingMessage:
     """The one line a step writes."""
     effects, _ = run(step, reply)
     writes = [effect.message for effect in effects if isinstance(effect, Write)]
@@ -336,7 +336,7 @@ def encoded() -> dict[str, tuple[OutgoingMessage, str]]:
     """Every kind of line the core writes, by label, with the schema definition its params/result/error fits."""
     lines: dict[str, tuple[OutgoingMessage, str]] = {}
     core = make_core()
-    lines["initialize"] = (core.initialize(), "InitializeRequest")
+    lines["initialize"] = (core.initialize().message, "InitializeRequest")
     answer_with(core, 0, FULL_CAPABILITIES)
     titled = Conversation(
         epoch=EPOCH,
@@ -346,11 +346,14 @@ def encoded() -> dict[str, tuple[OutgoingMessage, str]]:
         client_info=ClientInfo("tinyacp-tests", "1", title="Tiny\nACP"),
         has_observer=True,
     )
-    lines["initialize with a titled client"] = (titled.initialize(), "InitializeRequest")
-    lines["session/new without servers"] = (core.new_session("/p"), "NewSessionRequest")
-    lines["session/new with stdio, http and sse servers"] = (core.new_session("/p", MCP_SERVERS), "NewSessionRequest")
-    lines["session/prompt as a str"] = (core.prompt(SESSION, AWKWARD), "PromptRequest")
-    lines["session/prompt with every block"] = (core.prompt(SESSION, ALL_BLOCKS), "PromptRequest")
+    lines["initialize with a titled client"] = (titled.initialize().message, "InitializeRequest")
+    lines["session/new without servers"] = (core.new_session("/p").message, "NewSessionRequest")
+    lines["session/new with stdio, http and sse servers"] = (
+        core.new_session("/p", MCP_SERVERS).message,
+        "NewSessionRequest",
+    )
+    lines["session/prompt as a str"] = (core.prompt(SESSION, AWKWARD).message, "PromptRequest")
+    lines["session/prompt with every block"] = (core.prompt(SESSION, ALL_BLOCKS).message, "PromptRequest")
     lines["session/cancel"] = (core.cancel(SESSION), "CancelNotification")
     core.end_call()
     lines["permission selected"] = (
@@ -445,7 +448,7 @@ def test_our_requests_match_the_reference_client_lines() -> None:
                 McpServerHttp("h", "https://x/mcp", [HttpHeader("Authorization", "Bearer t")]),
                 McpServerSse("s", "https://x/sse"),
             ],
-        ).raw
+        ).message.raw
     )
     assert ours["params"] == reference["session/new"]["params"]
     blocks: list[PromptContent] = [
@@ -456,11 +459,11 @@ def test_our_requests_match_the_reference_client_lines() -> None:
         PromptMedia.image("iVBO", "image/png"),
         PromptMedia.audio("UklG", "audio/wav"),
     ]
-    ours = json.loads(core.prompt("sess_1", blocks).raw)
+    ours = json.loads(core.prompt("sess_1", blocks).message.raw)
     assert ours["params"] == reference["session/prompt"]["params"]
     assert json.loads(core.cancel("sess_1").raw) == reference["session/cancel"]
     # The reference initialize offers fs and terminal; ours offers none, and is otherwise the same shape.
-    ours = json.loads(make_core().initialize().raw)
+    ours = json.loads(make_core().initialize().message.raw)
     assert set(ours["params"]) == set(reference["initialize"]["params"])
     assert ours["params"]["protocolVersion"] == reference["initialize"]["params"]["protocolVersion"]
 
@@ -490,7 +493,7 @@ def test_error_answers_echo_the_agents_id_exactly() -> None:
 def test_minimal_initialize_response_reads_defaults() -> None:
     (minimal,) = [r for name, r in response_examples() if name == "InitializeResponse" and len(r) == 1]
     core = make_core()
-    agent = answer_with(core, core.initialize().id, minimal)
+    agent = answer_with(core, core.initialize().message.id, minimal)
     assert isinstance(agent, Initialize)
     assert core.agent is agent
     assert agent.protocol_version == 1
@@ -505,7 +508,7 @@ def test_minimal_initialize_response_reads_defaults() -> None:
 def test_full_initialize_response_exposes_every_capability() -> None:
     (full,) = [r for name, r in response_examples() if name == "InitializeResponse" and len(r) > 1]
     core = make_core()
-    agent = answer_with(core, core.initialize().id, full)
+    agent = answer_with(core, core.initialize().message.id, full)
     assert isinstance(agent, Initialize)
     assert agent.load_session is True
     caps = agent.prompt_capabilities
@@ -530,7 +533,7 @@ def test_full_initialize_response_exposes_every_capability() -> None:
 def test_new_session_response_reads_modes() -> None:
     (result,) = [r for name, r in response_examples() if name == "NewSessionResponse"]
     core = initialized()
-    session = answer_with(core, core.new_session("/p").id, result)
+    session = answer_with(core, core.new_session("/p").message.id, result)
     assert session == Session("sess_1", Modes("ask", [SessionMode("ask", "Ask"), SessionMode("code", "Code", "d")]))
     assert isinstance(session, Session)
     assert session.id == "sess_1"
@@ -539,7 +542,7 @@ def test_new_session_response_reads_modes() -> None:
 def test_prompt_response_example_ends_the_turn() -> None:
     (result,) = [r for name, r in response_examples() if name == "PromptResponse"]
     core = initialized()
-    outcome = answer_with(core, core.prompt(SESSION, "hi").id, result)
+    outcome = answer_with(core, core.prompt(SESSION, "hi").message.id, result)
     assert isinstance(outcome, PromptResult)
     assert outcome.stop_reason is StopReason.END_TURN
     assert (outcome.session_id, outcome.text, outcome.meta, outcome.overflow) == (SESSION, "", None, None)
@@ -549,7 +552,7 @@ def test_prompt_response_example_ends_the_turn() -> None:
 @pytest.mark.parametrize("reason", [*StopReason, "paused_for_lunch"])
 def test_stop_reasons_decode_and_an_unknown_one_is_kept_as_its_string(reason: str) -> None:
     core = initialized()
-    outcome = answer_with(core, core.prompt(SESSION, "hi").id, {"stopReason": str(reason), "usage": {"n": 1}})
+    outcome = answer_with(core, core.prompt(SESSION, "hi").message.id, {"stopReason": str(reason), "usage": {"n": 1}})
     assert isinstance(outcome, PromptResult)
     assert outcome.stop_reason == reason
     if reason in {member.value for member in StopReason}:
@@ -562,7 +565,7 @@ def test_stop_reasons_decode_and_an_unknown_one_is_kept_as_its_string(reason: st
 @pytest.mark.parametrize("example", [r for name, r in response_examples() if name == "Error"])
 def test_error_examples_become_request_errors(example: dict[str, Any]) -> None:
     core = initialized()
-    request = core.new_session("/p")
+    request = core.new_session("/p").message
     effects_before: list[Record | Write] = []
     with pytest.raises(RequestError) as raised:
         step = core.receive(encode({"jsonrpc": "2.0", "id": request.id, "error": example}))
@@ -675,7 +678,7 @@ def test_unknown_fields_in_answers_are_ignored() -> None:
     assert core.agent is not None
     assert core.agent.agent_info == AgentInfo("a", "1")
     result = {"sessionId": "s9", "models": {"currentModelId": "m"}, "configOptions": [{"id": "model"}]}
-    session = answer_with(core, core.new_session("/p").id, result)
+    session = answer_with(core, core.new_session("/p").message.id, result)
     assert isinstance(session, Session)
     assert (session.id, session.modes) == ("s9", None)
     assert [option.id for option in session.config_options] == ["model"]
@@ -732,7 +735,7 @@ def test_other_notifications_are_recorded_and_skipped() -> None:
 )
 def test_a_wrong_jsonrpc_makes_any_message_invalid(envelope: dict[str, Any]) -> None:
     core = initialized()
-    request = core.new_session("/p")
+    request = core.new_session("/p").message
     bodies: list[dict[str, Any]] = [
         {
             "method": "session/update",
@@ -744,9 +747,18 @@ def test_a_wrong_jsonrpc_makes_any_message_invalid(envelope: dict[str, Any]) -> 
     ]
     for body in bodies:
         raw = encode({**body, **envelope})
-        message = message_of(core, raw)
-        assert message.kind is MessageKind.INVALID
-        assert "jsonrpc" in message.detail
+        effects, _ = run(core.receive(raw))
+        record = effects[0]
+        assert isinstance(record, Record) and isinstance(record.value, AgentMessage)
+        assert record.value.raw == raw and "jsonrpc" in record.value.detail
+        if "id" in body and "method" in body:  # a request: answered, so that the agent does not wait for ever
+            assert record.value.kind is MessageKind.INVALID_REQUEST
+            (write,) = effects[1:]
+            assert isinstance(write, Write)
+            assert json.loads(write.message.raw)["error"]["code"] == -32600
+        else:
+            assert record.value.kind is MessageKind.INVALID
+            assert len(effects) == 1
     assert core.seq == 0
     # Our call is still waiting, and the proper answer completes it.
     assert isinstance(answer_with(core, request.id, {"sessionId": "s"}), Session)
@@ -783,8 +795,18 @@ def test_a_deeply_nested_line_is_invalid_not_a_crash(where: str) -> None:
     else:
         raw = f'{{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{deep}}}'.encode()
     core = make_core()
-    message = message_of(core, raw)
-    assert message.kind is MessageKind.INVALID
+    effects, _ = run(core.receive(raw))
+    record = effects[0]
+    assert isinstance(record, Record) and isinstance(record.value, AgentMessage)
+    assert record.value.raw == raw
+    if where == "params":  # a request whose id can be read: answered, so that the agent does not wait for ever
+        assert record.value.kind is MessageKind.INVALID_REQUEST
+        (write,) = effects[1:]
+        assert isinstance(write, Write)
+        assert json.loads(write.message.raw)["error"]["code"] == -32602
+    else:
+        assert record.value.kind is MessageKind.INVALID
+        assert len(effects) == 1
     assert core.seq == 0
 
 
@@ -795,7 +817,7 @@ def test_a_deeply_nested_line_is_invalid_not_a_crash(where: str) -> None:
 )
 def test_a_response_to_an_id_we_did_not_send_is_stray(stray_id: object) -> None:
     core = make_core()
-    request = core.initialize()
+    request = core.initialize().message
     assert request.id == 0
     for body in ({"result": {"protocolVersion": 1}}, {"error": {"code": -1, "message": "no"}}):
         raw = encode({"jsonrpc": "2.0", "id": stray_id, **body})
@@ -806,14 +828,14 @@ def test_a_response_to_an_id_we_did_not_send_is_stray(stray_id: object) -> None:
 
 def test_a_second_answer_to_the_same_id_is_stray() -> None:
     core = make_core()
-    answer_with(core, core.initialize().id, {"protocolVersion": 1})
+    answer_with(core, core.initialize().message.id, {"protocolVersion": 1})
     message = message_of(core, encode({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}))
     assert message.kind is MessageKind.STRAY_RESPONSE
 
 
 def test_an_answer_after_the_call_ended_is_stray() -> None:
     core = initialized()
-    request = core.prompt(SESSION, "hi")
+    request = core.prompt(SESSION, "hi").message
     core.end_call()  # the call timed out or failed
     message = message_of(core, encode({"jsonrpc": "2.0", "id": request.id, "result": {"stopReason": "end_turn"}}))
     assert message.kind is MessageKind.STRAY_RESPONSE
@@ -879,7 +901,7 @@ def test_prompt_media_rejects_audio_with_a_uri() -> None:
 )
 def test_each_prompt_block_fits_its_content_definition(block: PromptContent, definition: str) -> None:
     core = initialized()
-    (wire,) = json.loads(core.prompt(SESSION, [block]).raw)["params"]["prompt"]
+    (wire,) = json.loads(core.prompt(SESSION, [block]).message.raw)["params"]["prompt"]
     assert errors(definition, wire) == []
     assert errors("ContentBlock", wire) == []
 
@@ -889,11 +911,11 @@ def test_a_prompt_takes_only_prompt_blocks() -> None:
     with pytest.raises(TypeError, match="PromptContent"):
         core.prompt(SESSION, ["plain str in a list"])  # type: ignore[list-item]
     assert not core.in_turn
-    assert core.prompt(SESSION, "next").id == 1
+    assert core.prompt(SESSION, "next").message.id == 1
 
 
 def test_new_session_needs_an_absolute_cwd() -> None:
     core = initialized()
     with pytest.raises(ValueError, match="absolute"):
         core.new_session("relative/dir")
-    assert core.new_session("/abs").id == 1
+    assert core.new_session("/abs").message.id == 1

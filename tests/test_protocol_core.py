@@ -86,9 +86,9 @@ SESSION_ANSWER: dict[str, Any] = {
 def opened(piece: int | None, init: dict[str, Any] = EVERYTHING, answer: dict[str, Any] | None = None) -> Driver:
     """A driver whose core is initialized with ``init`` and has session s1 open; events cleared."""
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(result(0, init))
-    driver.send(driver.core.new_session("/work"))
+    driver.send(driver.core.new_session("/work").message)
     driver.feed(result(1, answer or SESSION_ANSWER))
     driver.events.clear()
     driver.done.clear()
@@ -128,17 +128,17 @@ def test_every_new_request_fits_the_schema_with_its_meta(piece: int | None) -> N
     core = opened(piece).core
     meta = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x": [1, None]}
     lines = {
-        "AuthenticateRequest": core.authenticate("agent-login", meta),
-        "LogoutRequest": core.logout(),
-        "LoadSessionRequest": core.load_session(SESSION, "/work", meta=meta, additional_directories=["/lib"]),
-        "ResumeSessionRequest": core.resume_session(SESSION, "/work", meta=meta),
-        "CloseSessionRequest": core.close_session(SESSION),
-        "DeleteSessionRequest": core.delete_session(SESSION),
-        "ListSessionsRequest": core.list_sessions("/work", "page-2"),
-        "SetSessionModeRequest": core.set_mode(SESSION, "code", meta=meta),
-        "SetSessionConfigOptionRequest": core.set_config_option(SESSION, "model", "large", meta=meta),
-        "PromptRequest": core.prompt(SESSION, "hi", meta),
-        "NewSessionRequest": core.new_session("/work", meta=meta, system_prompt=SystemPrompt("Be brief.")),
+        "AuthenticateRequest": core.authenticate("agent-login", meta).message,
+        "LogoutRequest": core.logout().message,
+        "LoadSessionRequest": core.load_session(SESSION, "/work", meta=meta, additional_directories=["/lib"]).message,
+        "ResumeSessionRequest": core.resume_session(SESSION, "/work", meta=meta).message,
+        "CloseSessionRequest": core.close_session(SESSION).message,
+        "DeleteSessionRequest": core.delete_session(SESSION).message,
+        "ListSessionsRequest": core.list_sessions("/work", "page-2").message,
+        "SetSessionModeRequest": core.set_mode(SESSION, "code", meta=meta).message,
+        "SetSessionConfigOptionRequest": core.set_config_option(SESSION, "model", "large", meta=meta).message,
+        "PromptRequest": core.prompt(SESSION, "hi", meta).message,
+        "NewSessionRequest": core.new_session("/work", meta=meta, system_prompt=SystemPrompt("Be brief.")).message,
     }
     for part, message in lines.items():
         params = sent(message, part)
@@ -158,20 +158,20 @@ def test_every_new_request_fits_the_schema_with_its_meta(piece: int | None) -> N
         "mode": "append",
         "content": [{"type": "text", "text": "Be brief."}],
     }
-    boolean = core.set_config_option(SESSION, "fast", True)
+    boolean = core.set_config_option(SESSION, "fast", True).message
     assert sent(boolean, "SetSessionConfigOptionRequest") == {
         "sessionId": SESSION,
         "configId": "fast",
         "type": "boolean",
         "value": True,
     }
-    initialize = make_core().initialize({"traceparent": "t"})
+    initialize = make_core().initialize({"traceparent": "t"}).message
     assert sent(initialize, "InitializeRequest")["_meta"] == {"traceparent": "t"}
 
 
 def test_the_model_goes_through_the_model_config_option_when_the_session_has_one(piece: int | None) -> None:
     driver = opened(piece)
-    message = driver.core.set_model(SESSION, "large")
+    message = driver.core.set_model(SESSION, "large").message
     assert message.method == "session/set_config_option"
     assert sent(message, "SetSessionConfigOptionRequest") == {
         "sessionId": SESSION,
@@ -193,7 +193,7 @@ def test_the_legacy_set_model_is_sent_only_for_a_model_the_session_listed(piece:
     driver = opened(piece, answer={"sessionId": SESSION, "models": models})
     with pytest.raises(NotAdvertised, match="opus"):
         driver.core.set_model(SESSION, "opus")
-    message = driver.core.set_model(SESSION, "pro")
+    message = driver.core.set_model(SESSION, "pro").message
     line = check_client_line(message.raw, "ExtRequest")
     assert (line["method"], line["params"]) == ("session/set_model", {"sessionId": SESSION, "modelId": "pro"})
     assert call(driver, message, {}) is None
@@ -205,7 +205,7 @@ def test_the_legacy_set_model_is_sent_only_for_a_model_the_session_listed(piece:
 def test_a_secret_is_written_plain_and_named_on_the_outgoing_message() -> None:
     core = opened(None).core
     key = Secret("sk-live-123")
-    message = core.authenticate("api-key", {"api-key": key, "nested": [key, Secret("other")]})
+    message = core.authenticate("api-key", {"api-key": key, "nested": [key, Secret("other")]}).message
     params = sent(message, "AuthenticateRequest")
     assert params == {"methodId": "api-key", "_meta": {"api-key": "sk-live-123", "nested": ["sk-live-123", "other"]}}
     assert message.secrets == (key, Secret("other"))
@@ -216,7 +216,7 @@ def test_a_secret_is_written_plain_and_named_on_the_outgoing_message() -> None:
         "nested": ["<secret>", "<secret>"],
     }
     assert "sk-live" not in repr(key)
-    assert core.logout().secrets == ()
+    assert core.logout().message.secrets == ()
 
 
 # -- refused before writing ------------------------------------------------------------------------------------
@@ -226,29 +226,29 @@ def test_calls_the_agent_did_not_advertise_are_refused_and_nothing_is_written(pi
     driver = opened(piece, init=NOTHING)
     core = driver.core
     refused: list[Callable[[], object]] = [
-        lambda: core.load_session(SESSION, "/work"),
-        lambda: core.resume_session(SESSION, "/work"),
-        lambda: core.close_session(SESSION),
-        lambda: core.delete_session(SESSION),
+        lambda: core.load_session(SESSION, "/work").message,
+        lambda: core.resume_session(SESSION, "/work").message,
+        lambda: core.close_session(SESSION).message,
+        lambda: core.delete_session(SESSION).message,
         core.list_sessions,
         core.logout,
-        lambda: core.authenticate("no-such-method"),
-        lambda: core.authenticate("tui-login"),
-        lambda: core.set_mode(SESSION, "yolo"),
-        lambda: core.set_config_option(SESSION, "no-such-option", "x"),
-        lambda: core.set_config_option(SESSION, "model", "huge"),
-        lambda: core.set_config_option(SESSION, "model", True),
-        lambda: core.set_config_option(SESSION, "fast", "yes"),
-        lambda: core.set_config_option(SESSION, "dial", "4"),
-        lambda: core.set_model(SESSION, "huge"),
-        lambda: core.new_session("/work", system_prompt=SystemPrompt("x")),
-        lambda: core.new_session("/work", additional_directories=["/lib"]),
+        lambda: core.authenticate("no-such-method").message,
+        lambda: core.authenticate("tui-login").message,
+        lambda: core.set_mode(SESSION, "yolo").message,
+        lambda: core.set_config_option(SESSION, "no-such-option", "x").message,
+        lambda: core.set_config_option(SESSION, "model", "huge").message,
+        lambda: core.set_config_option(SESSION, "model", True).message,
+        lambda: core.set_config_option(SESSION, "fast", "yes").message,
+        lambda: core.set_config_option(SESSION, "dial", "4").message,
+        lambda: core.set_model(SESSION, "huge").message,
+        lambda: core.new_session("/work", system_prompt=SystemPrompt("x")).message,
+        lambda: core.new_session("/work", additional_directories=["/lib"]).message,
     ]
     for build in refused:
         with pytest.raises(NotAdvertised, match="nothing was written"):
             build()
     assert driver.events == []
-    assert core.authenticate("agent-login").id == 2  # no id was used up by a refusal
+    assert core.authenticate("agent-login").message.id == 2  # no id was used up by a refusal
 
 
 def test_an_override_system_prompt_needs_its_sub_capability() -> None:
@@ -256,7 +256,7 @@ def test_an_override_system_prompt_needs_its_sub_capability() -> None:
     core = opened(None, init=init).core
     with pytest.raises(NotAdvertised, match="override"):
         core.new_session("/work", system_prompt=SystemPrompt("x", mode="override"))
-    assert sent(core.new_session("/work", system_prompt=SystemPrompt("x")), "NewSessionRequest")["systemPrompt"]
+    assert sent(core.new_session("/work", system_prompt=SystemPrompt("x")).message, "NewSessionRequest")["systemPrompt"]
 
 
 def test_nothing_is_advertised_before_initialize() -> None:
@@ -269,7 +269,7 @@ def test_nothing_is_advertised_before_initialize() -> None:
 
 def test_force_sends_an_unlisted_mode_and_marks_the_line_forced(piece: int | None) -> None:
     driver = opened(piece, answer={"sessionId": SESSION})  # OpenCode lists no modes, yet accepts set_mode
-    message = driver.core.set_mode(SESSION, "build", force=True)
+    message = driver.core.set_mode(SESSION, "build", force=True).message
     assert message.forced
     assert sent(message, "SetSessionModeRequest") == {"sessionId": SESSION, "modeId": "build"}
     assert call(driver, message, {}) is None
@@ -302,10 +302,10 @@ def test_bad_arguments_are_type_and_value_errors() -> None:
 
 def test_a_session_answer_is_typed_and_an_option_of_an_unknown_type_is_kept(piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(result(0, EVERYTHING))
     driver.done.clear()
-    session = call(driver, driver.core.new_session("/work"), SESSION_ANSWER)
+    session = call(driver, driver.core.new_session("/work").message, SESSION_ANSWER)
     assert isinstance(session, Session)
     assert session.modes is not None
     assert [mode.id for mode in session.modes.available_modes] == ["ask", "code"]
@@ -351,7 +351,7 @@ def test_set_config_option_returns_every_option_and_keeps_them(piece: int | None
     driver = opened(piece)
     options = call(
         driver,
-        driver.core.set_config_option(SESSION, "fast", True),
+        driver.core.set_config_option(SESSION, "fast", True).message,
         {"configOptions": [{**BOOLEAN_OPTION, "currentValue": True}]},
     )
     assert isinstance(options, tuple)
@@ -371,7 +371,7 @@ def test_a_load_counts_the_replayed_updates_and_keeps_the_commands_sent_before_t
         ),
         update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "elsewhere"}}, "s1"),
     ]
-    loaded = call(driver, driver.core.load_session("old", "/work"), {"modes": MODES}, *replay)
+    loaded = call(driver, driver.core.load_session("old", "/work").message, {"modes": MODES}, *replay)
     assert isinstance(loaded, LoadedSession)
     assert (loaded.session.id, loaded.replayed_updates) == ("old", 3)
     assert driver.names() == ["on_send", "write", "on_update", "on_update", "on_update", "on_update", "on_message"]
@@ -382,7 +382,7 @@ def test_a_load_counts_the_replayed_updates_and_keeps_the_commands_sent_before_t
 
 def test_a_resume_answer_has_no_session_id_and_gets_the_one_asked_for(piece: int | None) -> None:
     driver = opened(piece)
-    session = call(driver, driver.core.resume_session("old", "/work"), {})
+    session = call(driver, driver.core.resume_session("old", "/work").message, {})
     assert isinstance(session, Session)
     assert (session.id, session.modes, session.config_options) == ("old", None, ())
     assert driver.core.session_state("old") == SessionState("old")
@@ -398,7 +398,7 @@ def test_a_session_list_page_skips_unreadable_entries(piece: int | None) -> None
         ],
         "nextCursor": "c2",
     }
-    page = call(driver, driver.core.list_sessions(), answer)
+    page = call(driver, driver.core.list_sessions().message, answer)
     assert isinstance(page, SessionPage)
     assert [(s.session_id, s.cwd, s.title, s.updated_at) for s in page.sessions] == [
         ("a", "/w", "First", "2026-01-01T00:00:00Z"),
@@ -410,33 +410,33 @@ def test_a_session_list_page_skips_unreadable_entries(piece: int | None) -> None
 
 def test_close_forgets_the_session_state(piece: int | None) -> None:
     driver = opened(piece)
-    assert call(driver, driver.core.close_session(SESSION), {}) is None
+    assert call(driver, driver.core.close_session(SESSION).message, {}) is None
     with pytest.raises(UsageError, match="no session"):
         driver.core.session_state(SESSION)
 
 
 def test_authentication_required_carries_the_offered_methods_and_the_core_goes_on(piece: int | None) -> None:
     driver = Driver(make_core(), piece)
-    driver.send(driver.core.initialize())
+    driver.send(driver.core.initialize().message)
     driver.feed(result(0, EVERYTHING))
     driver.done.clear()
-    error = fail(driver, driver.core.new_session("/work"), -32000, "Authentication required")
+    error = fail(driver, driver.core.new_session("/work").message, -32000, "Authentication required")
     assert isinstance(error, AuthRequired)
     assert [method.id for method in error.auth_methods] == ["agent-login", "api-key", "tui-login"]
     assert all(isinstance(method, AuthMethod) for method in error.auth_methods)
     assert (error.method, error.code) == ("session/new", -32000)
-    assert call(driver, driver.core.authenticate("api-key"), {}) is None
-    assert isinstance(call(driver, driver.core.new_session("/work"), {"sessionId": "s2"}), Session)
+    assert call(driver, driver.core.authenticate("api-key").message, {}) is None
+    assert isinstance(call(driver, driver.core.new_session("/work").message, {"sessionId": "s2"}), Session)
 
 
 def test_an_unknown_session_is_session_not_found_and_the_core_goes_on(piece: int | None) -> None:
     driver = opened(piece)
-    error = fail(driver, driver.core.load_session("gone", "/work"), -32002, "Resource not found")
+    error = fail(driver, driver.core.load_session("gone", "/work").message, -32002, "Resource not found")
     assert isinstance(error, SessionNotFound)
     assert error.method == "session/load"
-    other = fail(driver, driver.core.resume_session("gone", "/work"), -32603, "Internal error")
+    other = fail(driver, driver.core.resume_session("gone", "/work").message, -32603, "Internal error")
     assert type(other) is RequestError
-    assert call(driver, driver.core.resume_session(SESSION, "/work"), {}) is not None
+    assert call(driver, driver.core.resume_session(SESSION, "/work").message, {}) is not None
 
 
 # -- usage -----------------------------------------------------------------------------------------------------
@@ -454,7 +454,7 @@ def test_usage_comes_from_the_answer_and_the_turns_last_usage_update(piece: int 
         "usage": {"inputTokens": 40, "outputTokens": 13, "totalTokens": 53},
         "_meta": {"q": 1},
     }
-    outcome = call(driver, driver.core.prompt(SESSION, "hi"), answer, first, last, other)
+    outcome = call(driver, driver.core.prompt(SESSION, "hi").message, answer, first, last, other)
     assert isinstance(outcome, PromptResult)
     assert outcome.usage == TurnUsage(
         input_tokens=40, output_tokens=13, total_tokens=53, context_used=53, context_size=1000, cost=Cost(0.25, "USD")
@@ -464,9 +464,11 @@ def test_usage_comes_from_the_answer_and_the_turns_last_usage_update(piece: int 
 
 def test_a_turn_without_usage_has_none_and_an_unreadable_usage_stays_in_meta(piece: int | None) -> None:
     driver = opened(piece)
-    plain = call(driver, driver.core.prompt(SESSION, "hi"), {"stopReason": "end_turn"})
+    plain = call(driver, driver.core.prompt(SESSION, "hi").message, {"stopReason": "end_turn"})
     assert isinstance(plain, PromptResult)
     assert (plain.usage, plain.meta) == (None, None)
-    odd = call(driver, driver.core.prompt(SESSION, "hi"), {"stopReason": "end_turn", "usage": {"inputTokens": "many"}})
+    odd = call(
+        driver, driver.core.prompt(SESSION, "hi").message, {"stopReason": "end_turn", "usage": {"inputTokens": "many"}}
+    )
     assert isinstance(odd, PromptResult)
     assert (odd.usage, odd.meta) == (None, {"usage": {"inputTokens": "many"}})

@@ -88,7 +88,9 @@ def test_options_timeout_is_the_default_deadline_and_a_call_can_override_it(
     assert client.initialize(timeout=10).protocol_version == 1
     responses = [(m.kind, m.id) for m in recorder.of("message")]
     assert responses == [(tinyacp.MessageKind.STRAY_RESPONSE, 0), (tinyacp.MessageKind.RESPONSE, 1)]
-    assert agent.methods() == ["initialize", "initialize"]
+    # The call that gave up told the agent so, for its own id, before it raised.
+    assert agent.methods() == ["initialize", "$/cancel_request", "initialize"]
+    assert agent.received()[1]["params"] == {"requestId": 0}
 
 
 @pytest.mark.parametrize("value", [-1, -0.001])

@@ -9,15 +9,16 @@ has no task of its own; observer methods may be coroutine functions and are awai
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ._conversation import Done, Meta, Record, Step
-from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
+from ._conversation import Call, Meta
+from ._driver import CHECKPOINT, Driven, Wait
+from ._errors import AgentTimeout, ClientBusy, ObserverError, UsageError
 from ._messages import (
     AnyMcpServer,
     ConfigOption,
@@ -29,13 +30,24 @@ from ._messages import (
     SystemPrompt,
 )
 from ._options import Options
-from ._records import OutgoingMessage, PromptResult, Update
-from ._shell import ShellBase, observer_failed
-from .reader import ReaderEvent
+from ._records import PromptResult, Update
+from ._shell import ShellBase
 
 __all__ = ["AsyncClient", "PromptStream"]
 
-_KEEP_CLIENT = (RequestError, ProtocolViolation)
+T = TypeVar("T")
+
+_ABANDON_WRITE = 0.5
+"""Seconds a cancelled prompt gives its ``session/cancel`` to reach the agent before the teardown."""
+
+
+class _Finished(Generic[T]):
+    """What a driver generator returned, told apart from a streamed update."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
 
 
 class AsyncClient(ShellBase):
@@ -43,26 +55,27 @@ class AsyncClient(ShellBase):
 
     The agent starts in the constructor, as with :class:`~tinyacp.Client`; the methods, results and exceptions
     are the same. ``cancel`` is a coroutine; ``kill`` is a plain method, safe from any thread or signal handler.
-
-    Raises:
-        SpawnError: the agent's program could not be started.
-        ValueError: ``max_update_bytes`` exceeds the reader's line limit.
-        TypeError: the observer lacks a required method.
+    Its constructor raises what :class:`~tinyacp.Client`'s does.
     """
 
     def __init__(self, options: Options) -> None:
-        super().__init__(options)
+        super().__init__(options, cooperative=True)
         self._busy = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._exchange: _Exchange | None = None
+        self._stream: PromptStream | None = None
+        """A streamed prompt that holds the client between two of its consumer's requests."""
+        self._driving: asyncio.Task[Any] | None = None
+        """The task inside the driver right now (whose observer methods run), to refuse a re-entrant close."""
+        self._exit_seen = False
+        self._reaping: asyncio.Future[int] | None = None
 
     # ----------------------------------------------------------------------------------------------------------
     # The calls.
 
     async def initialize(self, *, meta: Meta | None = None, timeout: float | None = None) -> Initialize:
         """As :meth:`tinyacp.Client.initialize`."""
-        return await self._call(lambda: self._core.initialize(meta), timeout)  # type: ignore[return-value]
+        return await self._call(lambda: self._core.initialize(meta), timeout)
 
     async def authenticate(self, method_id: str, *, meta: Meta | None = None, timeout: float | None = None) -> None:
         """As :meth:`tinyacp.Client.authenticate`."""
@@ -84,7 +97,7 @@ class AsyncClient(ShellBase):
     ) -> Session:
         """As :meth:`tinyacp.Client.new_session`."""
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(  # type: ignore[return-value]
+        return await self._call(
             lambda: self._core.new_session(
                 path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -104,7 +117,7 @@ class AsyncClient(ShellBase):
     ) -> LoadedSession:
         """As :meth:`tinyacp.Client.load_session`."""
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(  # type: ignore[return-value]
+        return await self._call(
             lambda: self._core.load_session(
                 session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -124,7 +137,7 @@ class AsyncClient(ShellBase):
     ) -> Session:
         """As :meth:`tinyacp.Client.resume_session`."""
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(  # type: ignore[return-value]
+        return await self._call(
             lambda: self._core.resume_session(
                 session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -144,7 +157,7 @@ class AsyncClient(ShellBase):
     ) -> SessionPage:
         """As :meth:`tinyacp.Client.list_sessions`."""
         path = None if cwd is None else self._absolute(cwd)
-        return await self._call(lambda: self._core.list_sessions(path, cursor), timeout)  # type: ignore[return-value]
+        return await self._call(lambda: self._core.list_sessions(path, cursor), timeout)
 
     async def set_mode(
         self,
@@ -169,7 +182,7 @@ class AsyncClient(ShellBase):
         timeout: float | None = None,
     ) -> tuple[ConfigOption, ...]:
         """As :meth:`tinyacp.Client.set_config_option`."""
-        return await self._call(  # type: ignore[return-value]
+        return await self._call(
             lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
         )
 
@@ -195,7 +208,7 @@ class AsyncClient(ShellBase):
     ) -> PromptResult:
         """As :meth:`tinyacp.Client.prompt`. If the awaiting task is cancelled, the client sends
         ``session/cancel``, tears the agent down (shielded) and re-raises :class:`asyncio.CancelledError`."""
-        return await self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)  # type: ignore[return-value]
+        return await self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)
 
     def prompt_stream(
         self,
@@ -216,16 +229,18 @@ class AsyncClient(ShellBase):
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from any task.
 
         While a call is in flight, the call writes it (in order with everything else it writes).
+
+        Raises:
+            TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
+            ClientClosed: the client is closed.
+            AgentExited, ObserverError: writing or recording it failed (the agent is torn down).
         """
         self._queue_cancel(session_id)
         if self._busy:
             return
         self._enter()
         try:
-            await self._service(time.monotonic() + self.options.cancel_grace)
-        except BaseException as exc:
-            await self._fail_async(exc)
-            raise
+            await self._guarded(self._driver.send_cancels(time.monotonic() + self.options.cancel_grace), False)
         finally:
             self._leave()
 
@@ -234,19 +249,30 @@ class AsyncClient(ShellBase):
         self._request_kill()
 
     async def close(self) -> None:
-        """As :meth:`tinyacp.Client.close`; the blocking part of the teardown runs in a worker thread."""
-        exchange = self._exchange
-        if exchange is not None and not exchange.running:
-            exchange.abandon_idle()  # a prompt stream its consumer left without closing it
+        """As :meth:`tinyacp.Client.close`; the blocking part of the teardown runs in a worker thread.
+
+        It always waits for the reap: a close that was itself cancelled leaves the reap running, and the next
+        ``close()`` waits for it.
+
+        Raises:
+            ObserverError: recording a last message failed (the teardown still happened).
+            ClientBusy: awaited from inside an observer method of this client (use ``kill()`` there).
+        """
+        if self._driving is not None and self._driving is asyncio.current_task():
+            raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
+        stream = self._stream
+        if stream is not None and not stream.running:
+            stream.abandon()  # a prompt stream its consumer left without closing it
         if self._busy:
             self._request_kill()
             await self._idle.wait()
         if self._closed:
+            await self._reaped()
             return
         self._enter()
         try:
             try:
-                await self._drain_available()
+                await self._advance(self._driver.drain())
             except ObserverError:
                 raise
             except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
@@ -269,7 +295,7 @@ class AsyncClient(ShellBase):
         return f"<tinyacp.AsyncClient pid={self.pid} epoch={self.epoch} {state}>"
 
     # ----------------------------------------------------------------------------------------------------------
-    # The shell.
+    # The shell: hold the client, wait with the event loop, await the observer.
 
     def _enter(self) -> None:
         if self._busy:
@@ -281,326 +307,126 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle.set()
 
-    async def _call(
-        self, build: Callable[[], OutgoingMessage], timeout: float | None, *, prompt: bool = False
-    ) -> object:
-        exchange = _Exchange(self, build, timeout, prompt)
-        while True:
-            event = await exchange.next()
-            if event.__class__ is Done:
-                return event.value
-
-    async def _teardown_async(self) -> None:
-        self._closed = True
-        self._core.end_call()
-        if not self._proc.closed:
-            await asyncio.shield(asyncio.to_thread(self._proc.terminate, self.options.kill_grace))
-
-    async def _fail_async(self, exc: BaseException) -> None:
-        if self._failure is None:
-            self._failure = exc
-        await self._teardown_async()
-
-    async def _exited_async(self, what: str) -> AgentExited:
-        await self._teardown_async()
-        return self._exited(what)
-
-    async def _pump(self, exchange: _Exchange) -> Update | Done:  # noqa: C901  the one place where every kind of line meets the call in flight
-        """Handle the agent's lines in order until the call has its answer (or, streaming, the next update).
-
-        A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then
-        on it waits at most ``cancel_grace`` for the agent's final response.
-        """
-        poll = self._reader.poll
-        receive = self._core.receive
-        update_recorded = self._core.update_recorded
-        on_update = self._on_update
-        while True:
-            line = poll()
-            if line.__class__ is not bytes:
-                try:
-                    line = await self._next_line(exchange.deadline)
-                except AgentTimeout:
-                    if not exchange.prompt or exchange.in_grace:
-                        raise
-                    exchange.in_grace = True
-                    exchange.deadline = time.monotonic() + self.options.cancel_grace
-                    cancel = self._core.deadline_passed()
-                    if cancel is not None:
-                        await self._write(cancel, exchange.deadline)
-                    continue
-            event = receive(line)
-            if event.__class__ is Update:
-                try:
-                    result = on_update(event)
-                    if result is not None and hasattr(result, "__await__"):
-                        await result
-                except Exception as exc:
-                    raise observer_failed(on_update, exc) from exc
-                cancel = update_recorded(event)
-                if cancel is not None:
-                    await self._write(cancel, exchange.deadline)
-                    if exchange.prompt and not exchange.in_grace:
-                        exchange.in_grace = True
-                        exchange.deadline = min(exchange.deadline, time.monotonic() + self.options.cancel_grace)
-                if exchange.stream:
-                    return event
-                continue
-            done = await self._drive(event, exchange.deadline)  # type: ignore[arg-type]
-            if done is not None:
-                return done
-
-    async def _drive(self, step: Step, deadline: float) -> Done | None:
-        result: Any = None
+    async def _call(self, build: Callable[[], Call[T]], timeout: float | None, *, prompt: bool = False) -> T:
+        """Run one request through the driver and return its decoded answer."""
+        self._enter()
         try:
-            while True:
-                effect = step.send(result)
-                if effect.__class__ is Record:
-                    result = await self._record(effect.callback, effect.value)
-                else:
-                    await self._write(effect.message, deadline)  # type: ignore[union-attr]
-                    result = None
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            self._ensure_open()
+            deadline = self._deadline(timeout)
+            finished = await self._guarded(self._driver.call(build(), deadline, prompt=prompt), prompt)
+            assert finished.__class__ is _Finished, "only a streamed prompt hands out updates"
+            return finished.value
+        finally:
+            self._leave()
 
-    async def _record(self, name: str, value: object) -> Any:
-        callback = self._callbacks[name]
-        if callback is None:
-            return None
+    async def _guarded(self, driven: Driven[T], prompt: bool) -> Update | _Finished[T]:
+        """Advance ``driven``; on failure tear down as the failure requires. A cancelled task asks the agent
+        to stop the turn, then tears it down (shielded) and re-raises."""
+        self._driving = asyncio.current_task()
         try:
-            result = callback(value)
-            if result is not None and hasattr(result, "__await__"):
-                result = await result
-        except Exception as exc:
-            raise observer_failed(callback, exc) from exc
-        return result
+            return await self._advance(driven)
+        except asyncio.CancelledError:
+            await self._abandon(driven, prompt)
+            raise
+        except BaseException as exc:
+            driven.close()
+            error, teardown = self._settle(exc, prompt)
+            if teardown:
+                await self._teardown_async()
+            raised = self._raised(error)
+            if raised is exc:
+                raise
+            raise raised from None
+        finally:
+            self._driving = None
 
-    # ----------------------------------------------------------------------------------------------------------
-    # Bytes in, bytes out.
-
-    async def _next_line(self, deadline: float) -> bytes:
-        reader = self._reader
-        polled = reader.poll()
-        while polled.__class__ is not bytes:
-            if polled is ReaderEvent.NEED_DATA:
-                if self._cancels or self._killed:
-                    await self._service(deadline)
-                fd = self._proc.stdout_fd
-                try:
-                    count = os.readv(fd, [reader.writable()])
-                except BlockingIOError:
-                    if self._agent_gone:
-                        raise await self._exited_async("the agent exited before answering") from None
-                    await self._wait((fd,), (), deadline)
-                else:
-                    reader.commit(count)
-            elif polled is ReaderEvent.END_OF_INPUT:
-                raise await self._exited_async("the agent closed its output before answering")
+    async def _advance(self, driven: Driven[T]) -> Update | _Finished[T]:
+        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
+        wait = self._driver.wait
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                action = driven.send(value) if error is None else driven.throw(error)
+            except StopIteration as stop:
+                return _Finished(stop.value)
+            value = error = None
+            if action is CHECKPOINT:
+                await asyncio.sleep(0)
+            elif action is wait:
+                value = await self._wait(wait)
+            elif action.__class__ is Update:
+                return action
             else:
-                reader.writable()  # raises the ReaderExhaustion that stopped the reader
-                raise AssertionError("unreachable")
-            polled = reader.poll()
-        return polled
+                try:
+                    value = await action
+                except Exception as exc:
+                    error = exc
 
-    async def _wait(self, read_fds: tuple[int, ...], write_fds: tuple[int, ...], deadline: float) -> None:  # noqa: C901  one wait over fds, the agent's exit and wake-ups, each with its own cleanup
-        """Wait until one of the fds is ready, the agent exits or someone wakes us; at most to the deadline."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AgentTimeout("the agent did not answer in time")
+    async def _wait(self, wait: Wait) -> bool:  # noqa: C901  one wait over the pipes, the exit and the wake-up, each undone
+        """Wait until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
+        deadline. True when the agent's exit was seen."""
         loop = asyncio.get_running_loop()
-        ready: asyncio.Future[int] = loop.create_future()
+        ready: asyncio.Future[int | None] = loop.create_future()
 
-        def wake(fd: int) -> None:
+        def wake(fd: int | None) -> None:
             if not ready.done():
                 ready.set_result(fd)
 
         proc = self._proc
-        watched = [fd for fd in (*read_fds, proc.wake_fd, None if self._agent_gone else proc.exit_fd) if fd is not None]
-        for fd in watched:
+        readers = [proc.wake_fd] if proc.wake_fd is not None else []
+        if wait.read:
+            readers.append(proc.stdout_fd)
+        if not self._exit_seen and proc.exit_fd is not None:
+            readers.append(proc.exit_fd)
+        for fd in readers:
             loop.add_reader(fd, wake, fd)
-        for fd in write_fds:
-            loop.add_writer(fd, wake, fd)
+        if wait.write:
+            loop.add_writer(proc.stdin_fd, wake, proc.stdin_fd)
+        remaining = wait.deadline - time.monotonic()
+        timer = None if remaining == math.inf else loop.call_later(max(0.0, remaining), wake, None)
         try:
-            woken_by = await asyncio.wait_for(ready, None if remaining == float("inf") else remaining)
-        except TimeoutError:
-            raise AgentTimeout("the agent did not answer in time") from None
+            woken_by = await ready
         finally:
-            for fd in watched:
+            if timer is not None:
+                timer.cancel()
+            for fd in readers:
                 loop.remove_reader(fd)
-            for fd in write_fds:
-                loop.remove_writer(fd)
-        if woken_by == proc.wake_fd:
+            if wait.write:
+                loop.remove_writer(proc.stdin_fd)
+        if woken_by is not None and woken_by == proc.wake_fd:
             proc.drain_wake()
-            await self._service(deadline)
-        elif woken_by == proc.exit_fd:
-            self._agent_gone = True
+        elif woken_by is not None and woken_by == proc.exit_fd:
+            self._exit_seen = True
+            return True
+        return False
 
-    async def _service(self, deadline: float) -> None:
-        if self._killed:
-            raise await self._exited_async("the agent was stopped by kill()")
-        while self._cancels:
-            await self._write(self._core.cancel(self._cancels.popleft()), deadline)
-
-    async def _write(self, message: OutgoingMessage, deadline: float) -> None:
-        await self._record("on_send", message)
-        data = memoryview(message.raw + b"\n")
-        proc = self._proc
-        while data:
-            try:
-                written = proc.write(data)
-            except BlockingIOError:
-                written = 0
-            except (BrokenPipeError, ConnectionResetError):
-                raise await self._exited_async("the agent closed its input") from None
-            data = data[written:]
-            if data:
-                if self._agent_gone:
-                    raise await self._exited_async("the agent exited before reading its input")
-                try:
-                    await self._wait((), (proc.stdin_fd,), deadline)
-                except AgentTimeout as exc:
-                    # Part of a line may be in the pipe already and cannot be taken back: tear down.
-                    await self._fail_async(exc)
-                    raise
-
-    async def _drain_available(self) -> None:
-        """At close: record what the agent already sent (an update may follow the last response)."""
-        exchange = _Exchange(self, None, None, prompt=False)
-        exchange.deadline = time.monotonic()
-        with contextlib.suppress(AgentTimeout, AgentExited):  # nothing more to read now, or ever
-            await self._pump(exchange)
-
-
-class _Exchange:
-    """One call in flight: write the request, then hand out updates until the answer (or a failure)."""
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        build: Callable[[], OutgoingMessage] | None,
-        timeout: float | None,
-        prompt: bool,
-        stream: bool = False,
-    ) -> None:
-        self._client = client
-        self._build = build
-        self._timeout = timeout
-        self.prompt = prompt
-        """A prompt turn: its deadline and reply limits lead to a cancel and a grace period."""
-        self.stream = stream
-        """Hand out each update of the turn as it is recorded (``prompt_stream``)."""
-        self.deadline = 0.0
-        self.in_grace = False
-        """The agent was asked to stop; ``deadline`` is now the end of the grace period."""
-        self._started = False
-        self._finished = False
-        self.running = False
-        """Whether a task is inside :meth:`next` right now."""
-        self.done: Done | None = None
-        """The answer, once it came."""
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
-    async def next(self) -> Update | Done:
-        client = self._client
-        if not self._started:
-            client._enter()
-            client._exchange = self
-            self._started = True
-            try:
-                client._ensure_open()
-                self.deadline = client._deadline(self._timeout)
-                assert self._build is not None, "only a call's exchange is started"
-                message = self._build()
-            except BaseException:
-                self._finish()
-                raise
-            work = self._first(message)
-        else:
-            work = self._step()
-        self.running = True
-        try:
-            return await self._guard(work)
-        finally:
-            self.running = False
-
-    def abandon_idle(self) -> None:
-        """The consumer left mid-turn and nobody waits on this exchange: release the client for closing."""
-        self._finish()
-
-    async def _first(self, message: OutgoingMessage) -> Update | Done:
-        await self._client._write(message, self.deadline)
-        return await self._step()
-
-    async def _step(self) -> Update | Done:
-        return await self._client._pump(self)
-
-    async def _guard(self, work: Any) -> Update | Done:
-        client = self._client
-        try:
-            event: Update | Done = await work
-        except _KEEP_CLIENT:
-            self._finish()
-            raise
-        except AgentTimeout as exc:
-            if self.prompt:
-                await client._fail_async(exc)
-            self._finish()
-            raise
-        except asyncio.CancelledError:
-            await self._abandon()
-            raise
-        except BaseException as exc:
-            await client._fail_async(exc)
-            self._finish()
-            raise
-        if event.__class__ is Done:
-            self.done = event
-            self._finish()
-        return event
-
-    async def _abandon(self) -> None:
+    async def _abandon(self, driven: Driven[Any], prompt: bool) -> None:
         """The awaiting task was cancelled: ask the agent to stop, then tear it down whatever happens."""
-        client = self._client
+        cancel = self._core.cancel_turn_once() if prompt else None
+        driven.close()
         try:
-            cancel = client._core.cancel_turn_once() if self.prompt else None
             if cancel is not None:
-                await asyncio.shield(client._write(cancel, time.monotonic() + 0.5))
+                sent = self._driver.send_now(cancel, time.monotonic() + _ABANDON_WRITE)
+                await asyncio.shield(self._advance(sent))
         except BaseException:  # the teardown below is what matters now
             pass
         finally:
-            try:
-                await asyncio.shield(client._fail_async(asyncio.CancelledError()))
-            finally:
-                self._finish()
+            self._failure = self._failure or asyncio.CancelledError()
+            await self._teardown_async()
 
-    async def aclose(self) -> None:
-        """Leave early: cancel the turn politely and read on to its answer (bounded by cancel_grace)."""
-        if not self._started or self._finished:
-            return
-        client = self._client
-        cancel = client._core.cancel_turn_once()
-        try:
-            if cancel is not None:
-                await self._guard(client._write(cancel, self.deadline))
-            self.deadline = min(self.deadline, time.monotonic() + client.options.cancel_grace)
-            self.in_grace = True
-            while not self._finished:
-                await self._guard(self._step())
-        except AgentTimeout:
-            await client._fail_async(AgentTimeout("the agent did not end the turn after session/cancel"))
-            self._finish()
+    async def _teardown_async(self) -> None:
+        """The teardown, in a worker thread; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
+        self._closed = True
+        self._core.end_call()
+        if self._reaping is None and not self._proc.closed:
+            self._reaping = asyncio.ensure_future(asyncio.to_thread(self._proc.terminate, self.options.kill_grace))
+        await self._reaped()
 
-    def _finish(self) -> None:
-        if not self._finished:
-            self._finished = True
-            client = self._client
-            client._core.end_call()
-            if client._exchange is self:
-                client._exchange = None
-            client._leave()
+    async def _reaped(self) -> None:
+        reaping = self._reaping
+        if reaping is not None and not reaping.done():
+            await asyncio.shield(reaping)
 
 
 class PromptStream:
@@ -608,6 +434,7 @@ class PromptStream:
 
     ``async for update in client.prompt_stream(session_id, text)`` yields each update of the turn's session
     after the observer recorded it. Buffering is one update: the agent is not read while the consumer is busy.
+    The stream resumes the same call driver as :meth:`AsyncClient.prompt`.
     """
 
     def __init__(
@@ -617,42 +444,100 @@ class PromptStream:
         content: str | Sequence[PromptContent],
         timeout: float | None,
     ) -> None:
+        self._client = client
         self._session_id = session_id
-        self._exchange = _Exchange(client, lambda: client._core.prompt(session_id, content), timeout, True, True)
+        self._content = content
+        self._timeout = timeout
+        self._driven: Driven[PromptResult] | None = None
         self._result: PromptResult | None = None
+        self._finished = False
+        self.running = False
+        """Whether a task is advancing the stream right now."""
 
     @property
     def result(self) -> PromptResult:
         """The turn's result, once the iteration ended.
 
         Raises:
-            RuntimeError: the turn has not ended yet.
+            UsageError: the turn has not ended yet.
         """
         if self._result is None:
-            raise RuntimeError("the turn has not ended yet: iterate the stream to its end first")
+            raise UsageError("the turn has not ended yet: iterate the stream to its end first")
         return self._result
 
     def __aiter__(self) -> PromptStream:
         return self
 
     async def __anext__(self) -> Update:
-        exchange = self._exchange
-        while not exchange.finished:
-            event = await exchange.next()
-            if event.__class__ is Update and event.session_id == self._session_id:
-                return event
-        self._take_result()
-        raise StopAsyncIteration
+        """The next update of the turn's session.
+
+        Raises:
+            StopAsyncIteration: the turn ended (:attr:`result` holds it).
+            AgentTimeout, AgentExited, RequestError, ReaderExhaustion, TransferLimitExceeded, ObserverError,
+            MissingDurableObserver, ProtocolViolation, UnsupportedContent, ClientBusy, ClientClosed:
+            as :meth:`AsyncClient.prompt`.
+        """
+        while True:
+            update = await self._next()
+            if update is None:
+                raise StopAsyncIteration
+            if update.session_id == self._session_id:
+                return update
 
     async def aclose(self) -> None:
-        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends."""
-        await self._exchange.aclose()
-        self._take_result()
+        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
+        most ``cancel_grace``; past it the agent is torn down."""
+        if self._driven is None or self._finished:
+            return
+        self._client._driver.leave_early()
+        try:
+            while await self._next() is not None:
+                pass
+        except AgentTimeout:
+            pass  # the agent is torn down; leaving was what the caller asked for
 
-    def _take_result(self) -> None:
-        done = self._exchange.done
-        if done is not None:
-            self._result = done.value  # type: ignore[assignment]
+    def abandon(self) -> None:
+        """The consumer left mid-turn and nobody advances the stream: release the client for closing."""
+        if self._driven is not None:
+            self._driven.close()
+        self._finish()
+
+    async def _next(self) -> Update | None:
+        if self._finished:
+            return None
+        client = self._client
+        if self._driven is None:
+            client._enter()
+            client._stream = self
+            try:
+                client._ensure_open()
+                deadline = client._deadline(self._timeout)
+                call = client._core.prompt(self._session_id, self._content)
+            except BaseException:
+                self._finish()
+                raise
+            self._driven = client._driver.call(call, deadline, prompt=True, stream=True)
+        self.running = True
+        try:
+            event = await client._guarded(self._driven, True)
+        except BaseException:
+            self._finish()
+            raise
+        finally:
+            self.running = False
+        if event.__class__ is Update:
+            return event
+        self._result = event.value  # type: ignore[union-attr]  # a _Finished, by its class
+        self._finish()
+        return None
+
+    def _finish(self) -> None:
+        if not self._finished:
+            self._finished = True
+            client = self._client
+            if client._stream is self:
+                client._stream = None
+            client._leave()
 
     async def __aenter__(self) -> PromptStream:
         return self

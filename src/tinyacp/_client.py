@@ -1,12 +1,11 @@
 """The synchronous client: one agent process, one conversation, one call at a time.
 
-This shell only moves bytes (non-blocking pipes, ``select.poll`` with the call's deadline) and calls the observer;
-every decision is the core's (:mod:`tinyacp._conversation`).
+The call driver (:mod:`tinyacp._driver`) does the work; this shell only waits (``select.poll`` on the agent's
+pipes, its exit and the wake-up pipe, bounded by the call's deadline) and calls the observer plainly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import select
@@ -16,8 +15,9 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ._conversation import Done, Meta, Record, Step
-from ._errors import AgentExited, AgentTimeout, ClientBusy, ObserverError, ProtocolViolation, RequestError
+from ._conversation import Call, Meta
+from ._driver import Driven, Wait
+from ._errors import ClientBusy, ObserverError
 from ._messages import (
     AnyMcpServer,
     ConfigOption,
@@ -29,20 +29,31 @@ from ._messages import (
     SystemPrompt,
 )
 from ._options import Options
-from ._records import OutgoingMessage, PromptResult, Update
-from ._shell import ShellBase, observer_failed
-from .reader import ReaderEvent
+from ._records import PromptResult
+from ._shell import ShellBase
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
-_POLLIN = select.POLLIN | select.POLLHUP | select.POLLERR
-_KEEP_CLIENT = (RequestError, ProtocolViolation)
-"""Errors about one answer: the stream is still in step, so the client stays usable."""
 
 
 class Client(ShellBase):
     """A conversation with one agent process, which the client starts at once and owns until ``close()``.
+
+    Every call may also raise, besides what its own ``Raises`` says:
+
+    - :class:`AgentExited`: the agent exited, closed its input or output, or ``kill()`` stopped it (what it wrote
+      before is recorded first; the agent is torn down);
+    - :class:`AgentTimeout`: the deadline passed (a call other than a prompt sends ``$/cancel_request`` for it,
+      best effort, and leaves the client usable);
+    - :class:`ObserverError`: an observer method, or its ``flush``, raised (the agent is torn down);
+    - :class:`ReaderExhaustion`: a line passed the reader's limit (the agent is torn down);
+    - :class:`TransferLimitExceeded`: an update passed ``max_update_bytes`` or ``max_updates``;
+    - :class:`MissingDurableObserver`: an update or a permission request arrived and there is no observer;
+    - :class:`ProtocolViolation`: the answer cannot be used (the client stays usable);
+    - :class:`ClientBusy`: another call is in flight, or the call is made from inside an observer method;
+    - :class:`ClientClosed`: the client is closed;
+    - :class:`ValueError`: ``timeout`` is not a finite, non-negative number (nothing is written).
 
     Args:
         options: what to start and how.
@@ -54,18 +65,21 @@ class Client(ShellBase):
     """
 
     def __init__(self, options: Options) -> None:
-        super().__init__(options)
+        super().__init__(options, cooperative=False)
         self._lock = threading.Lock()
         proc = self._proc
-        self._read_poll = select.poll()
-        for fd in (proc.stdout_fd, proc.wake_fd, proc.exit_fd):
-            if fd is not None:
-                self._read_poll.register(fd, select.POLLIN)
-        self._write_poll = select.poll()
-        self._write_poll.register(proc.stdin_fd, select.POLLOUT)
-        for fd in (proc.wake_fd, proc.exit_fd):
-            if fd is not None:
-                self._write_poll.register(fd, select.POLLIN)
+        always = [fd for fd in (proc.wake_fd, proc.exit_fd) if fd is not None]
+        self._polls: dict[tuple[bool, bool], select.poll] = {}
+        """One poll object per (read, write) a :class:`Wait` asks for, built once."""
+        for read, write in ((True, False), (False, True), (True, True)):
+            poll = select.poll()
+            if read:
+                poll.register(proc.stdout_fd, select.POLLIN)
+            if write:
+                poll.register(proc.stdin_fd, select.POLLOUT)
+            for fd in always:
+                poll.register(fd, select.POLLIN)
+            self._polls[read, write] = poll
 
     # ----------------------------------------------------------------------------------------------------------
     # The calls.
@@ -81,8 +95,13 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        return self._call(lambda: self._core.initialize(meta), timeout)  # type: ignore[return-value]
+        return self._call(lambda: self._core.initialize(meta), timeout)
 
     def authenticate(self, method_id: str, *, meta: Meta | None = None, timeout: float | None = None) -> None:
         """Log in with one of the methods the agent offered at ``initialize`` (``meta`` may hold Secrets).
@@ -95,6 +114,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(lambda: self._core.authenticate(method_id, meta), timeout)
 
@@ -109,6 +133,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(self._core.logout, timeout)
 
@@ -133,9 +162,14 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(  # type: ignore[return-value]
+        return self._call(
             lambda: self._core.new_session(
                 path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -168,9 +202,12 @@ class Client(ShellBase):
             MissingDurableObserver: an update or permission request came and there is no observer.
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(  # type: ignore[return-value]
+        return self._call(
             lambda: self._core.load_session(
                 session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -201,9 +238,14 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(  # type: ignore[return-value]
+        return self._call(
             lambda: self._core.resume_session(
                 session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
             ),
@@ -222,6 +264,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(lambda: self._core.close_session(session_id), timeout)
 
@@ -237,6 +284,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(lambda: self._core.delete_session(session_id), timeout)
 
@@ -253,9 +305,14 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         path = None if cwd is None else self._absolute(cwd)
-        return self._call(lambda: self._core.list_sessions(path, cursor), timeout)  # type: ignore[return-value]
+        return self._call(lambda: self._core.list_sessions(path, cursor), timeout)
 
     def set_mode(
         self,
@@ -277,6 +334,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(lambda: self._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
 
@@ -303,8 +365,13 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        return self._call(  # type: ignore[return-value]
+        return self._call(
             lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
         )
 
@@ -329,6 +396,11 @@ class Client(ShellBase):
             ObserverError: the observer raised (the agent is torn down).
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+            TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+            MissingDurableObserver: an update or permission request came and there is no observer.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
         self._call(lambda: self._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
 
@@ -360,8 +432,10 @@ class Client(ShellBase):
             MissingDurableObserver: an update or permission request came and there is no observer.
             ClientBusy: another call is in flight.
             ClientClosed: the client was closed or torn down.
+            ProtocolViolation: the answer cannot be used (the client stays usable).
+            ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        return self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)  # type: ignore[return-value]
+        return self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)
 
     def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.
@@ -372,6 +446,8 @@ class Client(ShellBase):
         Raises:
             TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
             ClientClosed: the client is closed.
+            AgentExited, ObserverError: with no call in flight, writing or recording it failed (the agent is
+                torn down).
         """
         self._queue_cancel(session_id)
         self._flush_if_idle()
@@ -384,19 +460,26 @@ class Client(ShellBase):
         self._request_kill()
 
     def close(self) -> None:
-        """Tear down: record what the agent already sent, then stop its whole group and reap it. Idempotent.
+        """Tear down: record what the agent already sent (up to 1 MiB), then stop its whole group and reap it.
+
+        Idempotent. From another thread while a call is in flight, it kills the agent and waits for the call.
 
         Raises:
             ObserverError: recording a last message failed (the teardown still happened).
+            ClientBusy: called from inside an observer method of this client (nothing is done: the call in
+                flight goes on; use ``kill()`` to stop it from there).
         """
+        if self._reentered():
+            raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
         if not self._lock.acquire(blocking=False):
             self._request_kill()
             self._lock.acquire()
+        self._owner = threading.get_ident()
         try:
             if self._closed:
                 return
             try:
-                self._drain_available()
+                self._run(self._driver.drain())
             except ObserverError:
                 raise
             except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
@@ -404,6 +487,7 @@ class Client(ShellBase):
             finally:
                 self._teardown()
         finally:
+            self._owner = None
             self._lock.release()
 
     def __enter__(self) -> Client:
@@ -419,224 +503,96 @@ class Client(ShellBase):
         return f"<tinyacp.Client pid={self.pid} epoch={self.epoch} {state}>"
 
     # ----------------------------------------------------------------------------------------------------------
-    # The shell.
+    # The shell: hold the client, wait, call the observer plainly.
 
-    def _call(self, build: Callable[[], OutgoingMessage], timeout: float | None, *, prompt: bool = False) -> object:
-        if not self._lock.acquire(blocking=False):
-            raise ClientBusy("another call is in flight on this client")
+    def _call(self, build: Callable[[], Call[T]], timeout: float | None, *, prompt: bool = False) -> T:
+        """Run one request through the driver and return its decoded answer."""
+        self._hold()
         try:
             self._ensure_open()
             deadline = self._deadline(timeout)
-            message = build()
-            try:
-                return self._exchange(message, deadline, prompt)
-            except _KEEP_CLIENT:
-                raise
-            except AgentTimeout as exc:
-                if prompt:
-                    self._fail(exc)
-                raise
-            except BaseException as exc:
-                self._fail(exc)
-                raise
-            finally:
-                self._core.end_call()
+            return self._guarded(self._driver.call(build(), deadline, prompt=prompt), prompt)
         finally:
-            self._lock.release()
+            self._release()
             self._flush_if_idle()
 
-    def _exchange(self, message: OutgoingMessage, deadline: float, prompt: bool) -> object:
-        self._write(message, deadline)
-        return self._pump(deadline, prompt)
+    def _hold(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise ClientBusy("another call is in flight on this client")
+        self._owner = threading.get_ident()
 
-    def _pump(self, deadline: float, prompt: bool) -> object:  # noqa: C901  the one place where every kind of line meets the call in flight
-        """Handle the agent's lines in order until the call in flight has its answer.
+    def _release(self) -> None:
+        self._owner = None
+        self._lock.release()
 
-        A prompt whose deadline passed, or whose reply reached a limit, has asked the agent to stop: from then
-        on it waits at most ``cancel_grace`` for the agent's final response.
-        """
-        poll = self._reader.poll
-        receive = self._core.receive
-        update_recorded = self._core.update_recorded
-        on_update = self._on_update
-        in_grace = False
-        while True:
-            line = poll()
-            if line.__class__ is not bytes:
-                try:
-                    line = self._next_line(deadline)
-                except AgentTimeout:
-                    if not prompt or in_grace:
-                        raise
-                    in_grace = True
-                    deadline = time.monotonic() + self.options.cancel_grace
-                    cancel = self._core.deadline_passed()
-                    if cancel is not None:
-                        self._write(cancel, deadline)
-                    continue
-            event = receive(line)
-            if event.__class__ is Update:
-                try:
-                    result = on_update(event)
-                except Exception as exc:
-                    raise observer_failed(on_update, exc) from exc
-                if result is not None:
-                    self._not_awaitable(on_update, result)
-                cancel = update_recorded(event)
-                if cancel is not None:
-                    self._write(cancel, deadline)
-                    if prompt and not in_grace:
-                        in_grace = True
-                        deadline = min(deadline, time.monotonic() + self.options.cancel_grace)
-                continue
-            done = self._drive(event, deadline)  # type: ignore[arg-type]
-            if done is not None:
-                return done.value
+    def _guarded(self, driven: Driven[T], prompt: bool) -> T:
+        """Run ``driven``; on failure tear down as the failure requires."""
+        try:
+            return self._run(driven)
+        except BaseException as exc:
+            error, teardown = self._settle(exc, prompt)
+            if teardown:
+                self._teardown()
+            raised = self._raised(error)
+            if raised is exc:
+                raise
+            raise raised from None
 
-    def _drive(self, step: Step, deadline: float) -> Done | None:
-        result: Any = None
+    def _run(self, driven: Driven[T]) -> T:
+        """Run a driver generator to its end, waiting as it asks."""
+        wait = self._driver.wait
+        value: Any = None
+        error: BaseException | None = None
         try:
             while True:
-                effect = step.send(result)
-                if effect.__class__ is Record:
-                    result = self._record(effect.callback, effect.value)
-                else:
-                    self._write(effect.message, deadline)  # type: ignore[union-attr]
-                    result = None
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-    def _record(self, name: str, value: object) -> Any:
-        callback = self._callbacks[name]
-        if callback is None:
-            return None
-        try:
-            result = callback(value)
-        except Exception as exc:
-            raise observer_failed(callback, exc) from exc
-        if result is not None:
-            self._not_awaitable(callback, result)
-        return result
-
-    @staticmethod
-    def _not_awaitable(callback: Callable[[Any], Any], result: object) -> None:
-        if hasattr(result, "__await__"):
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-            raise ObserverError(
-                f"the observer's {getattr(callback, '__name__', callback)} is a coroutine function; "
-                "the sync Client cannot await it (use AsyncClient)"
-            )
-
-    # ----------------------------------------------------------------------------------------------------------
-    # Bytes in, bytes out.
-
-    def _next_line(self, deadline: float) -> bytes:
-        reader = self._reader
-        polled = reader.poll()
-        while polled.__class__ is not bytes:
-            if polled is ReaderEvent.NEED_DATA:
-                if self._cancels or self._killed:
-                    self._service(deadline)
                 try:
-                    count = os.readv(self._proc.stdout_fd, [reader.writable()])
-                except BlockingIOError:
-                    if self._agent_gone:
-                        raise self._exited("the agent exited before answering") from None
-                    self._wait(deadline)
+                    action = driven.send(value) if error is None else driven.throw(error)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]  # the generator returns T
+                value = error = None
+                if action is wait:
+                    value = self._wait(wait)
                 else:
-                    reader.commit(count)
-            elif polled is ReaderEvent.END_OF_INPUT:
-                raise self._exited("the agent closed its output before answering")
-            else:
-                reader.writable()  # raises the ReaderExhaustion that stopped the reader
-                raise AssertionError("unreachable")
-            polled = reader.poll()
-        return polled
+                    error = _refused(action)
+        finally:
+            driven.close()
 
-    def _wait(self, deadline: float) -> None:
-        """Block until the agent's output is readable, it exits, or someone wakes us; at most to the deadline."""
-        events = self._read_poll.poll(_poll_ms(deadline, "the agent did not answer in time"))
-        self._sort_events(events, deadline)
-
-    def _sort_events(self, events: list[tuple[int, int]], deadline: float) -> None:
+    def _wait(self, wait: Wait) -> bool:
+        """Block until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
+        deadline. True when the agent's exit was seen."""
+        remaining = wait.deadline - time.monotonic()
+        timeout = None if remaining == math.inf else max(0, math.ceil(remaining * 1000))
         proc = self._proc
-        for fd, _ in events:
+        gone = False
+        for fd, _ in self._polls[wait.read, wait.write].poll(timeout):
             if fd == proc.wake_fd:
                 proc.drain_wake()
-                self._service(deadline)
             elif fd == proc.exit_fd:
-                self._agent_gone = True
-                self._read_poll.unregister(fd)
-                self._write_poll.unregister(fd)
-
-    def _service(self, deadline: float) -> None:
-        """Act on what another thread asked for: a kill, or cancels to write (in this thread, in order)."""
-        if self._killed:
-            raise self._killed_error()
-        while self._cancels:
-            self._write(self._core.cancel(self._cancels.popleft()), deadline)
-
-    def _write(self, message: OutgoingMessage, deadline: float) -> None:
-        """Record the line with ``on_send``, then write it whole (non-blocking, bounded by the deadline)."""
-        self._record("on_send", message)
-        data = memoryview(message.raw + b"\n")
-        proc = self._proc
-        while data:
-            try:
-                written = proc.write(data)
-            except BlockingIOError:
-                written = 0
-            except (BrokenPipeError, ConnectionResetError):
-                raise self._exited("the agent closed its input") from None
-            data = data[written:]
-            if data:
-                try:
-                    timeout_ms = _poll_ms(deadline, "the agent did not read its input in time")
-                except AgentTimeout as error:
-                    self._fail(error)  # part of a line may be in the pipe already and cannot be taken back
-                    raise
-                events = self._write_poll.poll(timeout_ms)
-                if self._killed:
-                    raise self._killed_error()
-                for fd, _ in events:
-                    if fd == proc.wake_fd:
-                        proc.drain_wake()
-                    elif fd == proc.exit_fd:
-                        raise self._exited("the agent exited before reading its input")
-
-    def _drain_available(self) -> None:
-        """At close: record what the agent already sent (an update may follow the last response)."""
-        with contextlib.suppress(AgentTimeout, AgentExited):  # nothing more to read now, or ever
-            self._pump(time.monotonic(), prompt=False)
+                gone = True
+                for poll in self._polls.values():
+                    poll.unregister(fd)
+        return gone
 
     def _flush_if_idle(self) -> None:
         """Write queued cancels when no call is in flight to do it."""
-        if not self._cancels or not self._lock.acquire(blocking=False):
+        if not self._driver.cancels or not self._lock.acquire(blocking=False):
             return
+        self._owner = threading.get_ident()
         try:
             if self._closed:
-                self._cancels.clear()
+                self._driver.cancels.clear()
                 return
-            try:
-                self._service(time.monotonic() + self.options.cancel_grace)
-            except AgentExited:
-                raise
-            except BaseException as exc:
-                self._fail(exc)
-                raise
+            self._guarded(self._driver.send_cancels(time.monotonic() + self.options.cancel_grace), False)
         finally:
-            self._lock.release()
+            self._release()
 
 
-def _poll_ms(deadline: float, late: str) -> int | None:
-    """The ``poll`` timeout until the deadline, rounded up so that we never wake just before it.
-
-    Raises:
-        AgentTimeout: the deadline has passed (with ``late`` as its message).
-    """
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise AgentTimeout(late)
-    return None if remaining == math.inf else max(1, math.ceil(remaining * 1000))
+def _refused(awaitable: object) -> ObserverError:
+    """An observer method gave the sync client an awaitable: close it unawaited and refuse it."""
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+    return ObserverError(
+        "an observer method returned an awaitable (a coroutine function?); the sync Client cannot await it "
+        "(use AsyncClient)"
+    )

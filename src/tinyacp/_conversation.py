@@ -4,19 +4,21 @@ The core takes the agent's lines in and says what happens next; the shells (:mod
 :mod:`tinyacp._async_client`) only move bytes and call the observer. It owns the JSON-RPC ids, classifies each
 line, decides permission requests, applies the transfer limits and knows when to send the one ``session/cancel``.
 
-``receive(line)`` returns either an :class:`~tinyacp.Update` (the hot path: the shell records it with
-``on_update`` and then calls :meth:`Conversation.update_recorded`) or a *step* generator for everything else.
-A step generator yields :class:`Record` (call this observer method with this value, send me its result) and
-:class:`Write` (record this line with ``on_send``, then write it), in exactly the order they must happen, and
-returns a :class:`Done` when the call in flight has its answer. So the order "record, then act" lives here once,
-for both shells.
+Our requests come out as a typed :class:`Call` (``Call[Session]`` for ``session/new``), so a shell's call
+returns what the request's answer decodes to. ``receive(line)`` returns either an :class:`~tinyacp.Update` (the
+hot path: the driver records it with ``on_update`` and then calls :meth:`Conversation.update_recorded`) or a
+:data:`Reaction` generator for everything else. A reaction yields :class:`Record` (call this observer method
+with this value, send me its result) and :class:`Write` (record this line with ``on_send``, then write it), in
+exactly the order they must happen, and returns a :class:`Done` when the call in flight has its answer. So the
+order "record, then act" lives here once; :mod:`tinyacp._driver` runs it for both shells.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar, cast
 
 import msgspec
 
@@ -86,7 +88,9 @@ from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, 
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
 from .reader import ReaderLimits
 
-__all__ = ["Conversation", "Done", "Record", "Step", "Write"]
+__all__ = ["Call", "Conversation", "Done", "Reaction", "Record", "Write"]
+
+T = TypeVar("T")
 
 ON_UPDATE: Final = "on_update"
 ON_PERMISSION_REQUEST: Final = "on_permission_request"
@@ -103,6 +107,26 @@ _JOIN_EVERY: Final = 1024
 # msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
 # that is an unreadable line from the agent like any other, not our crash.
 _UNREADABLE: Final = (msgspec.MsgspecError, RecursionError)
+
+INVALID_REQUEST: Final = -32600
+"""JSON-RPC's code for a message that is not a valid request."""
+
+_BOM: Final = b"\xef\xbb\xbf"
+"""A UTF-8 byte-order mark, which some agents' runtimes write before their first line."""
+
+_SURROGATES: Final = re.compile(
+    rb"(\\\\)|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+"""An escaped backslash (kept), a surrogate pair (kept), or a lone surrogate escape (replaced): what a JavaScript
+agent writes when it cuts a string between the two halves of an emoji, and what msgspec refuses."""
+
+_MAX_SCAN_DEPTH: Final = 64
+"""How deep :func:`_scan_request_id` follows a line nested too deeply to decode, looking for its id."""
+
+
+class _Probe(msgspec.Struct):
+    id: Any = None
+    method: Any = None
 
 
 class Record:
@@ -133,14 +157,26 @@ class Done:
         self.value = value
 
 
-Step = Generator[Record | Write, Any, Done | None]
+Reaction = Generator[Record | Write, Any, Done | None]
 """What :meth:`Conversation.receive` returns for every line but an accepted update."""
+
+
+class Call(Generic[T]):
+    """One request of ours, encoded, whose answer decodes to ``T``: what a shell's ``_call`` sends and returns.
+
+    Only the latest call is pending: building one forgets the one before it.
+    """
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: OutgoingMessage) -> None:
+        self.message = message
 
 
 class _Pending:
     __slots__ = ("finish", "id", "method")
 
-    def __init__(self, id: int, method: str, finish: Callable[[msgspec.Raw], object]) -> None:
+    def __init__(self, id: int, method: str, finish: Callable[[msgspec.Raw], Any]) -> None:
         self.id = id
         self.method = method
         self.finish = finish
@@ -219,6 +255,7 @@ class Conversation:
         self.agent: Initialize | None = None
         """The agent's answer to ``initialize``, once it came."""
         self._next_id = 0
+        self._first_line = True
         self._pending: _Pending | None = None
         self._turn: _Turn | None = None
         self._sessions: dict[str, SessionState] = {}
@@ -237,7 +274,7 @@ class Conversation:
     # ----------------------------------------------------------------------------------------------------------
     # What we write.
 
-    def initialize(self, meta: Meta | None = None) -> OutgoingMessage:
+    def initialize(self, meta: Meta | None = None) -> Call[Initialize]:
         """The ``initialize`` request: protocol version 1, our info, and our client capabilities."""
         params = {
             "protocolVersion": PROTOCOL_VERSION,
@@ -254,7 +291,7 @@ class Conversation:
         meta: Meta | None = None,
         system_prompt: SystemPrompt | None = None,
         additional_directories: Sequence[str] = (),
-    ) -> OutgoingMessage:
+    ) -> Call[Session]:
         """The ``session/new`` request. ``cwd`` must be absolute, as the protocol requires.
 
         Raises:
@@ -279,7 +316,7 @@ class Conversation:
         meta: Meta | None = None,
         system_prompt: SystemPrompt | None = None,
         additional_directories: Sequence[str] = (),
-    ) -> OutgoingMessage:
+    ) -> Call[LoadedSession]:
         """The ``session/load`` request; the updates the agent replays before its answer are counted.
 
         Raises:
@@ -309,7 +346,7 @@ class Conversation:
         meta: Meta | None = None,
         system_prompt: SystemPrompt | None = None,
         additional_directories: Sequence[str] = (),
-    ) -> OutgoingMessage:
+    ) -> Call[Session]:
         """The ``session/resume`` request (no replay).
 
         Raises:
@@ -326,7 +363,7 @@ class Conversation:
         )
         return self._request("session/resume", params, lambda raw: self._opened(raw, session_id))
 
-    def close_session(self, session_id: str) -> OutgoingMessage:
+    def close_session(self, session_id: str) -> Call[None]:
         """The ``session/close`` request; the session's state is forgotten once the agent agrees.
 
         Raises:
@@ -335,7 +372,7 @@ class Conversation:
         self._require_session_capability("close", "session/close")
         return self._request("session/close", {"sessionId": session_id}, lambda raw: self._forget(session_id))
 
-    def delete_session(self, session_id: str) -> OutgoingMessage:
+    def delete_session(self, session_id: str) -> Call[None]:
         """The ``session/delete`` request.
 
         Raises:
@@ -344,7 +381,7 @@ class Conversation:
         self._require_session_capability("delete", "session/delete")
         return self._request("session/delete", {"sessionId": session_id}, lambda raw: self._forget(session_id))
 
-    def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> OutgoingMessage:
+    def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> Call[SessionPage]:
         """The ``session/list`` request, filtered by ``cwd`` (absolute) and continued from ``cursor``.
 
         Raises:
@@ -358,7 +395,7 @@ class Conversation:
             params["cursor"] = cursor
         return self._request("session/list", params, _finish_list)
 
-    def authenticate(self, method_id: str, meta: Meta | None = None) -> OutgoingMessage:
+    def authenticate(self, method_id: str, meta: Meta | None = None) -> Call[None]:
         """The ``authenticate`` request with one of the methods the agent offered.
 
         Raises:
@@ -379,7 +416,7 @@ class Conversation:
             )
         return self._request("authenticate", _with_meta({"methodId": method_id}, meta), _finish_nothing)
 
-    def logout(self) -> OutgoingMessage:
+    def logout(self) -> Call[None]:
         """The ``logout`` request.
 
         Raises:
@@ -389,9 +426,7 @@ class Conversation:
             raise NotAdvertised("the agent did not advertise auth.logout; nothing was written")
         return self._request("logout", {}, _finish_nothing)
 
-    def set_mode(
-        self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False
-    ) -> OutgoingMessage:
+    def set_mode(self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
         """The ``session/set_mode`` request; the session's current mode is updated once the agent agrees.
 
         Raises:
@@ -408,7 +443,7 @@ class Conversation:
 
     def set_config_option(
         self, session_id: str, config_id: str, value: str | bool, *, meta: Meta | None = None, force: bool = False
-    ) -> OutgoingMessage:
+    ) -> Call[tuple[ConfigOption, ...]]:
         """The ``session/set_config_option`` request: a value id for a select option, a bool for a boolean one.
 
         Raises:
@@ -416,11 +451,11 @@ class Conversation:
                 not offer (unless ``force``).
             TypeError: ``value`` is neither a str nor a bool.
         """
-        return self._set_config(session_id, config_id, value, meta, force, return_options=True)
+        # The answer is the options: the call asks for them (return_options=True).
+        call = self._set_config(session_id, config_id, value, meta, force, return_options=True)
+        return cast("Call[tuple[ConfigOption, ...]]", call)
 
-    def set_model(
-        self, session_id: str, model_id: str, *, meta: Meta | None = None, force: bool = False
-    ) -> OutgoingMessage:
+    def set_model(self, session_id: str, model_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
         """Choose the session's model: through its ``model`` config option, else the legacy ``session/set_model``.
 
         Raises:
@@ -430,7 +465,10 @@ class Conversation:
         state = self._state(session_id)
         option = state.model_option()
         if option is not None:
-            return self._set_config(session_id, option.id, model_id, meta, force, return_options=False)
+            # The answer is None: the call leaves the options out (return_options=False).
+            return cast(
+                "Call[None]", self._set_config(session_id, option.id, model_id, meta, force, return_options=False)
+            )
         models = state.models
         refusal = None
         if models is None or all(model.model_id != model_id for model in models.available_models):
@@ -452,7 +490,7 @@ class Conversation:
 
     def prompt(
         self, session_id: str, content: str | Sequence[PromptContent], meta: Meta | None = None
-    ) -> OutgoingMessage:
+    ) -> Call[PromptResult]:
         """The ``session/prompt`` request; starts the turn whose reply the core collects.
 
         Raises:
@@ -466,9 +504,9 @@ class Conversation:
             if needed is not None and not capabilities.allows(needed):
                 raise UnsupportedContent(type(block).__name__, needed)
         params = _with_meta({"sessionId": session_id, "prompt": wire_blocks(blocks)}, meta)
-        message = self._request("session/prompt", params, self._finish_prompt)
+        call = self._request("session/prompt", params, self._finish_prompt)
         self._turn = _Turn(session_id)
-        return message
+        return call
 
     def cancel(self, session_id: str) -> OutgoingMessage:
         """A ``session/cancel`` notification; from now on this turn's permission requests are cancelled.
@@ -517,15 +555,27 @@ class Conversation:
         """Whether a prompt turn is waiting for its response."""
         return self._turn is not None
 
+    def cancel_request(self) -> OutgoingMessage | None:
+        """A ``$/cancel_request`` for the request in flight, whose deadline passed; None if none is in flight.
+
+        The agent may ignore it (https://agentclientprotocol.com/protocol/cancellation); our late answer is then
+        a stray response.
+        """
+        pending = self._pending
+        if pending is None:
+            return None
+        body = OutNotification("2.0", "$/cancel_request", {"requestId": pending.id})
+        return OutgoingMessage(self.epoch, self._encode(body), "$/cancel_request", None)
+
     def _request(
         self,
         method: str,
         params: Any,
-        finish: Callable[[msgspec.Raw], object],
+        finish: Callable[[msgspec.Raw], T],
         *,
         refusal: str | None = None,
         force: bool = False,
-    ) -> OutgoingMessage:
+    ) -> Call[T]:
         """Build a request; ``refusal`` (what the agent did not advertise) raises NotAdvertised unless ``force``."""
         if refusal is not None and not force:
             raise NotAdvertised(f"{refusal}; nothing was written (force=True sends it anyway)")
@@ -533,7 +583,7 @@ class Conversation:
         message = self._message(request_id, method, OutRequest("2.0", request_id, method, params), refusal is not None)
         self._next_id += 1
         self._pending = _Pending(request_id, method, finish)
-        return message
+        return Call(message)
 
     def _message(self, request_id: int | None, method: str, body: object, forced: bool = False) -> OutgoingMessage:
         # The secrets found are collected per line: a cancel may be built on another thread meanwhile.
@@ -602,7 +652,7 @@ class Conversation:
         force: bool,
         *,
         return_options: bool,
-    ) -> OutgoingMessage:
+    ) -> Call[tuple[ConfigOption, ...] | None]:
         if not isinstance(value, str | bool):
             raise TypeError(f"a config value is a value id (str) or a bool, not {type(value).__name__}")
         option = self._state(session_id).option(config_id)
@@ -708,7 +758,7 @@ class Conversation:
     # ----------------------------------------------------------------------------------------------------------
     # What the agent sends.
 
-    def receive(self, raw: bytes) -> Update | Step:
+    def receive(self, raw: bytes) -> Update | Reaction:
         """Classify one line (without its newline): an update to record, or a step for everything else.
 
         Raises:
@@ -717,7 +767,7 @@ class Conversation:
         try:
             params = self._decode_update(raw).params
         except _UNREADABLE:
-            return self._other(raw)
+            return self._unusual(raw)
         # The hot path: _accept inlined for an update within the limits, with an observer to record it.
         seq = self.seq + 1
         if seq <= self._max_updates and len(raw) <= self._max_update_bytes and self.has_observer:
@@ -781,7 +831,7 @@ class Conversation:
         if cls is CurrentModeUpdate or cls is ConfigOptionUpdate or cls is AvailableCommandsUpdate:
             self._sessions[session_id] = _applied(self._state(session_id), payload)
 
-    def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Step:
+    def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Reaction:
         if not self.has_observer:
             raise MissingDurableObserver(
                 "an update arrived and the client has no observer to record it; pass Options(observer=...)"
@@ -793,7 +843,25 @@ class Conversation:
             return self._refuse(raw, seq, "max_updates", self._max_updates, seq)
         return Update(self.epoch, seq, raw, payload.kind, session_id, payload)
 
-    def _refuse(self, raw: bytes, seq: int, limit: str, value: int, size: int) -> Step:
+    def _unusual(self, raw: bytes) -> Update | Reaction:
+        """A line the update decoder refused. A byte-order mark before the agent's first line, and lone surrogate
+        escapes, are set aside for parsing only: records keep ``raw`` exactly, a text gets U+FFFD in their place."""
+        text = raw
+        if self._first_line:
+            self._first_line = False
+            if self.seq == 0 and raw.startswith(_BOM):
+                text = raw[len(_BOM) :]
+        if b"\\u" in text:
+            text = _SURROGATES.sub(_lone_surrogate_replaced, text)
+        if text != raw:
+            try:
+                params = self._decode_update(text).params
+            except _UNREADABLE:
+                return self._other(raw, text)
+            return self._accept(raw, params.session_id, params.update)
+        return self._other(raw, raw)
+
+    def _refuse(self, raw: bytes, seq: int, limit: str, value: int, size: int) -> Reaction:
         detail = f"update seq {seq} refused: {limit}={value} exceeded ({size})"
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.REFUSED_UPDATE, "session/update", None, detail))
         raise TransferLimitExceeded(limit, value, size, seq)
@@ -803,23 +871,24 @@ class Conversation:
     ) -> AgentMessage:
         return AgentMessage(self.epoch, raw, kind, method, request_id, detail)
 
-    def _invalid(self, raw: bytes, detail: str) -> Step:
+    def _invalid(self, raw: bytes, detail: str) -> Reaction:
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID, None, None, detail))
         return None
 
-    def _other(self, raw: bytes) -> Step:  # noqa: C901, PLR0911  one return per kind of message, in the order JSON-RPC classifies them
+    def _other(self, raw: bytes, text: bytes) -> Reaction:  # noqa: C901, PLR0911  one return per kind of message, in the order JSON-RPC classifies them
+        """Everything but an update: ``text`` is ``raw`` made parseable (see :meth:`_unusual`)."""
         try:
-            envelope = self._decode_envelope(raw)
+            envelope = self._decode_envelope(text)
         except msgspec.ValidationError as exc:  # a subclass of DecodeError: caught first
-            if raw.lstrip().startswith(b"["):
+            if text.lstrip().startswith(b"["):
                 return self._invalid(raw, "a JSON array (ACP v1 has no batches)")
-            return self._invalid(raw, f"not a JSON-RPC message: {exc}")
+            return self._malformed(raw, text, f"not a JSON-RPC message: {exc}", INVALID_REQUEST)
         except msgspec.DecodeError:
             return self._invalid(raw, "not JSON")
         except RecursionError:
-            return self._invalid(raw, "JSON nested too deeply")
+            return self._malformed(raw, text, "JSON nested too deeply", INVALID_PARAMS)
         if envelope.jsonrpc != "2.0":
-            return self._invalid(raw, f'jsonrpc must be "2.0", not {envelope.jsonrpc!r}')
+            return self._malformed(raw, text, f'jsonrpc must be "2.0", not {envelope.jsonrpc!r}', INVALID_REQUEST)
         method = envelope.method
         if isinstance(method, str):
             if envelope.id is msgspec.UNSET:
@@ -833,16 +902,30 @@ class Conversation:
             return self._response_to_us(raw, envelope)
         return self._invalid(raw, "neither a request, a response nor a notification")
 
-    def _notification(self, raw: bytes, method: str) -> Step:
+    def _malformed(self, raw: bytes, text: bytes, detail: str, code: int) -> Reaction:
+        """A line we cannot use: a request whose id can be read is answered with ``code``, so that the agent
+        never waits for ever; anything else is recorded as invalid."""
+        request_id = _request_id(text)
+        if request_id is None:
+            return self._invalid(raw, detail)
+        return self._answer_malformed(raw, request_id, detail, code)
+
+    def _answer_malformed(self, raw: bytes, request_id: int | str, detail: str, code: int) -> Reaction:
+        yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID_REQUEST, None, request_id, detail))
+        title = "Invalid params" if code == INVALID_PARAMS else "Invalid Request"
+        yield Write(self._error(request_id, code, f"{title}: {detail}"))
+        return None
+
+    def _notification(self, raw: bytes, method: str) -> Reaction:
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.NOTIFICATION, method, None))
         return None
 
-    def _unserved(self, raw: bytes, method: str, request_id: RequestId) -> Step:
+    def _unserved(self, raw: bytes, method: str, request_id: RequestId) -> Reaction:
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.REQUEST, method, request_id))
         yield Write(self._error(request_id, METHOD_NOT_FOUND, "Method not found"))
         return None
 
-    def _loose_update(self, raw: bytes, envelope: Envelope) -> Step:
+    def _loose_update(self, raw: bytes, envelope: Envelope) -> Reaction:
         try:
             params = msgspec.json.decode(envelope.params or b"null", type=LooseUpdateParams)
         except _UNREADABLE as exc:
@@ -859,7 +942,7 @@ class Conversation:
             yield Write(cancel)
         return None
 
-    def _permission(self, raw: bytes, envelope: Envelope) -> Step:
+    def _permission(self, raw: bytes, envelope: Envelope) -> Reaction:
         request_id = envelope.id
         assert request_id is not msgspec.UNSET
         try:
@@ -886,12 +969,13 @@ class Conversation:
         yield Write(self._response(request_id, {"outcome": request.outcome}))
         return None
 
-    def _response_to_us(self, raw: bytes, envelope: Envelope) -> Step:
+    def _response_to_us(self, raw: bytes, envelope: Envelope) -> Reaction:
         pending = self._pending
         request_id = envelope.id
+        assert request_id is not msgspec.UNSET, "only a message with an id is a response"
         if pending is None or type(request_id) is not int or request_id != pending.id:
             detail = "a response to an id we did not send or that was already answered"
-            yield Record(ON_MESSAGE, self._note(raw, MessageKind.STRAY_RESPONSE, None, request_id, detail))  # type: ignore[arg-type]
+            yield Record(ON_MESSAGE, self._note(raw, MessageKind.STRAY_RESPONSE, None, request_id, detail))
             return None
         self._pending = None
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.RESPONSE, pending.method, request_id))
@@ -978,3 +1062,58 @@ def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:
         return msgspec.structs.replace(state, config_options=config_options(payload.config_options))
     assert isinstance(payload, AvailableCommandsUpdate)
     return msgspec.structs.replace(state, available_commands=tuple(payload.available_commands))
+
+
+def _lone_surrogate_replaced(match: re.Match[bytes]) -> bytes:
+    whole = match.group(0)
+    return whole if match.group(1) is not None or len(whole) == 12 else b"\\ufffd"
+
+
+def _request_id(text: bytes) -> int | str | None:
+    """The id of a request we cannot decode, if it can be read: an int or str ``id`` beside a ``method``."""
+    try:
+        probe = msgspec.json.decode(text, type=_Probe)
+    except RecursionError:
+        return _scan_request_id(text)
+    except msgspec.MsgspecError:
+        return None
+    if probe.method is None or isinstance(probe.id, bool) or not isinstance(probe.id, int | str):
+        return None
+    return probe.id
+
+
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]')
+_ID_VALUE: Final = re.compile(rb'\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")')
+
+
+def _scan_request_id(text: bytes) -> int | str | None:  # noqa: C901  a tokenizer: one branch per kind of token
+    """:func:`_request_id` for a line nested past the decoder's limit: walk its top-level keys without decoding
+    the values (up to :data:`_MAX_SCAN_DEPTH` deep), for an ``id`` and a ``method``."""
+    depth = 0
+    key_next = False
+    request_id: int | str | None = None
+    has_method = False
+    for token in _TOKEN.finditer(text):
+        part = token.group()
+        first = part[0]
+        if first == 0x22:  # a string: a key when it follows "{" or "," at the top level
+            if depth == 1 and key_next:
+                if part == b'"id"':
+                    value = _ID_VALUE.match(text, token.end())
+                    if value is not None:
+                        request_id = msgspec.json.decode(value.group(1))
+                elif part == b'"method"':
+                    has_method = True
+            key_next = False
+        elif first in b"{[":
+            depth += 1
+            key_next = depth == 1 and first == 0x7B
+            if depth > _MAX_SCAN_DEPTH:
+                break
+        elif first in b"}]":
+            depth -= 1
+        elif first == 0x2C:  # ","
+            key_next = depth == 1
+        if request_id is not None and has_method:
+            return request_id
+    return None

@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from ._errors import UsageError
 from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
@@ -245,7 +246,7 @@ class JsonlJournal(BaseObserver):
 
     def _write(self, record: dict[str, Any], *, sync: bool) -> None:
         if self._fd < 0:
-            raise ValueError(f"the journal {self.path} is closed")
+            raise UsageError(f"the journal {self.path} is closed")
         data = memoryview(self._encode(record) + b"\n")
         while data:
             data = data[os.write(self._fd, data) :]

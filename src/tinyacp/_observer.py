@@ -4,6 +4,14 @@ The client calls the observer in the order the agent's lines arrived, from the t
 call, and waits for each call to return before it acts. If a call raises, the client does not act on that message,
 tears the agent down and raises :class:`~tinyacp.ObserverError`. The :class:`~tinyacp.AsyncClient` also awaits
 observer methods that are coroutine functions.
+
+The flush point: an observer may also have a ``flush()`` method (no arguments; a coroutine function for the
+:class:`~tinyacp.AsyncClient`). The client calls it, when something was recorded since the last flush, before
+every act: before it writes anything to the agent (so before a permission answer goes out, after
+``on_send``), before a call returns or raises to the caller, before a streamed update is handed to its
+consumer, and before it waits for the agent's next output. So a durable observer may buffer the records of
+one read and make them durable in one write. If ``flush`` raises, the client does not act: it tears the agent
+down and raises :class:`~tinyacp.ObserverError` (unless another error is already being raised).
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ class Observer(Protocol):
     """What the client calls. Subclass :class:`BaseObserver` to implement only what you need.
 
     ``on_message`` and ``on_send`` are optional: an observer without them still works, and gets no record of
-    responses, other requests and our own lines.
+    responses, other requests and our own lines. ``flush()`` is optional too: the flush point (see the module
+    documentation); :class:`BaseObserver` has none, so an observer that writes each record at once costs
+    nothing there.
     """
 
     def on_update(self, update: Update) -> Awaitable[None] | None:

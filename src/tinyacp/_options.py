@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,8 @@ class Options:
             about 20 ms more to start and 5 MB of private memory (measured in RELIABILITY.md).
 
     Raises:
-        ValueError: an empty command, a non-positive epoch, or a negative grace or timeout;
+        ValueError: an empty command, a non-positive epoch, or a grace or timeout that is not a finite,
+            non-negative number (nan, inf, -1);
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
         TypeError: ``command`` is a single string rather than an argv sequence.
@@ -81,13 +83,22 @@ class Options:
         if self.stderr == subprocess.DEVNULL:
             object.__setattr__(self, "stderr", "discard")
         for name in ("kill_grace", "cancel_grace"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        if self.timeout is not None and self.timeout < 0:
-            raise ValueError("timeout must not be negative")
+            check_seconds(name, getattr(self, name))
+        if self.timeout is not None:
+            check_seconds("timeout", self.timeout)
         if self.supervise:
             from ._supervisor import available
 
             problem = available()
             if problem is not None:
                 raise ValueError(problem)
+
+
+def check_seconds(name: str, value: object) -> None:
+    """Refuse a duration that is not a finite, non-negative number of seconds.
+
+    Raises:
+        ValueError: ``value`` is nan, infinite, negative or not a number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite, non-negative number of seconds, not {value!r}")

@@ -1,13 +1,14 @@
-"""What the sync and the asyncio client share: building the core, the reader and the process, and the rules
-for failing, cancelling and closing. Only moving bytes and waiting differ between the two shells."""
+"""What the sync and the asyncio client share: the core, the reader, the process, the call driver
+(:mod:`tinyacp._driver`), and the rules for failing, cancelling and closing. Only waiting and calling the
+observer differ between the two shells."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,48 +20,39 @@ from ._conversation import (
     ON_UPDATE,
     Conversation,
 )
-from ._errors import AgentExited, ClientClosed, ObserverError
+from ._driver import ON_FLUSH, CallDriver, Gone
+from ._errors import AgentExited, AgentTimeout, ClientClosed, ProtocolViolation, RequestError
 from ._messages import Initialize, SessionState
-from ._options import Options
+from ._options import Options, check_seconds
 from ._process import AgentProcess
 from .reader import LineReader
 
 REQUIRED_CALLBACKS = (ON_UPDATE, ON_PERMISSION_REQUEST, ON_PERMISSION_DECISION)
-OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND)
+OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH)
+
+_KEEP_CLIENT = (RequestError, ProtocolViolation)
+"""Errors about one answer: the stream is still in step, so the client stays usable."""
 
 
-def resolve_callbacks(observer: object | None) -> dict[str, Callable[[Any], Any] | None]:
+def resolve_callbacks(observer: object | None) -> dict[str, Callable[..., Any] | None]:
     """The observer's methods, looked up once. The three core methods are required; the rest optional."""
     if observer is None:
         return dict.fromkeys(REQUIRED_CALLBACKS + OPTIONAL_CALLBACKS)
     missing = [name for name in REQUIRED_CALLBACKS if not callable(getattr(observer, name, None))]
     if missing:
         raise TypeError(f"the observer lacks {', '.join(missing)}; subclass tinyacp.BaseObserver to get no-op defaults")
-    return {name: getattr(observer, name, None) for name in REQUIRED_CALLBACKS + OPTIONAL_CALLBACKS}
-
-
-def observer_failed(callback: Callable[[Any], Any], exc: BaseException) -> ObserverError:
-    """The error a failing observer call becomes; the original is its cause."""
-    name = getattr(callback, "__name__", repr(callback))
-    error = ObserverError(f"the observer's {name} raised {type(exc).__name__}: {exc}")
-    error.__cause__ = exc
-    return error
-
-
-def _no_observer(update: object) -> None:
-    raise AssertionError("the core hands out no update without an observer")
+    found = {name: getattr(observer, name, None) for name in REQUIRED_CALLBACKS + OPTIONAL_CALLBACKS}
+    return {name: method if callable(method) else None for name, method in found.items()}
 
 
 class ShellBase:
     """State and rules shared by :class:`~tinyacp.Client` and :class:`~tinyacp.AsyncClient`."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, *, cooperative: bool) -> None:
         if not isinstance(options, Options):
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
-        self._callbacks = resolve_callbacks(options.observer)
-        # The core refuses every update when there is no observer, so this is only called with one.
-        self._on_update: Callable[[Any], Any] = self._callbacks[ON_UPDATE] or _no_observer
+        callbacks = resolve_callbacks(options.observer)
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,
@@ -70,10 +62,7 @@ class ShellBase:
             has_observer=options.observer is not None,
         )
         # The line buffer exists before the agent does: memory is budgeted first.
-        self._reader = LineReader(None, options.reader_limits)
-        self._cancels: deque[str] = deque()
-        self._killed = False
-        self._agent_gone = False
+        reader = LineReader(None, options.reader_limits)
         self._closed = False
         self._failure: BaseException | None = None
         self._proc = AgentProcess.spawn(
@@ -84,6 +73,22 @@ class ShellBase:
             supervise=options.supervise,
             kill_grace=options.kill_grace,
         )
+        stdout_fd = self._proc.stdout_fd
+
+        def read_into(view: memoryview) -> int:
+            return os.readv(stdout_fd, [view])
+
+        self._driver = CallDriver(
+            self._core,
+            reader,
+            read_into=read_into,
+            write=self._proc.write,
+            callbacks=callbacks,
+            cancel_grace=options.cancel_grace,
+            cooperative=cooperative,
+        )
+        self._owner: int | None = None
+        """The thread running a call (or a close) of the sync client, so that a re-entrant close is refused."""
 
     def __del__(self) -> None:
         # A client dropped without close() must not leave its agent behind: kill the group at once.
@@ -141,11 +146,9 @@ class ShellBase:
     def _deadline(self, timeout: float | None) -> float:
         if timeout is None:
             timeout = self.options.timeout
-        if timeout is None:
-            return math.inf
-        if timeout < 0:
-            raise ValueError("timeout must not be negative")
-        return time.monotonic() + timeout
+        else:
+            check_seconds("timeout", timeout)
+        return math.inf if timeout is None else time.monotonic() + timeout
 
     def _absolute(self, cwd: str | os.PathLike[str]) -> str:
         return os.path.abspath(os.fspath(cwd))
@@ -165,12 +168,29 @@ class ShellBase:
         return self._core.session_state(session_id)
 
     def _exited(self, what: str) -> AgentExited:
-        """Tear down, then describe how the agent ended (its exit status is known only after the reap)."""
-        self._teardown()
+        """How the agent ended, after the teardown (its exit status is known only after the reap)."""
         return AgentExited(what, returncode=self._proc.returncode, stderr_tail=self._proc.stderr_tail())
 
-    def _killed_error(self) -> AgentExited:
-        return self._exited("the agent was stopped by kill()")
+    def _settle(self, exc: BaseException, prompt: bool) -> tuple[BaseException, bool]:
+        """What a failed call raises, and whether the agent must be torn down first.
+
+        An error about one answer, or the deadline of a call other than a prompt whose lines all reached the
+        pipe, leaves the client usable; everything else (the agent gone, a broken rule, a prompt that outlived
+        its grace, a line half written: what follows it would be glued to it) tears it down.
+        """
+        if isinstance(exc, Gone):
+            return exc, True
+        if isinstance(exc, _KEEP_CLIENT):
+            return exc, False
+        if isinstance(exc, AgentTimeout) and not prompt and not self._driver.writing:
+            return exc, False
+        if self._failure is None:
+            self._failure = exc
+        return exc, True
+
+    def _raised(self, exc: BaseException) -> BaseException:
+        """The exception a failed call raises once the teardown it needed is done."""
+        return self._exited(exc.what) if isinstance(exc, Gone) else exc
 
     def _teardown(self) -> None:
         """Unconditional: whatever happened, the agent's whole group goes and our fds close."""
@@ -178,14 +198,9 @@ class ShellBase:
         self._core.end_call()
         self._proc.terminate(self.options.kill_grace)
 
-    def _fail(self, exc: BaseException) -> None:
-        if self._failure is None:
-            self._failure = exc
-        self._teardown()
-
     def _request_kill(self) -> None:
         """The hard stop: signal-safe (flags, signals, one byte to a pipe, one timer thread)."""
-        self._killed = True
+        self._driver.killed = True
         if not self._proc.closed:
             self._proc.start_kill(self.options.kill_grace)
 
@@ -194,5 +209,9 @@ class ShellBase:
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a str")
         self._core.check_cancel(session_id)  # a cancel too long to send is refused here, not mid-call
-        self._cancels.append(session_id)
+        self._driver.cancels.append(session_id)
         self._proc.wake()
+
+    def _reentered(self) -> bool:
+        """Whether the sync client is called from inside its own call (an observer method)."""
+        return self._owner == threading.get_ident()

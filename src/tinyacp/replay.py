@@ -55,7 +55,7 @@ _INTERNAL_ERROR = -32603
 
 
 @dataclass
-class Step:
+class Exchange:
     """One recorded client line and the agent lines that followed it."""
 
     line: bytes
@@ -72,7 +72,7 @@ class Recording:
     epoch: int
     opening: list[bytes] = field(default_factory=list)
     """Agent lines recorded before the client's first line."""
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Exchange] = field(default_factory=list)
     left_out: list[int] = field(default_factory=list)
     """The positions (from 1, among the epoch's line records) of records left out: no line, or an undecodable one."""
 
@@ -107,7 +107,7 @@ def load_recording(path: str | os.PathLike[str], epoch: int | None = None) -> Re
             recording.left_out.append(position)
             continue
         if record.get("dir") == "out":
-            recording.steps.append(Step(raw, _parse(raw), redacted=bool(record.get("redacted"))))
+            recording.steps.append(Exchange(raw, _parse(raw), redacted=bool(record.get("redacted"))))
         elif recording.steps:
             recording.steps[-1].replies.append(raw)
         else:
@@ -185,7 +185,7 @@ class Replayer:
         return self._next >= len(self.recording.steps)
 
     @property
-    def expected(self) -> Step | None:
+    def expected(self) -> Exchange | None:
         """The recorded client line the replay waits for next."""
         steps = self.recording.steps
         return steps[self._next] if self._next < len(steps) else None

@@ -14,7 +14,8 @@ so a test can check exactly what reached the agent and when. Steps (one JSON obj
 - ``flood``: ``count`` agent_message_chunk updates of ``text`` for ``session``, as fast as the pipe allows.
 - ``big_line``: write ``size`` bytes of ``x`` and then a newline (``newline: false`` to leave it out).
 - ``sleep``: ``seconds``. ``exit``: exit with ``code`` (or by ``signal``). ``close_stdout``: close stdout and
-  keep running. ``wait_eof``: read until stdin closes. ``hang``: sleep for ever.
+  keep running; ``close_stdin``: the same with stdin (the client's next write fails).
+  ``wait_eof``: read until stdin closes. ``hang``: sleep for ever.
 - ``ignore_sigterm``: from now on SIGTERM does nothing. ``spawn``: start ``argv`` in our process group and
   append its pid to ``pidfile``. ``stderr``: write ``size`` bytes to stderr (or ``text``).
 """
@@ -170,6 +171,9 @@ class Script:
         self.stdout.flush()
         os.close(1)
         self.stdout = open(os.devnull, "wb")  # noqa: SIM115
+
+    def op_close_stdin(self, step: dict[str, Any]) -> None:
+        os.close(0)
 
     def op_wait_eof(self, step: dict[str, Any]) -> None:
         while self.read() is not None:
