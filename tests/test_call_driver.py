@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -367,8 +368,9 @@ def test_a_close_after_a_cancelled_close_still_waits_until_the_agents_group_is_g
 @pytest.mark.parametrize("field", ["timeout", "cancel_grace", "kill_grace"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -1.0])
 def test_options_refuse_durations_that_are_not_finite_and_non_negative(field: str, value: float) -> None:
+    durations: dict[str, Any] = {field: value}
     with pytest.raises(ValueError, match=field):
-        Options(command=["agent"], **{field: value})
+        Options(command=["agent"], **durations)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0])
