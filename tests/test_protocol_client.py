@@ -410,3 +410,56 @@ def test_a_redacted_line_replays_strictly_with_any_key_and_show_says_what_was_no
     assert "1 secret not stored" in out.getvalue()
     assert "force=True" in out.getvalue()
     assert SECRET not in out.getvalue()
+
+
+def test_legacy_models_a_system_prompt_and_more_directories_reach_the_agent(
+    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
+) -> None:
+    init = {
+        **INIT,
+        "agentCapabilities": {"sessionCapabilities": {"systemPrompt": {}, "additionalDirectories": {}}},
+    }
+    models = {
+        "currentModelId": "flash",
+        "availableModels": [{"modelId": "flash", "name": "F"}, {"modelId": "pro", "name": "P"}],
+    }
+    agent = scripted(
+        [
+            *opening(init, {"sessionId": "g1", "models": models}),
+            {"op": "expect", "method": "session/set_model"},
+            {"op": "reply", "result": {}},
+        ]
+    )
+    client = start(make_client, agent, tmp_path)
+    extra = tmp_path / "lib"
+    with pytest.raises(NotAdvertised, match="override"):
+        client.new_session(tmp_path, system_prompt=tinyacp.SystemPrompt("Be terse.", mode="override"))
+    session = client.new_session(
+        tmp_path, system_prompt=tinyacp.SystemPrompt("Be terse."), additional_directories=[extra], meta={"k": "v"}
+    )
+    assert session.models is not None
+    assert [model.model_id for model in session.models.available_models] == ["flash", "pro"]
+    with pytest.raises(NotAdvertised):
+        client.set_model(session.id, "ultra")
+    client.set_model(session.id, "pro")
+    state = client.session_state(session.id)
+    client.close()
+
+    assert state.models is not None
+    assert state.models.current_model_id == "pro"
+    lines = agent.log.read_bytes().splitlines()
+    new = check_client_line(lines[1], "NewSessionRequest")["params"]
+    assert new == {
+        "cwd": str(tmp_path),
+        "mcpServers": [],
+        "additionalDirectories": [str(extra)],
+        "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]},
+        "_meta": {"k": "v"},
+    }
+    assert check_client_line(lines[2], "ExtRequest") == {
+        "jsonrpc": "2.0",
+        "id": 2,  # the refused calls used no id
+        "method": "session/set_model",
+        "params": {"sessionId": "g1", "modelId": "pro"},
+    }
+    assert len(lines) == 3
