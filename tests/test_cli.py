@@ -1048,3 +1048,268 @@ def test_chat_is_many_turns_in_one_session_and_ctrl_c_cancels_a_turn_not_the_cha
     assert len({p["params"]["sessionId"] for p in prompts}) == 1
     assert "second" in (cli.tmp / "state" / "tinyacp" / "chat_history").read_text()
     assert b"Traceback" not in terminal.output
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Login, conversations that continue, agent settings (scripted agents).
+
+
+def _init(**capabilities: Any) -> dict[str, Any]:
+    methods = capabilities.pop("authMethods", [])
+    return {
+        "protocolVersion": 1,
+        "agentCapabilities": {"promptCapabilities": {}, **capabilities},
+        "agentInfo": {"name": "scripted", "version": "1"},
+        "authMethods": methods,
+    }
+
+
+def _turn(text: str = "ok", session: str = "s1") -> list[dict[str, Any]]:
+    return [
+        {"op": "expect", "method": "session/prompt"},
+        {"op": "update", "session": session, "update": chunk(text)},
+        end_turn(),
+    ]
+
+
+def _received(cli: Cli, name: str = "agent") -> list[dict[str, Any]]:
+    """What the scripted agent received, in order."""
+    lines = (cli.tmp / f"{name}.log").read_bytes().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _named(cli: Cli, steps: list[dict[str, Any]], extra: str = "") -> None:
+    """A config entry `scripted` for a scripted agent (the same name across runs, so --continue finds it)."""
+    command = cli.scripted(steps)
+    config = cli.tmp / "config" / "tinyacp"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(f"[agents.scripted]\ncommand = {json.dumps(command)}\n{extra}")
+
+
+def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cli) -> None:
+    first = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(loadSession=True)},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": {"sessionId": "sess-A"}},
+        *_turn("first", "sess-A"),
+    ]
+    _named(cli, first)
+    done = cli.run("prompt", "--agent", "scripted", "remember 42")
+    assert done.returncode == 0, done.stderr
+    second = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(loadSession=True)},
+        {"op": "expect", "method": "session/load"},
+        {
+            "op": "update",
+            "session": "sess-A",
+            "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "remember 42"}},
+        },  # noqa: E501
+        {"op": "update", "session": "sess-A", "update": chunk("first")},
+        {"op": "reply", "result": {}},
+        *_turn("second", "sess-A"),
+    ]
+    _named(cli, second)
+    (cli.tmp / "agent.log").unlink()  # a second agent process: what it receives
+    done = cli.run("prompt", "--agent", "scripted", "--continue", "what did I say?")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"second"  # the replayed history is shown on stderr, not taken for the reply
+    assert "continuing session sess-A: loaded (2 updates replayed)" in done.stderr.decode()
+    methods = [message.get("method") for message in _received(cli)]
+    assert "session/new" not in methods and "session/resume" not in methods
+    (load,) = [message for message in _received(cli) if message.get("method") == "session/load"]
+    assert load["params"]["sessionId"] == "sess-A" and load["params"]["cwd"] == str(cli.work)
+    (prompt,) = [message for message in _received(cli) if message.get("method") == "session/prompt"]
+    assert prompt["params"]["sessionId"] == "sess-A"
+
+
+def test_session_id_resumes_when_the_agent_offers_resume(cli: Cli) -> None:
+    steps = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(loadSession=True, sessionCapabilities={"resume": {}})},
+        {"op": "expect", "method": "session/resume"},
+        {"op": "reply", "result": {}},
+        *_turn(session="old-7"),
+    ]
+    _named(cli, steps)
+    done = cli.run("prompt", "--agent", "scripted", "--session", "old-7", "go on")
+    assert done.returncode == 0, done.stderr
+    assert "continuing session old-7: resumed" in done.stderr.decode()
+    (resume,) = [m for m in _received(cli) if m.get("method") == "session/resume"]
+    assert resume["params"]["sessionId"] == "old-7"
+    latest = json.loads(cli.run("sessions", "--agent", "scripted", "--format", "json").stdout)["sessions"][0]
+    assert latest["session_id"] == "old-7"  # the continued session is now the most recent
+
+
+def test_continuing_never_starts_a_new_session_in_its_place(cli: Cli) -> None:
+    steps = [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": _init()}, {"op": "wait_eof"}]
+    _named(cli, steps)
+    done = cli.run("prompt", "--agent", "scripted", "--continue", "hi")
+    assert done.returncode == 2
+    assert "no earlier session of scripted in" in done.stderr.decode()
+    done = cli.run("prompt", "--agent", "scripted", "--session", "old-7", "hi")
+    assert done.returncode == 2
+    assert "can neither resume nor load a session" in done.stderr.decode()
+    assert "session/new" not in [m.get("method") for m in _received(cli)]
+
+
+AUTH_METHODS = [
+    {"id": "chatgpt", "name": "ChatGPT", "description": "log in with a ChatGPT subscription"},
+    {"id": "api-key", "name": "API key"},
+    {"id": "env-key", "name": "Key from the environment", "type": "env_var", "varName": "SCRIPTED_ENV_KEY"},
+]
+
+
+def _needs_login(then: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(authMethods=AUTH_METHODS)},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply_error", "code": -32000, "message": "Authentication required"},
+        *then,
+    ]
+
+
+LOGGED_IN = [
+    {"op": "expect", "method": "authenticate"},
+    {"op": "reply", "result": {}},
+    {"op": "expect", "method": "session/new"},
+    {"op": "reply", "result": {"sessionId": "s1"}},
+    *_turn(),
+]
+
+
+def test_not_logged_in_lists_the_methods_and_what_each_needs_and_exits_8(cli: Cli) -> None:
+    _named(cli, _needs_login([{"op": "wait_eof"}]), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    done = cli.run("prompt", "--agent", "scripted", "--format", "json", "hi")
+    assert done.returncode == 8, done.stderr
+    err = done.stderr.decode()
+    assert "log in with --auth METHOD" in err
+    assert "chatgpt (ChatGPT): log in with a ChatGPT subscription" in err
+    assert (
+        "api-key (API key): set SCRIPTED_API_KEY" in err
+        and "env-key (Key from the environment): set SCRIPTED_ENV_KEY" in err
+    )
+    assert _events(done.stdout)[-1]["outcome"] == "not_logged_in"
+    assert "authenticate" not in [m.get("method") for m in _received(cli)]
+
+
+@pytest.mark.parametrize(
+    ("variable", "method"), [("SCRIPTED_ENV_KEY", "env-key"), ("SCRIPTED_API_KEY", "api-key")], ids=["env_var", "named"]
+)
+def test_a_key_in_the_environment_logs_in_when_the_agent_asks(cli: Cli, variable: str, method: str) -> None:
+    _named(cli, _needs_login(LOGGED_IN), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    done = cli.run("prompt", "--agent", "scripted", "hi", env=dict(cli.env, **{variable: "sk-test"}))
+    assert done.returncode == 0, done.stderr
+    assert f"logging in with {method}: {variable} is set" in done.stderr.decode()
+    (auth,) = [m for m in _received(cli) if m.get("method") == "authenticate"]
+    assert auth["params"]["methodId"] == method
+    assert b"sk-test" not in (cli.tmp / "agent.log").read_bytes()
+
+
+def test_auth_logs_in_before_the_session_and_an_unknown_method_is_refused(cli: Cli) -> None:
+    steps = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(authMethods=AUTH_METHODS)},
+        *LOGGED_IN,
+    ]
+    _named(cli, steps)
+    done = cli.run("prompt", "--agent", "scripted", "--auth", "chatgpt", "hi")
+    assert done.returncode == 0, done.stderr
+    assert [m.get("method") for m in _received(cli)][:3] == ["initialize", "authenticate", "session/new"]
+    done = cli.run("prompt", "--agent", "scripted", "--auth", "password", "hi")
+    assert done.returncode == 2
+    assert "the agent offers no auth method 'password' (it offers: chatgpt, api-key, env-key)" in done.stderr.decode()
+
+
+SESSION_WITH_SETTINGS = {
+    "sessionId": "s1",
+    "modes": {
+        "currentModeId": "default",
+        "availableModes": [{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}],
+    },  # noqa: E501
+    "configOptions": [
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": "small",
+            "options": [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}],
+        },  # noqa: E501
+        {
+            "id": "effort",
+            "name": "Effort",
+            "type": "select",
+            "currentValue": "low",
+            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+        },  # noqa: E501
+    ],
+}
+
+
+def _with_settings(then: list[dict[str, Any]], capabilities: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(**(capabilities or {}))},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": SESSION_WITH_SETTINGS},
+        *then,
+    ]
+
+
+def test_mode_model_and_options_are_set_before_the_prompt(cli: Cli) -> None:
+    options = SESSION_WITH_SETTINGS["configOptions"]
+    steps = _with_settings(
+        [
+            {"op": "expect", "method": "session/set_mode"},
+            {"op": "reply", "result": {}},
+            {"op": "expect", "method": "session/set_config_option"},
+            {"op": "reply", "result": {"configOptions": options}},
+            {"op": "expect", "method": "session/set_config_option"},
+            {"op": "reply", "result": {"configOptions": options}},
+            *_turn(),
+        ]
+    )
+    _named(cli, steps, 'options = { effort = "high" }\n')  # from the config file
+    done = cli.run("prompt", "--agent", "scripted", "--mode", "plan", "--model", "large", "hi")
+    assert done.returncode == 0, done.stderr
+    sent = [m for m in _received(cli) if m.get("method", "").startswith("session/")]
+    assert [m["method"] for m in sent] == [
+        "session/new", "session/set_mode", "session/set_config_option", "session/set_config_option", "session/prompt"
+    ]  # fmt: skip
+    assert sent[1]["params"]["modeId"] == "plan"
+    assert (sent[2]["params"]["configId"], sent[2]["params"]["value"]) == ("model", "large")
+    assert (sent[3]["params"]["configId"], sent[3]["params"]["value"]) == ("effort", "high")
+    assert "mode: plan" in done.stderr.decode() and "model: large" in done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--mode", "yolo"], "the agent offers no mode 'yolo' (it offers: default, plan)"),
+        (["--model", "huge"], "the agent offers no model 'huge' (it offers: small, large)"),
+        (["--set", "effort=max"], "config option 'effort' cannot be 'max' (it takes: low, high)"),
+        (["--set", "speed=fast"], "the agent has no config option 'speed' (it offers: model, effort)"),
+        (["--set", "speed"], "--set 'speed': expected KEY=VALUE"),
+        (["--system-prompt", "Be brief."], "sessionCapabilities.systemPrompt"),
+    ],
+)
+def test_a_setting_the_agent_does_not_offer_exits_2_before_the_prompt(cli: Cli, flags: list[str], said: str) -> None:
+    _named(cli, _with_settings([{"op": "wait_eof"}]))
+    done = cli.run("prompt", "--agent", "scripted", *flags, "hi")
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr.decode()
+    if (cli.tmp / "agent.log").exists():
+        assert "session/prompt" not in [m.get("method") for m in _received(cli)]
+
+
+def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: Cli) -> None:
+    _named(cli, _with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"override": {}}}}))
+    done = cli.run(
+        "prompt", "--agent", "scripted", "--system-prompt", "Be brief.", "--system-prompt-mode", "override", "hi"
+    )
+    assert done.returncode == 0, done.stderr
+    (new,) = [m for m in _received(cli) if m.get("method") == "session/new"]
+    assert new["params"]["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}

@@ -25,13 +25,24 @@ from typing import Any
 from .._client import Client
 from .._errors import TinyAcpError
 from .._limits import TransferLimits
+from .._messages import SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
 from .._permissions import PermissionPolicy
 from .._records import AgentMessage, MessageKind
 from .._version import __version__
 from ..reader import DEFAULT_MAX_LINE, ReaderLimits
-from ._agents import DEMO, AgentSpec, Config, ConfigError, default_config_path, load_config, resolve_agent
+from ._agents import (
+    DEMO,
+    SYSTEM_PROMPT_MODES,
+    AgentSettings,
+    AgentSpec,
+    Config,
+    ConfigError,
+    default_config_path,
+    load_config,
+    resolve_agent,
+)
 from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
 from ._display import one_line, sanitize
 from ._exit import EXIT_STATUS, Exit
@@ -39,6 +50,7 @@ from ._explain import StartupWatch, explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import Attachment, PromptSettings, read_attachment, run_prompt
+from ._session import SessionPlan
 
 __all__ = ["main"]
 
@@ -201,11 +213,36 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
             action="store_true",
             help=f"exit {int(Exit.REJECTED)} when the turn ends but a permission request was rejected or cancelled",
         )
-    session = parser.add_argument_group("session (also per agent in config.toml)")
+    session = parser.add_argument_group("session (also per agent in config.toml; a flag wins)")
+    which = session.add_mutually_exclusive_group()
+    which.add_argument(
+        "--continue",
+        dest="continue_last",
+        action="store_true",
+        help="continue the most recent session this machine ran with this agent in this directory",
+    )
+    which.add_argument("--session", metavar="ID", help="continue session ID (session/resume, else session/load)")
+    session.add_argument("--auth", metavar="METHOD", help="log in with this auth method after initialize")
+    session.add_argument("--mode", metavar="ID", help="the session's mode")
+    session.add_argument("--model", metavar="ID", help="the session's model")
+    session.add_argument(
+        "--set",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config option (repeatable)",
+    )
     session.add_argument(
         "--mcp-config",
         metavar="FILE",
         help="MCP servers for the session, in the mcpServers JSON format of Claude Desktop and Cursor",
+    )
+    session.add_argument("--system-prompt", metavar="TEXT", help="text added to the agent's system prompt")
+    session.add_argument(
+        "--system-prompt-mode",
+        choices=SYSTEM_PROMPT_MODES,
+        help="append to the agent's system prompt (default) or override it",
     )
     record = parser.add_argument_group("journal (default: one file per run in the state directory)")
     record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
@@ -322,11 +359,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
     attachments = () if chat else _attachments(args)
     reader_limits, transfer_limits = _limits(args)
     terminal = _isatty(sys.stdin) and _isatty(sys.stderr)
-    mcp_config = args.mcp_config if args.mcp_config is not None else agent.settings.mcp_config
-    try:
-        mcp_servers = tuple(read_mcp_config(mcp_config)) if mcp_config is not None else ()
-    except McpConfigError as exc:
-        raise _Usage(str(exc)) from None
+    plan = _plan(args, agent, cwd)
     return PromptSettings(
         agent=agent,
         text=text,
@@ -345,11 +378,52 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
         agent_log=args.agent_log,
-        mcp_servers=mcp_servers,
+        plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
+    )
+
+
+def _plan(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> SessionPlan:
+    """The session to open and its settings: the flags, over the agent's entry in the config file."""
+    options = {}
+    for item in args.options:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _Usage(f"--set {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    given = AgentSettings(
+        auth=args.auth,
+        mode=args.mode,
+        model=args.model,
+        options=options,
+        mcp_config=args.mcp_config,
+        system_prompt=args.system_prompt,
+        system_prompt_mode=args.system_prompt_mode or "append",
+    )
+    settings = given.over(agent.settings)
+    if args.system_prompt_mode is None:
+        settings = dataclasses.replace(settings, system_prompt_mode=agent.settings.system_prompt_mode)
+    try:
+        mcp_servers = tuple(read_mcp_config(settings.mcp_config)) if settings.mcp_config is not None else ()
+    except McpConfigError as exc:
+        raise _Usage(str(exc)) from None
+    system_prompt = None
+    if settings.system_prompt is not None:
+        override = settings.system_prompt_mode == "override"
+        system_prompt = SystemPrompt(settings.system_prompt, "override" if override else "append")
+    return SessionPlan(
+        cwd=cwd,
+        mcp_servers=mcp_servers,
+        auth=settings.auth,
+        session_id=args.session,
+        continue_last=args.continue_last,
+        mode=settings.mode,
+        model=settings.model,
+        options=settings.options,
+        system_prompt=system_prompt,
     )
 
 

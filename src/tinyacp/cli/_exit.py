@@ -26,6 +26,8 @@ class Exit(enum.IntEnum):
     """A transfer limit was reached (a line, an update, the update count, the reply, the prompt's size)."""
     NOT_INSTALLED = 7
     """The agent's program could not be started (not installed, not executable)."""
+    NOT_LOGGED_IN = 8
+    """The agent needs a login (``AuthRequired``): the run lists the auth methods it offers and what each needs."""
     REJECTED = 9
     """``--fail-on-reject``: the turn ended, but a permission request in it was rejected or cancelled."""
     CANCELLED = 130
@@ -41,6 +43,7 @@ OUTCOME_WORDS: dict[int, str] = {
     Exit.TIMEOUT: "timeout",
     Exit.LIMIT: "limit",
     Exit.NOT_INSTALLED: "not_installed",
+    Exit.NOT_LOGGED_IN: "not_logged_in",
     Exit.REJECTED: "rejected",
     Exit.CANCELLED: "cancelled",
 }
@@ -57,5 +60,6 @@ EXIT_STATUS = """exit status:
   5    --timeout passed
   6    a transfer limit was reached
   7    the agent's program could not be started (not installed)
+  8    not logged in: the agent needs a login; the methods it offers are listed (use --auth METHOD)
   9    --fail-on-reject: the turn ended but a permission request was rejected or cancelled
   130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""

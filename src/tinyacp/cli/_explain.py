@@ -9,12 +9,14 @@ time, and that first line is shown.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import (
     AgentExited,
     AgentTimeout,
+    AuthRequired,
     LimitExceeded,
     ObserverError,
     RequestError,
@@ -124,6 +126,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     *,
     first_line: bytes | None = None,
     startup_timeout: float | None = None,
+    raw_methods: Mapping[str, Any] | None = None,
 ) -> Explanation:
     """The exit status, the message and the hint lines for an error of a run (or of ``probe``).
 
@@ -133,6 +136,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         init: the agent's answer to ``initialize``, if it came.
         first_line: the first line the agent wrote on stdout, if any.
         startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
+        raw_methods: the auth methods of the raw ``initialize`` answer, by id (what each needs).
     """
     message = one_line(str(exc).split("\n--- agent stderr")[0], 2000)
     if isinstance(exc, SettingUnavailable):
@@ -159,6 +163,8 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         return Explanation(Exit.AGENT_ERROR, message)
     if isinstance(exc, UsageError | OSError):
         return Explanation(Exit.USAGE, message)
+    if isinstance(exc, AuthRequired):
+        return Explanation(Exit.NOT_LOGGED_IN, message, _not_logged_in(agent, init, raw_methods or {}))
     hint: list[str] = []
     if isinstance(exc, RequestError):
         hint += data_lines(exc.data)
@@ -167,6 +173,19 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     if isinstance(exc, AgentExited) and init is None and first_line is None and agent.install:
         hint.append(f"is {agent.name} installed and working? {agent.install}")
     return Explanation(Exit.AGENT_ERROR, message, hint)
+
+
+def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, Any]) -> list[str]:
+    from ._session import auth_needs
+
+    methods = init.auth_methods if init is not None else []
+    lines = [f"{agent.name} needs a login: {agent.login or 'see its documentation'}"]
+    if methods:
+        lines.append("the auth methods it offers (log in with --auth METHOD):")
+        for method in methods:
+            needs = one_line(auth_needs(method, agent, raw), 200)
+            lines.append(f"  {one_line(method.id, 60)} ({one_line(method.name, 60)}): {needs}")
+    return lines
 
 
 def _acp_hint(agent: AgentSpec) -> list[str]:

@@ -34,7 +34,6 @@ from .._journal import JsonlJournal
 from .._limits import TransferLimits
 from .._messages import (
     AgentMessageChunk,
-    AnyMcpServer,
     Initialize,
     PromptBlobResource,
     PromptCapabilities,
@@ -49,7 +48,7 @@ from .._messages import (
 from .._observer import BaseObserver
 from .._options import Options
 from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
-from .._records import AgentMessage, OutgoingMessage, PromptResult, Update
+from .._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
 from ..reader import ReaderLimits
 from ._agents import AgentSpec
 from ._display import Display, one_line, tool_output_lines
@@ -57,6 +56,7 @@ from ._exit import OUTCOME_WORDS, Exit
 from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import check_transports
+from ._session import SessionPlan, apply_settings, open_session, raw_auth_methods
 
 __all__ = ["Attachment", "Exit", "PromptSettings", "run_prompt"]
 
@@ -98,7 +98,8 @@ class PromptSettings:
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
     agent_log: Path | None = None
-    mcp_servers: tuple[AnyMcpServer, ...] = ()
+    plan: SessionPlan = field(default_factory=lambda: SessionPlan(Path.cwd()))
+    """How to open the session (new or continued, MCP servers, login) and the settings to apply in it."""
     index: SessionIndex | None = None
     """Where the session is noted for ``--continue`` (None: nowhere)."""
     agent_key: str = ""
@@ -371,6 +372,8 @@ class RunObserver(BaseObserver):
         self._kept_chunks = 0
         self._overflowed = False
         self.watch = StartupWatch()
+        self.initialize_answer = b""
+        """The agent's answer to ``initialize`` as it sent it (auth methods carry fields the client does not keep)."""
         self.usage: UsageUpdate | None = None
         """The agent's last ``usage_update``: context used, and the session's cost when it reports one."""
 
@@ -467,6 +470,8 @@ class RunObserver(BaseObserver):
         if self.journal is not None:
             self.journal.on_message(message)
         self.watch.seen(message.raw, message)
+        if message.kind == MessageKind.RESPONSE and message.method == "initialize":
+            self.initialize_answer = message.raw
 
     def on_send(self, message: OutgoingMessage) -> None:
         if self.journal is not None:
@@ -657,12 +662,26 @@ class PromptRun:
         self.startup, left = deadline.first(settings.startup_timeout)
         init = self.init = client.initialize(timeout=left)
         self.startup = None
-        problem = check_transports(list(settings.mcp_servers), init.agent_capabilities.mcp_capabilities)
+        problem = check_transports(list(settings.plan.mcp_servers), init.agent_capabilities.mcp_capabilities)
         if problem is not None:
             raise SettingUnavailable(problem)
-        session = client.new_session(settings.cwd, settings.mcp_servers, timeout=deadline.left())
+        opened = open_session(
+            client,
+            init,
+            settings.agent,
+            settings.plan,
+            index=settings.index,
+            raw_methods=raw_auth_methods(observer.initialize_answer),
+            say=self.display.info,
+            timeout=deadline.left,
+        )
+        session = opened.session
         self._ready(init, session.id, client.pid)
+        if opened.how != "new":
+            replayed = f" ({opened.replayed} updates replayed)" if opened.how == "loaded" else ""
+            self.display.info(f"continuing session {one_line(session.id, 80)}: {opened.how}{replayed}")
         observer.session_id = interrupts.session_id = session.id
+        apply_settings(client, session.id, settings.plan, self.display.info, deadline.left())
         self._remember(session.id)
         return client
 
@@ -721,7 +740,12 @@ class PromptRun:
         """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
         client = self.client
         why = explain(
-            exc, self.settings.agent, self.init, first_line=observer.watch.first_line, startup_timeout=self.startup
+            exc,
+            self.settings.agent,
+            self.init,
+            first_line=observer.watch.first_line,
+            startup_timeout=self.startup,
+            raw_methods=raw_auth_methods(observer.initialize_answer),
         )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
