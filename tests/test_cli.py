@@ -974,7 +974,8 @@ def test_sessions_lists_the_runs_of_this_machine_most_recent_first(cli: Cli) -> 
     assert all(entry["agent"] == "demo" and Path(entry["journal"]).exists() for entry in listing)
     here = json.loads(cli.run("sessions", "--cwd", ".", "--format", "json").stdout)["sessions"]
     assert [entry["cwd"] for entry in here] == [str(cli.work)]
-    assert json.loads(cli.run("sessions", "--agent", "claude", "--format", "json").stdout)["sessions"] == []
+    other_agent = json.loads(cli.run("sessions", "--agent-command", "no-such-agent-x", "--format", "json").stdout)
+    assert other_agent["sessions"] == [] and "no-such-agent-x" in other_agent["agent_error"]
     text = cli.run("sessions").stdout.decode()
     assert "second question" in text and "journal:" in text
 
@@ -1105,7 +1106,7 @@ def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cl
             "op": "update",
             "session": "sess-A",
             "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "remember 42"}},
-        },  # noqa: E501
+        },
         {"op": "update", "session": "sess-A", "update": chunk("first")},
         {"op": "reply", "result": {}},
         *_turn("second", "sess-A"),
@@ -1228,7 +1229,7 @@ SESSION_WITH_SETTINGS = {
     "modes": {
         "currentModeId": "default",
         "availableModes": [{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}],
-    },  # noqa: E501
+    },
     "configOptions": [
         {
             "id": "model",
@@ -1237,14 +1238,14 @@ SESSION_WITH_SETTINGS = {
             "type": "select",
             "currentValue": "small",
             "options": [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}],
-        },  # noqa: E501
+        },
         {
             "id": "effort",
             "name": "Effort",
             "type": "select",
             "currentValue": "low",
             "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
-        },  # noqa: E501
+        },
     ],
 }
 
@@ -1259,14 +1260,19 @@ def _with_settings(then: list[dict[str, Any]], capabilities: dict[str, Any] | No
     ]
 
 
+SET_MODE_THEN_OPTION = [
+    {"op": "expect", "method": "session/set_mode"},
+    {"op": "reply", "result": {}},
+    {"op": "expect", "method": "session/set_config_option"},
+    {"op": "reply", "result": {"configOptions": SESSION_WITH_SETTINGS["configOptions"]}},
+]
+
+
 def test_mode_model_and_options_are_set_before_the_prompt(cli: Cli) -> None:
     options = SESSION_WITH_SETTINGS["configOptions"]
     steps = _with_settings(
         [
-            {"op": "expect", "method": "session/set_mode"},
-            {"op": "reply", "result": {}},
-            {"op": "expect", "method": "session/set_config_option"},
-            {"op": "reply", "result": {"configOptions": options}},
+            *SET_MODE_THEN_OPTION,
             {"op": "expect", "method": "session/set_config_option"},
             {"op": "reply", "result": {"configOptions": options}},
             *_turn(),
@@ -1313,3 +1319,100 @@ def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: C
     assert done.returncode == 0, done.stderr
     (new,) = [m for m in _received(cli) if m.get("method") == "session/new"]
     assert new["params"]["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}
+
+
+def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cli) -> None:
+    steps = _with_settings(
+        [
+            *SET_MODE_THEN_OPTION,
+            {"op": "expect", "method": "session/close"},
+            {"op": "reply", "result": {}},
+        ],
+        {"sessionCapabilities": {"close": {}}},
+    )
+    _named(cli, steps)
+    terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal")
+    terminal.wait_for(b"you> ")
+    terminal.send(b"/mode nope\n")
+    terminal.wait_for(b"the agent offers no mode 'nope' (it offers: default, plan)")
+    terminal.send(b"/mode plan\n")
+    terminal.wait_for(b"mode: plan")
+    terminal.send(b"/set effort high\n")
+    terminal.wait_for(b"effort: high")
+    terminal.send(b"/set effort\n")
+    terminal.wait_for(b"usage: /set KEY VALUE")
+    terminal.wait_for(b"you> ", count=5)
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0
+    assert b"session s1 closed" in terminal.output
+    methods = [m.get("method") for m in _received(cli)]
+    assert methods == ["initialize", "session/new", "session/set_mode", "session/set_config_option", "session/close"]
+
+
+def test_probe_shows_modes_options_auth_needs_and_commands(cli: Cli) -> None:
+    session = dict(SESSION_WITH_SETTINGS)
+    steps = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init(authMethods=AUTH_METHODS, sessionCapabilities={"resume": {}, "close": {}})},
+        {"op": "expect", "method": "session/new"},
+        {
+            "op": "update",
+            "update": {
+                "sessionUpdate": "available_commands_update",
+                "availableCommands": [{"name": "review", "description": "review the diff"}],
+            },
+        },
+        {"op": "reply", "result": session},
+        {"op": "wait_eof"},
+    ]
+    _named(cli, steps, 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    done = cli.run("probe", "--agent", "scripted")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "session capabilities: resume, close" in text
+    assert "api-key (API key): set SCRIPTED_API_KEY" in text
+    assert "modes:                default, plan (current: default)" in text
+    assert "model = small   (small, large)" in text and "effort = low   (low, high)" in text
+    assert "commands:             /review" in text
+    report = json.loads(cli.run("probe", "--agent", "scripted", "--format", "json").stdout)
+    assert report["session"]["modes"] == {"current": "default", "available": ["default", "plan"]}
+    assert report["session"]["config_options"][1] == {
+        "id": "effort", "name": "Effort", "type": "select", "value": "low", "values": ["low", "high"]
+    }  # fmt: skip
+    assert report["session"]["commands"] == [{"name": "review", "description": "review the diff"}]
+
+
+def test_probe_of_an_agent_that_needs_a_login_says_so_and_exits_8(cli: Cli) -> None:
+    _named(cli, _needs_login([{"op": "wait_eof"}]))
+    done = cli.run("probe", "--agent", "scripted")
+    assert done.returncode == 8
+    assert "session:              needs a login: Authentication required" in done.stdout.decode()
+    assert "env-key (Key from the environment): set SCRIPTED_ENV_KEY" in done.stdout.decode()
+
+
+def test_sessions_with_an_agent_shows_its_own_list_beside_the_runs_of_this_machine(cli: Cli) -> None:
+    _named(cli, [*handshake("s1"), {"op": "update", "update": chunk("ok")}, end_turn()])
+    assert cli.run("prompt", "--agent", "scripted", "first").returncode == 0
+    page_one = {"sessions": [{"sessionId": "s1", "cwd": str(cli.work), "title": "First"}], "nextCursor": "c2"}
+    page_two = {"sessions": [{"sessionId": "elsewhere-9", "cwd": str(cli.work), "updatedAt": "2026-11-30T10:00:00Z"}]}
+    _named(
+        cli,
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": _init(sessionCapabilities={"list": {}})},
+            {"op": "expect", "method": "session/list"},
+            {"op": "reply", "result": page_one},
+            {"op": "expect", "method": "session/list"},
+            {"op": "reply", "result": page_two},
+            {"op": "wait_eof"},
+        ],
+    )
+    done = cli.run("sessions", "--agent", "scripted", "--cwd", ".")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "scripted's own list (session/list):" in text
+    assert "s1  First" in text and "(ran here)" in text and "elsewhere-9" in text
+    listed = [m for m in _received(cli) if m.get("method") == "session/list"]
+    assert listed[1]["params"]["cursor"] == "c2" and listed[0]["params"]["cwd"] == str(cli.work)
+    document = json.loads(cli.run("sessions", "--agent", "demo", "--format", "json").stdout)
+    assert document["agent_sessions"] is None and document["agent_error"] == "the agent does not offer session/list"

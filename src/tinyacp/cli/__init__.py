@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._errors import TinyAcpError
+from .._errors import AuthRequired, RequestError, TinyAcpError
 from .._limits import TransferLimits
-from .._messages import SystemPrompt
+from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
 from .._permissions import PermissionPolicy
@@ -46,11 +46,11 @@ from ._agents import (
 from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
 from ._display import one_line, sanitize
 from ._exit import EXIT_STATUS, Exit
-from ._explain import StartupWatch, explain, stderr_lines
+from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import Attachment, PromptSettings, read_attachment, run_prompt
-from ._session import SessionPlan
+from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
 
 __all__ = ["main"]
 
@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start the agent, initialize, print what it offers, stop it.",
     )
     probe.add_argument("--format", choices=("text", "json"), default="text")
+    probe.add_argument("--auth", metavar="METHOD", help="log in with this auth method before opening the session")
     probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
     probe.set_defaults(handler=cmd_probe)
 
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--agent-command", metavar='"CMD ARGS"', help="only the sessions of this command line")
     sessions.add_argument("--cwd", metavar="DIR", help="only the sessions in this directory")
     sessions.add_argument("--format", choices=("text", "json"), default="text")
+    sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
     sessions.set_defaults(handler=cmd_sessions)
 
     agents = commands.add_parser("agents", parents=[config], help="list the agents known by name")
@@ -457,24 +459,38 @@ class _InitializeAnswer(BaseObserver):
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """``tinyacp probe``: initialize, print what the agent offers."""
+    """``tinyacp probe``: initialize, open a session, print what the agent offers."""
     agent = _agent(args)
     cwd = _cwd(args)
-
     answer = _InitializeAnswer()
     env = {**os.environ, **agent.env} if agent.env else None
     client: Client | None = None
+    init = None
+    code = Exit.OK
     try:
         with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
             init = client.initialize(timeout=args.timeout)
+            report = _probe_report(agent, init, answer.raw)
+            code = _probe_session(client, init, agent, args, report, answer.raw)
     except TinyAcpError as exc:
-        why = explain(exc, agent, None, first_line=answer.watch.first_line, startup_timeout=args.timeout)
+        why = explain(
+            exc, agent, init, first_line=answer.watch.first_line, startup_timeout=None if init else args.timeout
+        )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         _error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
         return int(why.code)
+    if args.format == "json":
+        print(json.dumps(report, ensure_ascii=True))
+    else:
+        print(sanitize(_probe_text(report)))
+    return int(code)
+
+
+def _probe_report(agent: AgentSpec, init: Initialize, raw: bytes) -> dict[str, Any]:
     info = init.agent_info
     caps = init.agent_capabilities
-    report: dict[str, Any] = {
+    methods = raw_auth_methods(raw)
+    return {
         "agent": {"name": info.name, "version": info.version, "title": info.title} if info else None,
         "protocol_version": init.protocol_version,
         "prompt_capabilities": {
@@ -486,17 +502,63 @@ def cmd_probe(args: argparse.Namespace) -> int:
         "load_session": caps.load_session,
         "session_capabilities": caps.session_capabilities,
         "auth_methods": [
-            {"id": method.id, "name": method.name, "description": method.description, "type": method.type}
+            {
+                "id": method.id,
+                "name": method.name,
+                "description": method.description,
+                "type": method.type,
+                "needs": auth_needs(method, agent, methods),
+            }
             for method in init.auth_methods
         ],
         "command": list(agent.command),
-        "initialize": _loads(answer.raw).get("result"),
+        "initialize": _loads(raw).get("result"),
+        "session": None,
     }
-    if args.format == "json":
-        print(json.dumps(report, ensure_ascii=True))
-    else:
-        print(sanitize(_probe_text(report)))
-    return int(Exit.OK)
+
+
+def _probe_session(  # noqa: PLR0917  one call site; the pieces of one probe
+    client: Client, init: Initialize, agent: AgentSpec, args: argparse.Namespace, report: dict[str, Any], raw: bytes
+) -> Exit:
+    """Open a session to see its modes, config options and commands; a login it needs is reported (exit 8)."""
+    plan = SessionPlan(_cwd(args), auth=args.auth)
+    try:
+        opened = open_session(
+            client,
+            init,
+            agent,
+            plan,
+            index=None,
+            raw_methods=raw_auth_methods(raw),
+            say=lambda text: print(f"tinyacp: {sanitize(text)}", file=sys.stderr),
+            timeout=lambda: args.timeout,
+        )
+    except AuthRequired as exc:
+        report["session"] = {"error": f"needs a login: {exc.message}"}
+        return Exit.NOT_LOGGED_IN
+    except (RequestError, SettingUnavailable) as exc:
+        report["session"] = {"error": str(exc)}
+        return Exit.OK
+    state = client.session_state(opened.session.id)
+    modes = state.modes
+    report["session"] = {
+        "id": opened.session.id,
+        "modes": None
+        if modes is None
+        else {"current": modes.current_mode_id, "available": [m.id for m in modes.available_modes]},
+        "config_options": [
+            {"id": o.id, "name": o.name, "type": o.type, "value": o.current_value, "values": list(o.values)}
+            for o in state.config_options
+        ],
+        "models": None
+        if state.models is None
+        else {
+            "current": state.models.current_model_id,
+            "available": [m.model_id for m in state.models.available_models],
+        },
+        "commands": [{"name": c.name, "description": c.description} for c in state.available_commands],
+    }
+    return Exit.OK
 
 
 def _loads(raw: bytes) -> dict[str, Any]:
@@ -530,9 +592,34 @@ def _probe_text(report: dict[str, Any]) -> str:
         "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
     ]
     for method in report["auth_methods"]:
-        if method["description"]:
-            lines.append(f"  {one_line(method['name'], 60)}: {one_line(method['description'], 200)}")
-    return "\n".join(lines)
+        lines.append(
+            f"  {one_line(method['id'], 60)} ({one_line(method['name'], 60)}): {one_line(method['needs'], 200)}"
+        )
+    return "\n".join(lines + _session_lines(report["session"]))
+
+
+def _session_lines(session: dict[str, Any] | None) -> list[str]:
+    if session is None:
+        return []
+    if "error" in session:
+        return [f"session:              {one_line(session['error'], 300)}"]
+    modes = session["modes"]
+    lines = [
+        "modes:                "
+        + (", ".join(modes["available"]) + f" (current: {modes['current']})" if modes else "none"),
+    ]
+    if session["models"]:
+        models = session["models"]
+        lines.append(f"models:               {', '.join(models['available'])} (current: {models['current']})")
+    lines.append("config options:       " + ("" if session["config_options"] else "none"))
+    for option in session["config_options"]:
+        values = ", ".join(str(v) for v in option["values"]) or ("true, false" if option["type"] == "boolean" else "")
+        lines.append(
+            f"  {one_line(option['id'], 40)} = {one_line(str(option['value']), 60)}   ({one_line(values, 200)})"
+        )
+    commands = ", ".join("/" + one_line(c["name"], 40) for c in session["commands"])
+    lines.append(f"commands:             {commands or 'none reported yet'}")
+    return lines
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
@@ -584,16 +671,22 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    """``tinyacp sessions``: the sessions this machine ran, with their journals."""
+    """``tinyacp sessions``: the sessions this machine ran (with their journals), and with ``--agent`` the
+    agent's own list (``session/list``) beside them."""
     agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
     cwd = _cwd(args) if args.cwd is not None else None
     entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+    listed, problem = _agent_sessions(agent, cwd, args.timeout) if agent is not None else (None, None)
     if args.format == "json":
-        print(json.dumps({"sessions": [dataclasses.asdict(entry) for entry in entries]}, ensure_ascii=True, indent=2))
+        document = {
+            "sessions": [dataclasses.asdict(entry) for entry in entries],
+            "agent_sessions": listed,
+            "agent_error": problem,
+        }
+        print(json.dumps(document, ensure_ascii=True, indent=2))
         return 0
     if not entries:
         print("no sessions yet" + (" of this agent" if agent else "") + (" in this directory" if cwd else ""))
-        return 0
     for entry in entries:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.time))
         print(f"{when}  {one_line(entry.agent, 30)}  {one_line(entry.session_id, 60)}  {one_line(entry.cwd, 80)}")
@@ -601,7 +694,44 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print(f"    {one_line(entry.title, 100)}")
         if entry.journal:
             print(f"    journal: {one_line(entry.journal, 200)}")
+    if agent is not None:
+        print(f"\n{agent.name}'s own list (session/list): " + (one_line(problem, 300) if problem else ""))
+        ran = {entry.session_id for entry in entries}
+        for item in listed or []:
+            mark = "  (ran here)" if item["session_id"] in ran else ""
+            title = f"  {one_line(item['title'], 60)}" if item["title"] else ""
+            print(f"  {one_line(item['session_id'], 60)}{title}  {one_line(item['updated_at'] or '', 30)}{mark}")
     return 0
+
+
+_LIST_PAGES = 10
+"""``session/list`` pages read at most: an agent cannot make ``tinyacp sessions`` read for ever."""
+
+
+def _agent_sessions(
+    agent: AgentSpec, cwd: Path | None, timeout: float
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The agent's own sessions (in ``cwd`` when given), or why there are none to show."""
+    env = {**os.environ, **agent.env} if agent.env else None
+    found: list[dict[str, Any]] = []
+    try:
+        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=BaseObserver(), stderr="tail")) as c:
+            init = c.initialize(timeout=timeout)
+            if "list" not in init.agent_capabilities.session_capabilities:
+                return None, "the agent does not offer session/list"
+            cursor = None
+            for _ in range(_LIST_PAGES):
+                page = c.list_sessions(cwd, cursor, timeout=timeout)
+                found += [
+                    {"session_id": i.session_id, "cwd": i.cwd, "title": i.title, "updated_at": i.updated_at}
+                    for i in page.sessions
+                ]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+    except TinyAcpError as exc:
+        return None, one_line(str(exc).split("\n--- agent stderr")[0], 300)
+    return found, None
 
 
 def cmd_show(args: argparse.Namespace) -> int:

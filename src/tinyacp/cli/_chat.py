@@ -16,12 +16,13 @@ from collections.abc import Callable
 from types import FrameType
 
 from .._client import Client
-from .._errors import TinyAcpError
+from .._errors import RequestError, TinyAcpError
 from ._dirs import private_dir, state_dir
 from ._display import one_line
 from ._exit import Exit
 from ._explain import SettingUnavailable
 from ._run import Interrupts, Outcome, PromptRun, PromptSettings, RunObserver, _Deadline, _outcome_of_result
+from ._session import set_one
 
 __all__ = ["ChatRun", "run_chat"]
 
@@ -82,15 +83,24 @@ class ChatRun(PromptRun):
         while True:
             line = self._line(interrupts)
             if line is None:
-                return
+                break
             text = line.strip()
             if not text:
                 continue
             if text.startswith("/"):
-                if self._command(text) is False:
-                    return
+                if self._command(client, observer, text) is False:
+                    break
                 continue
             self._one_turn(client, observer, interrupts, text)
+        self._close(client, observer)
+
+    def _close(self, client: Client, observer: RunObserver) -> None:
+        """End of the chat: close the session when the agent offers ``session/close``."""
+        assert self.init is not None and observer.session_id is not None
+        if "close" not in self.init.agent_capabilities.session_capabilities:
+            return
+        client.close_session(observer.session_id, timeout=self.settings.cancel_grace)
+        self.display.info(f"session {one_line(observer.session_id, 80)} closed")
 
     def _line(self, interrupts: ChatInterrupts) -> str | None:
         """The next line typed; None at Ctrl-D. Ctrl-C clears the line and asks again."""
@@ -122,18 +132,44 @@ class ChatRun(PromptRun):
         code = "32" if outcome.code == Exit.OK else "33"
         self.display.lines([self._done_line(result, observer, self.display.elapsed)], code)
 
-    def _command(self, text: str) -> bool:
+    def _command(self, client: Client, observer: RunObserver, text: str) -> bool:
         """Run a ``/`` command; False ends the chat."""
-        name = text.split(maxsplit=1)[0]
+        name, *words = text.split()
         if name in ("/quit", "/exit"):
             return False
         if name == "/help":
             self.display.lines(HELP)
         elif name == "/sessions":
             self._sessions()
+        elif name in ("/mode", "/model", "/set"):
+            self._setting(client, observer, name, words)
         else:
             self.display.lines([f"unknown command {one_line(name, 40)}; /help lists the commands"], "33")
         return True
+
+    def _setting(self, client: Client, observer: RunObserver, name: str, words: list[str]) -> None:
+        """``/mode ID``, ``/model ID``, ``/set KEY VALUE``: what the agent does not offer is said, the chat goes on."""
+        assert observer.session_id is not None
+        wanted = 2 if name == "/set" else 1
+        if len(words) != wanted:
+            usage = "/set KEY VALUE" if name == "/set" else f"{name} ID"
+            self.display.lines([f"usage: {usage}"], "33")
+            return
+        what, value = (words[0], words[1]) if name == "/set" else (name[1:], words[0])
+        try:
+            set_one(
+                client,
+                observer.session_id,
+                what,
+                value,
+                say=self.display.info,
+                timeout=self.settings.timeout,
+                option=name == "/set",
+            )
+        except SettingUnavailable as exc:
+            self.display.lines([str(exc)], "33")
+        except RequestError as exc:
+            self.display.lines([f"the agent refused: {one_line(exc.message, 300)}"], "33")
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         """Each turn had its ``done`` line: at the end, only an error and where the journal is."""
@@ -155,6 +191,9 @@ class ChatRun(PromptRun):
 
 HELP = [
     "commands:",
+    "  /mode ID           switch the session's mode",
+    "  /model ID          switch the session's model",
+    "  /set KEY VALUE     set a config option",
     "  /sessions          the sessions of this agent in this directory",
     "  /help              this list",
     "  /quit              end the chat (as Ctrl-D does)",
