@@ -1088,7 +1088,7 @@ def _named(cli: Cli, steps: list[dict[str, Any]], extra: str = "") -> None:
 
 
 def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cli) -> None:
-    first = [
+    first: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": _init(loadSession=True)},
         {"op": "expect", "method": "session/new"},
@@ -1098,7 +1098,7 @@ def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cl
     _named(cli, first)
     done = cli.run("prompt", "--agent", "scripted", "remember 42")
     assert done.returncode == 0, done.stderr
-    second = [
+    second: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": _init(loadSession=True)},
         {"op": "expect", "method": "session/load"},
@@ -1126,7 +1126,7 @@ def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cl
 
 
 def test_session_id_resumes_when_the_agent_offers_resume(cli: Cli) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": _init(loadSession=True, sessionCapabilities={"resume": {}})},
         {"op": "expect", "method": "session/resume"},
@@ -1144,7 +1144,11 @@ def test_session_id_resumes_when_the_agent_offers_resume(cli: Cli) -> None:
 
 
 def test_continuing_never_starts_a_new_session_in_its_place(cli: Cli) -> None:
-    steps = [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": _init()}, {"op": "wait_eof"}]
+    steps: list[dict[str, Any]] = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": _init()},
+        {"op": "wait_eof"},
+    ]
     _named(cli, steps)
     done = cli.run("prompt", "--agent", "scripted", "--continue", "hi")
     assert done.returncode == 2
@@ -1155,7 +1159,7 @@ def test_continuing_never_starts_a_new_session_in_its_place(cli: Cli) -> None:
     assert "session/new" not in [m.get("method") for m in _received(cli)]
 
 
-AUTH_METHODS = [
+AUTH_METHODS: list[dict[str, Any]] = [
     {"id": "chatgpt", "name": "ChatGPT", "description": "log in with a ChatGPT subscription"},
     {"id": "api-key", "name": "API key"},
     {"id": "env-key", "name": "Key from the environment", "type": "env_var", "varName": "SCRIPTED_ENV_KEY"},
@@ -1172,7 +1176,7 @@ def _needs_login(then: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-LOGGED_IN = [
+LOGGED_IN: list[dict[str, Any]] = [
     {"op": "expect", "method": "authenticate"},
     {"op": "reply", "result": {}},
     {"op": "expect", "method": "session/new"},
@@ -1210,7 +1214,7 @@ def test_a_key_in_the_environment_logs_in_when_the_agent_asks(cli: Cli, variable
 
 
 def test_auth_logs_in_before_the_session_and_an_unknown_method_is_refused(cli: Cli) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": _init(authMethods=AUTH_METHODS)},
         *LOGGED_IN,
@@ -1224,7 +1228,7 @@ def test_auth_logs_in_before_the_session_and_an_unknown_method_is_refused(cli: C
     assert "the agent offers no auth method 'password' (it offers: chatgpt, api-key, env-key)" in done.stderr.decode()
 
 
-SESSION_WITH_SETTINGS = {
+SESSION_WITH_SETTINGS: dict[str, Any] = {
     "sessionId": "s1",
     "modes": {
         "currentModeId": "default",
@@ -1260,7 +1264,7 @@ def _with_settings(then: list[dict[str, Any]], capabilities: dict[str, Any] | No
     ]
 
 
-SET_MODE_THEN_OPTION = [
+SET_MODE_THEN_OPTION: list[dict[str, Any]] = [
     {"op": "expect", "method": "session/set_mode"},
     {"op": "reply", "result": {}},
     {"op": "expect", "method": "session/set_config_option"},
@@ -1351,7 +1355,7 @@ def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cl
 
 def test_probe_shows_modes_options_auth_needs_and_commands(cli: Cli) -> None:
     session = dict(SESSION_WITH_SETTINGS)
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": _init(authMethods=AUTH_METHODS, sessionCapabilities={"resume": {}, "close": {}})},
         {"op": "expect", "method": "session/new"},
