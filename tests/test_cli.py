@@ -1418,5 +1418,57 @@ def test_sessions_with_an_agent_shows_its_own_list_beside_the_runs_of_this_machi
     assert "s1  First" in text and "(ran here)" in text and "elsewhere-9" in text
     listed = [m for m in _received(cli) if m.get("method") == "session/list"]
     assert listed[1]["params"]["cursor"] == "c2" and listed[0]["params"]["cwd"] == str(cli.work)
-    document = json.loads(cli.run("sessions", "--agent", "demo", "--format", "json").stdout)
+    _named(cli, [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": _init()}, {"op": "wait_eof"}])
+    document = json.loads(cli.run("sessions", "--agent", "scripted", "--format", "json").stdout)
     assert document["agent_sessions"] is None and document["agent_error"] == "the agent does not offer session/list"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The same against the demo agent (two agent processes share its state directory).
+
+
+def test_continue_across_two_runs_of_the_demo_agent(cli: Cli) -> None:
+    journal = cli.tmp / "second.jsonl"
+    first = cli.run("prompt", "-y", "--format", "json", "remember 42")
+    assert first.returncode == 0, first.stderr
+    session_id = _events(first.stdout)[0]["session_id"]
+    second = cli.run("prompt", "-y", "--continue", "--journal", str(journal), "--format", "json", "and now?")
+    assert second.returncode == 0, second.stderr
+    assert f"continuing session {session_id}: resumed" in second.stderr.decode()
+    assert _events(second.stdout)[0]["session_id"] == session_id
+    assert _sent(journal, "session/new") == []
+    (resume,) = _sent(journal, "session/resume")
+    assert resume["params"]["sessionId"] == session_id
+    listing = json.loads(cli.run("sessions", "--agent", "demo", "--cwd", ".", "--format", "json").stdout)
+    assert session_id in [item["session_id"] for item in listing["agent_sessions"]]
+    assert listing["sessions"][0]["session_id"] == session_id
+
+
+def test_the_demo_agent_needs_a_login_then_takes_its_key_from_the_environment(cli: Cli) -> None:
+    done = cli.run("prompt", "-y", "--agent", "demo --require-auth", "hi")
+    assert done.returncode == 8
+    err = done.stderr.decode()
+    assert (
+        "demo-login (Demo login): Always succeeds." in err
+        and "demo-api-key (Demo API key): set TINYACP_DEMO_API_KEY" in err
+    )
+    done = cli.run("prompt", "-y", "--agent", "demo --require-auth", "hi", env=dict(cli.env, TINYACP_DEMO_API_KEY="k1"))
+    assert done.returncode == 0, done.stderr
+    assert "logging in with demo-api-key: TINYACP_DEMO_API_KEY is set" in done.stderr.decode()
+    done = cli.run("prompt", "-y", "--agent", "demo --require-auth", "--auth", "demo-login", "hi")
+    assert done.returncode == 0, done.stderr
+    assert "logging in with demo-login (--auth)" in done.stderr.decode()
+
+
+def test_the_demo_agents_mode_and_model_are_set_before_the_prompt(cli: Cli) -> None:
+    done = cli.run("prompt", "--mode", "auto", "--model", "demo-large", "--format", "json", "hello")
+    assert done.returncode == 0, done.stderr
+    events = _events(done.stdout)
+    assert not [event for event in events if event["type"] == "permission"]  # auto mode reads without asking
+    assert events[-1]["cost"] is not None and events[-1]["usage"]
+    done = cli.run("prompt", "--mode", "yolo", "hello")
+    assert done.returncode == 2
+    assert "the agent offers no mode 'yolo' (it offers: default, auto)" in done.stderr.decode()
+    done = cli.run("prompt", "--set", "model=demo-huge", "hello")
+    assert done.returncode == 2
+    assert "config option 'model' cannot be 'demo-huge' (it takes: demo-small, demo-large)" in done.stderr.decode()

@@ -145,6 +145,8 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
             "tinyacp's built-in demo agent: no model, it lists the files in the working directory",
             "it comes with tinyacp",
             needs="nothing",
+            key_method="demo-api-key",
+            key_env=("TINYACP_DEMO_API_KEY",),
         ),
         # The adapters moved from @zed-industries/* to @agentclientprotocol/*; the old packages are no longer
         # developed. Pinned: a new adapter version changes modes, auth methods and option ids under the user.
