@@ -7,8 +7,8 @@ read batch. It yields to its shell only what a shell does its own way:
 * :class:`Wait` (the driver's one instance): block until the agent's output is readable (``read``), its input
   is writable (``write``), the agent exits or another thread wakes the client, or until ``deadline``; send back
   whether the agent's exit was seen. The sync shell polls; the asyncio shell registers reader/writer callbacks.
-* :data:`CHECKPOINT`, once per read batch when the driver is cooperative: the asyncio shell lets the other
-  tasks of its loop run, so that an agent that floods cannot starve them.
+* :data:`CHECKPOINT`, when the driver is cooperative and has not waited for 5 ms: the asyncio shell lets the
+  other tasks of its loop run, so that an agent that floods cannot starve them.
 * an awaitable an observer method returned: the asyncio shell awaits it and sends the result back (or throws
   its exception in); the sync shell throws in an :class:`~tinyacp.ObserverError`.
 * in a streamed prompt, each :class:`~tinyacp.Update` itself, after it was recorded: the stream hands it to its
@@ -46,6 +46,11 @@ _SALVAGE_BYTES: Final = 1 << 20
 """How much of the agent's output a close (or a failed write) still reads and records: 1 MiB, the largest pipe
 buffer Linux gives an unprivileged process (``/proc/sys/fs/pipe-max-size``), so what is already in the pipe."""
 
+_FAIR_SLICE: Final = 0.005
+"""A cooperative driver lets the event loop run at least this often (seconds) while the agent floods: 5 ms, a
+tenth of the 50 ms a ticker task may stall at most; a checkpoint per read batch would cost a loop cycle per
+pipe read, a tenth of the client's time when the agent writes in small pieces."""
+
 _NEED_DATA: Final = ReaderEvent.NEED_DATA
 _END_OF_INPUT: Final = ReaderEvent.END_OF_INPUT
 
@@ -71,7 +76,7 @@ class _Checkpoint:
 
 
 CHECKPOINT: Final = _Checkpoint()
-"""Let the other tasks of the event loop run (yielded once per read batch by a cooperative driver)."""
+"""Let the other tasks of the event loop run (yielded by a cooperative driver at least every 5 ms of work)."""
 
 Driven: TypeAlias = Generator[Any, Any, T]
 """A driver generator that returns ``T``: it yields :class:`Wait`, :data:`CHECKPOINT`, awaitables and, when
@@ -108,7 +113,7 @@ class CallDriver:
         write: a non-blocking write: the count, or ``BlockingIOError``, ``BrokenPipeError``.
         callbacks: the observer's methods by name (None where it has none).
         cancel_grace: how long a prompt waits for its answer once it asked the agent to stop.
-        cooperative: yield :data:`CHECKPOINT` once per read batch (the asyncio shell).
+        cooperative: yield :data:`CHECKPOINT` while the agent floods (the asyncio shell).
         clock: the monotonic clock of the deadlines.
     """
 
@@ -152,6 +157,8 @@ class CallDriver:
         self._grace = False
         self._stream = False
         self._leave_early = False
+        self._yield_at = 0.0
+        """When a cooperative driver next lets the event loop run."""
         self._salvage = 0
         """While > 0: read only what is there (this many bytes more, less one), write nothing, wait for nothing."""
 
@@ -279,8 +286,10 @@ class CallDriver:
 
     def _batch(self) -> Driven[None]:
         """Once per read batch: let the loop run, act on kill and cancels, write what we can, check the clock."""
-        if self._cooperative:
+        now = self._clock()
+        if self._cooperative and now >= self._yield_at:
             yield CHECKPOINT
+            self._yield_at = now + _FAIR_SLICE
         if self.killed:
             raise Gone("the agent was stopped by kill()")
         if self._salvage:
@@ -289,7 +298,7 @@ class CallDriver:
             yield from self._write_cancels()
         if self._out:
             yield from self._push()
-        if self._clock() >= self._deadline:
+        if now >= self._deadline:
             yield from self._deadline_passed()
 
     def _fill(self) -> Driven[None]:
@@ -318,6 +327,7 @@ class CallDriver:
         wait.deadline = self._deadline
         if (yield wait):
             self.agent_gone = True
+        self._yield_at = self._clock() + _FAIR_SLICE  # a wait let the loop run
 
     def _react(self, reaction: Reaction) -> Generator[Any, Any, Done | None]:
         """Run the core's reaction to a line: its records and writes, in its order."""
