@@ -2,12 +2,13 @@
 --batch``).
 
 Each engine runs ``--turns`` turns of the demo agent (``python -m tinyacp.demo``, which lists a directory of three
-files) at each concurrency, in a child process of its own per engine: the local engine's rows share nothing with
-Ray's. Measured per row: turns per second (wall clock of ``run_batch``) and tinyacp's client CPU per turn
-(``BatchSummary.client_cpu_seconds``: the batch process during the call, plus with Ray the actors while they run
-turns; the agents' own CPU is not counted). The Ray rows run on a local cluster started once in their process
-(loopback, no dashboard); its start-up and each batch's actor start-up are reported apart, as they are costs per
-batch, not per turn. Output is Markdown. Nothing here asserts a time.
+files) at each concurrency, in a child process of its own per engine. The ``bare`` rows run the same turns with
+``AsyncClient`` and a ``JsonlJournal`` each in a loop of their own: what a batch adds to the client is the
+difference. Measured per row: turns per second (wall clock) and tinyacp's client CPU per turn (the batch's
+``BatchSummary.client_cpu_seconds``: the batch process during the call, plus with Ray the actors from the end of
+their start-up; the agents' own CPU is not counted). The driver's share of starting and stopping a batch's actors
+is in the Ray figures; the local cluster's start-up is reported apart (once for the Ray rows, in their process:
+loopback, no dashboard). Output is Markdown. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -42,10 +43,7 @@ def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str,
         ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         extra["cluster_start"] = time.monotonic() - started
     with tempfile.TemporaryDirectory(prefix="tinyacp-bench-batch-") as tmp:
-        work = Path(tmp) / "work"
-        work.mkdir()
-        for name in ("a.txt", "b.txt", "c.txt"):
-            (work / name).write_text("x\n", encoding="utf-8")
+        work = _work(Path(tmp))
         for level in concurrency:
             items = [{"id": n, "prompt": "list the files"} for n in range(turns)]
             started = time.monotonic()
@@ -66,6 +64,59 @@ def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str,
     if engine == "ray":
         ray.shutdown()
     return rows
+
+
+def _bare_rows(turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
+    """The same turns with the asyncio client and a journal each, in a loop of our own: what a batch adds."""
+    import asyncio
+
+    import tinyacp
+    from tinyacp.batch._engine import cpu_seconds
+
+    async def one(number: int, work: Path, journals: Path) -> None:
+        journal = tinyacp.JsonlJournal(journals / f"{number}.jsonl")
+        options = tinyacp.Options(
+            command=[sys.executable, "-m", "tinyacp.demo"],
+            cwd=work,
+            observer=journal,
+            epoch=journal.begin_epoch(),
+            policy=tinyacp.PermissionPolicy(allow_all=True),
+            stderr="tail",
+        )
+        async with tinyacp.AsyncClient(options) as client:
+            await client.initialize()
+            session = await client.new_session(work)
+            await client.prompt(session.id, "list the files")
+        journal.close()
+
+    async def batch(level: int, work: Path, journals: Path) -> None:
+        slots = asyncio.Semaphore(level)
+
+        async def guarded(number: int) -> None:
+            async with slots:
+                await one(number, work, journals)
+
+        await asyncio.gather(*(guarded(number) for number in range(turns)))
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tinyacp-bench-batch-") as tmp:
+        work = _work(Path(tmp))
+        for level in concurrency:
+            journals = Path(tmp) / f"journals-{level}"
+            journals.mkdir()
+            started, cpu = time.monotonic(), cpu_seconds()
+            asyncio.run(batch(level, work, journals))
+            wall, used = time.monotonic() - started, cpu_seconds() - cpu
+            rows.append({"engine": "bare", "concurrency": level, "turns": turns, "wall": wall, "cpu": used})
+    return rows
+
+
+def _work(tmp: Path) -> Path:
+    work = tmp / "work"
+    work.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (work / name).write_text("x\n", encoding="utf-8")
+    return work
 
 
 def _child(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
@@ -107,17 +158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=64, help="turns per batch (default 64)")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
-    parser.add_argument("--engines", default="local,ray", help="local, ray or both (default; ray if installed)")
+    parser.add_argument("--engines", default="bare,local,ray", help="bare (the asyncio client alone), local, ray")
     parser.add_argument("--quick", action="store_true", help="8 turns at 2 and 8, local only: checks that it runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     levels = [int(level) for level in args.concurrency.split(",")]
     if args.child:
-        print(json.dumps(_rows(args.child, args.turns, levels)))
+        rows = _bare_rows(args.turns, levels) if args.child == "bare" else _rows(args.child, args.turns, levels)
+        print(json.dumps(rows))
         return 0
     engines = args.engines.split(",")
     if args.quick:
-        args.turns, levels, engines = 8, [2, 8], ["local"]
+        args.turns, levels, engines = 8, [2, 8], ["bare", "local"]
     if "ray" in engines and not have_ray():
         print("(Ray is not installed: the Ray rows are left out; pip install -e '.[ray]')", file=sys.stderr)
         engines.remove("ray")
