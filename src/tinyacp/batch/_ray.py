@@ -1,7 +1,8 @@
 """The Ray engine: one async actor per node runs many turns at once with the asyncio client.
 
 The shape follows what was measured: a Ray task per turn costs a worker process per turn in flight (tens of
-MiB and up to 120 ms each), while one async actor per node costs a few ms of CPU per turn. Decisions:
+MiB and up to 120 ms each), while one async actor per node costs some ms of CPU per turn, flat in the number of
+turns in flight (``python -m benchmarks.batch``). Decisions:
 
 * Capacity. A node that advertises the custom resource ``tinyacp_turns`` (``ray start --resources
   '{"tinyacp_turns": 16}'``) runs at most that many turns, and its actor holds the resource; when some node
