@@ -386,6 +386,21 @@ def test_show_of_a_missing_or_unreadable_journal_is_one_line_and_exit_2(cli: Cli
     assert done.returncode == 2 and done.stderr.decode().count("\n") == 1
 
 
+def test_show_into_a_pipe_closed_early_exits_0_quietly(cli: Cli, demo_journal: bytes) -> None:
+    path = cli.tmp / "long.jsonl"
+    path.write_bytes(demo_journal * 400)  # far more output than a pipe holds
+    proc = subprocess.Popen(
+        [*CLI, "show", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env, cwd=cli.work
+    )
+    cli.procs.append(proc)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"== epoch 1")
+    proc.stdout.close()
+    assert proc.wait(timeout=30) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
+
+
 # --------------------------------------------------------------------------------------------------------------
 # 5. `show --format json` prints strict JSON.
 

@@ -59,9 +59,16 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 _REPLACEMENT = "\ufffd"
 
 
+# Printable ASCII, newline and tab: text made of these alone is already fit for a terminal. Checking that with
+# bytes.translate runs at memory speed, several times faster than the regular expressions below find nothing.
+_ASCII_FIT = bytes([9, 10, *range(0x20, 0x7F)])
+
+
 def sanitize(text: str) -> str:
     """``text`` fit for a terminal: escape sequences removed, CR LF and lone CR made LF, other controls but LF
     and TAB replaced by U+FFFD, lone surrogates (legal in JSON, not in UTF-8) replaced by ``?``."""
+    if text.isascii() and not text.encode("ascii").translate(None, _ASCII_FIT):
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

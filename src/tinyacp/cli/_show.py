@@ -385,20 +385,24 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
         The exit status: 0 when the file could be read (whatever it holds), 2 when it could not.
     """
     torn: list[JournalLine] = []
+    failed: list[OSError] = []
 
     def lines() -> Iterable[JournalLine]:
-        for line in iter_journal(path):
-            if line.torn:
-                torn.append(line)
-            yield line
+        try:
+            for line in iter_journal(path):
+                if line.torn:
+                    torn.append(line)
+                yield line
+        except OSError as exc:  # reading failed; writing fails as it will (a closed pipe is the caller's to handle)
+            failed.append(exc)
 
-    try:
-        skipped = render_json(lines(), out) if fmt == "json" else render_text(lines(), out)
-    except OSError as exc:
-        out.flush()
-        print(f"tinyacp: error: {one_line(os.fspath(path), 300)}: {one_line(exc.strerror or exc)}", file=err)
-        return EXIT_UNREADABLE
+    skipped = render_json(lines(), out) if fmt == "json" else render_text(lines(), out)
     out.flush()
+    if failed:
+        print(
+            f"tinyacp: error: {one_line(os.fspath(path), 300)}: {one_line(failed[0].strerror or failed[0])}", file=err
+        )
+        return EXIT_UNREADABLE
     if torn:
         print(f"tinyacp: the journal's last line is torn ({len(torn[0].data)} bytes): ignored", file=err)
     if skipped.count:
