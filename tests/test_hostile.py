@@ -282,6 +282,28 @@ def test_a_journal_directory_others_can_write_is_refused_with_the_fix(cli: Cli) 
     assert cli.run("prompt", "-y", "hello").returncode == 0
 
 
+def test_every_directory_created_for_journals_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    from tinyacp.cli._dirs import private_dir
+
+    old = os.umask(0o002)
+    try:
+        private_dir(tmp_path / "state" / "tinyacp" / "journals")
+    finally:
+        os.umask(old)
+    for directory in ("state", "state/tinyacp", "state/tinyacp/journals"):
+        assert stat.S_IMODE((tmp_path / directory).stat().st_mode) == 0o700, directory
+
+
+def test_a_state_directory_others_can_write_does_not_stop_a_run_without_a_journal(cli: Cli) -> None:
+    state = cli.tmp / "state" / "tinyacp"
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    done = cli.run("prompt", "-y", "--no-journal", "hello")
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr and f"chmod go-w {state}".encode() in done.stderr
+    state.chmod(0o700)
+
+
 def test_a_journal_directory_of_another_user_is_refused(tmp_path: Path) -> None:
     from tinyacp.cli._dirs import UnsafeDirectory, check_private
 

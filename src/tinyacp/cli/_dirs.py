@@ -66,8 +66,12 @@ def journal_dir(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "journals"
 
 
-class UnsafeDirectory(Exception):
-    """A directory for private files that others could tamper with; the message says how to fix it."""
+class UnsafeDirectory(PermissionError):
+    """A directory for private files that others could tamper with; the message says how to fix it. An OSError
+    (PermissionError), so a caller that handles "cannot write there" handles this too."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def private_dir(path: Path) -> Path:
@@ -78,7 +82,11 @@ def private_dir(path: Path) -> Path:
         UnsafeDirectory: ``path`` belongs to another user, or others can write to it.
         OSError: it cannot be created.
     """
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    missing = [path]
+    while not missing[-1].parent.exists() and missing[-1].parent != missing[-1]:
+        missing.append(missing[-1].parent)
+    for directory in reversed(missing):  # each one we create is 0700, whatever the umask lets mkdir(parents) do
+        directory.mkdir(mode=0o700, exist_ok=True)
     check_private(path, os.stat(path))
     return path
 
