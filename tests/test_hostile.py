@@ -500,3 +500,17 @@ def test_show_renders_a_1_gib_journal_in_200_mib(tmp_path: Path, demo_journal: b
     else:
         assert size > chunks * 1_000_000
     assert b"MemoryError" not in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_the_batch_summary_shows_an_agents_currency_clean() -> None:
+    from types import SimpleNamespace
+
+    from tinyacp.cli._batch import summary_table
+
+    agent = SimpleNamespace(median_seconds=1.0, cost={f"EUR{EVIL}": 1.5}, ok=1, failed=0)
+    summary = SimpleNamespace(
+        agents={"a": agent}, ok=1, failed=0, missing=0, ran=1, skipped=0, seconds=1.0, results="out"
+    )
+    table = summary_table(summary)
+    assert_clean(table)
+    assert "1.5000 EURA" in table

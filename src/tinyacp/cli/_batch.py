@@ -21,7 +21,7 @@ import msgspec
 from .._errors import BatchEngineError, BatchError, BatchItemError
 from .._permissions import PermissionPolicy
 from ._agents import load_config
-from ._display import fit, one_line
+from ._display import fit, one_line, sanitize
 
 __all__ = ["BATCH_EXIT_STATUS", "configure", "cmd_batch"]
 
@@ -144,7 +144,8 @@ def summary_table(summary: Any) -> str:
     rows = [("agent", "ok", "failed", "median s", "cost")]
     for name, agent in summary.agents.items():
         median = f"{agent.median_seconds:.2f}" if agent.median_seconds is not None else "-"
-        cost = ", ".join(f"{amount:.4f} {currency}".strip() for currency, amount in agent.cost.items()) or "-"
+        cost = ", ".join(f"{amount:.4f} {one_line(currency, 12)}".strip() for currency, amount in agent.cost.items())
+        cost = cost or "-"  # the currency is the agent's word: sanitized like any value it sends
         rows.append((one_line(name, 40), str(agent.ok), str(agent.failed), median, cost))
     widths = [max(len(row[column]) for row in rows) for column in range(5)]
     lines = []
@@ -169,7 +170,7 @@ def _isatty(stream: Any) -> bool:
 
 
 def _error(message: str) -> None:
-    print(f"tinyacp: error: {message}", file=sys.stderr)
+    print(sanitize(f"tinyacp: error: {message}"), file=sys.stderr)  # it may quote the agent
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
