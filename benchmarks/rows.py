@@ -16,6 +16,13 @@ Rows:
 * ``read`` — a bare loop that only reads the lines;
 * ``pipe`` — reads the agent's output in 1 MiB ``os.read`` calls without splitting it: the flood agent's own rate.
 
+And the cost of many clients, each with an agent of the smallest kind (:file:`tiny_agent.sh`, a POSIX shell loop):
+
+* ``idle`` — ``--clients K`` clients (``--async``: ``AsyncClient``) after ``initialize``: how much each adds to
+  this process's RSS, and how many fds it holds;
+* ``many`` — ``--clients N`` ``AsyncClient`` instances in one process, each doing one turn (initialize, new session, a
+  prompt answered with one chunk), all at once: the time until every turn is done, and the peak RSS.
+
 And two that time the edges of a client's life instead of a flood:
 
 * ``initialize`` — from ``Client(options)`` to a finished ``initialize`` against the demo agent (with
@@ -46,13 +53,14 @@ from benchmarks.flood_agent import TEXT, update_line
 
 HERE = Path(__file__).resolve().parent
 FLOOD_AGENT = HERE / "flood_agent.py"
+TINY_AGENT = ["/bin/sh", str(HERE / "tiny_agent.sh")]
 TEXT_BYTES = len(TEXT.encode())
 MiB = 1 << 20
 PROMPT = "flood"
 ROW_GRACE = 600.0
 """Seconds a prompt past its reply limit waits for the flood to end (the client enforces it under any flood)."""
 
-ROWS = ("client", "async", "journal", "sdk", "decode", "json", "read", "pipe", "initialize", "teardown")
+ROWS = ("client", "async", "journal", "sdk", "decode", "json", "read", "pipe", "idle", "many", "initialize", "teardown")
 
 
 def flood_command(updates: int, *extra: str) -> list[str]:
@@ -295,6 +303,106 @@ def _check_last(line: bytes) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------------
+# Many clients
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def nofile() -> list[int]:
+    return list(resource.getrlimit(resource.RLIMIT_NOFILE))
+
+
+def run_idle(clients: int, use_async: bool) -> dict[str, Any]:
+    """RSS and fds that ``clients`` initialized clients add, measured after a first client warmed every path."""
+    import gc
+
+    import tinyacp
+
+    options = tinyacp.Options(command=TINY_AGENT, observer=tinyacp.BaseObserver())
+
+    async def start_async(count: int) -> list[Any]:
+        started = [tinyacp.AsyncClient(options) for _ in range(count)]
+        await asyncio.gather(*(client.initialize() for client in started))
+        return started
+
+    async def close_async(started: list[Any]) -> None:
+        await asyncio.gather(*(client.close() for client in started))
+
+    def start_sync(count: int) -> list[Any]:
+        started = [tinyacp.Client(options) for _ in range(count)]
+        for client in started:
+            client.initialize()
+        return started
+
+    loop = asyncio.new_event_loop() if use_async else None
+
+    def start(count: int) -> list[Any]:
+        return loop.run_until_complete(start_async(count)) if loop is not None else start_sync(count)
+
+    warm = start(1)
+    gc.collect()
+    rss_before, fds_before = rss_now_kib(), open_fds()
+    started = start(clients)
+    gc.collect()
+    rss_after, fds_after = rss_now_kib(), open_fds()
+    everyone = warm + started
+    if loop is not None:
+        loop.run_until_complete(close_async(everyone))
+        loop.close()
+    else:
+        for client in everyone:
+            client.close()
+    return {
+        "clients": clients,
+        "rss_per_client_kib": (rss_after - rss_before) / clients,
+        "fds_per_client": (fds_after - fds_before) / clients,
+    }
+
+
+def run_many(clients: int) -> dict[str, Any]:
+    """``clients`` AsyncClients, one turn each, all at once; the wall time until every turn is done."""
+    import tinyacp
+
+    options = tinyacp.Options(command=TINY_AGENT, observer=tinyacp.BaseObserver())
+    limit_before = nofile()
+
+    async def turn(client: Any, cwd: str) -> str:
+        await client.initialize()
+        session = await client.new_session(cwd)
+        return str((await client.prompt(session.id, "hi")).text)
+
+    async def main() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as tmp:
+            rss_before = rss_now_kib()
+            start = time.perf_counter()
+            started = [tinyacp.AsyncClient(options) for _ in range(clients)]
+            spawned = time.perf_counter() - start
+            fds = open_fds()
+            replies = await asyncio.gather(*(turn(client, tmp) for client in started))
+            wall = time.perf_counter() - start
+            close_start = time.perf_counter()
+            await asyncio.gather(*(client.close() for client in started))
+            closed = time.perf_counter() - close_start
+        if replies != ["hi"] * clients:
+            raise AssertionError(f"{sum(reply == 'hi' for reply in replies)} of {clients} turns answered")
+        return {
+            "clients": clients,
+            "wall": wall,
+            "spawn": spawned,
+            "close": closed,
+            "rss_before_kib": rss_before,
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "fds_while_running": fds,
+            "nofile_before": limit_before,
+            "nofile_after": nofile(),
+        }
+
+    return asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------------------------------------
 # The edges of a client's life
 
 
@@ -418,11 +526,17 @@ def main() -> None:
     parser.add_argument("--kill-grace", type=float, default=2.0, help="teardown: Options.kill_grace")
     parser.add_argument("--escaped", type=int, default=0, help="teardown: sleepers that leave the group (setsid)")
     parser.add_argument("--supervise", action="store_true", help="client, initialize, teardown: supervise=True")
+    parser.add_argument("--clients", type=int, default=100, help="idle, many: how many clients")
+    parser.add_argument("--async", dest="use_async", action="store_true", help="idle: AsyncClient")
     args = parser.parse_args()
     if args.supervise and args.row not in ("client", "initialize", "teardown"):
         parser.error(f"--supervise is not measured for {args.row}")
     if args.row == "initialize":
         report = run_initialize(args.supervise)
+    elif args.row == "idle":
+        report = run_idle(args.clients, args.use_async)
+    elif args.row == "many":
+        report = run_many(args.clients)
     elif args.row == "teardown":
         report = run_teardown(args.grandchildren, args.stubborn, args.kill_grace, args.supervise, args.escaped)
     elif args.row in ("client", "journal"):

@@ -299,6 +299,10 @@ TEARDOWNS = (Teardown(0), Teardown(1), Teardown(0, escaped=1))
 class Edges:
     import_ms: list[float]
     msgspec_ms: list[float]
+    help_ms: list[float]
+    """``tinyacp --help`` as the console script runs it, whole process, wall time."""
+    python_ms: list[float]
+    """An interpreter that does nothing (``python -c pass``), for scale."""
     initialize: dict[bool, list[dict[str, Any]]]
     """By ``supervise``: one row's report per run (``seconds``; with the supervisor, its memory)."""
     teardown: dict[tuple[Teardown, bool], list[dict[str, Any]]]
@@ -306,6 +310,56 @@ class Edges:
 
     def initialize_ms(self, supervise: bool) -> list[float]:
         return [run["seconds"] * 1000 for run in self.initialize[supervise]]
+
+
+@dataclass
+class Many:
+    """The cost of many clients: ``idle`` by ``async`` (one report per run), ``turns`` one report per run."""
+
+    idle_clients: int
+    clients: int
+    idle: dict[bool, list[dict[str, Any]]] = field(default_factory=lambda: {False: [], True: []})
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+    def idle_kib(self, use_async: bool) -> list[float]:
+        return [run["rss_per_client_kib"] for run in self.idle[use_async]]
+
+
+def kib(value: float) -> str:
+    return f"{value:.1f} KiB"
+
+
+def seconds(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def many_section(many: Many) -> list[str]:
+    turns = many.turns
+    fds = {run["fds_per_client"] for runs in many.idle.values() for run in runs}
+    limits = {f"{run['nofile_before'][0]} → {run['nofile_after'][0]} (hard {run['nofile_after'][1]})" for run in turns}
+    rows = [
+        [
+            f"{label} after `initialize`: RSS each adds ({many.idle_clients} clients)",
+            median_range(many.idle_kib(use_async), kib),
+        ]
+        for label, use_async in (("`Client`", False), ("`AsyncClient`", True))
+    ]
+    rows += [
+        ["file descriptors a running client holds", ", ".join(f"{n:g}" for n in sorted(fds))],
+        [
+            f"{many.clients} `AsyncClient`s, one turn each, all at once: until every turn is done",
+            median_range([run["wall"] for run in turns], seconds),
+        ],
+        ["… of which starting the agents", median_range([run["spawn"] for run in turns], seconds)],
+        ["… then closing them all", median_range([run["close"] for run in turns], seconds)],
+        [
+            "… the client process's peak RSS / before the clients, MiB",
+            f"{mib(max(run['peak_rss_kib'] for run in turns))} / "
+            f"{mib(statistics.median(run['rss_before_kib'] for run in turns))}",
+        ],
+        ["… soft `RLIMIT_NOFILE` before → after", ", ".join(sorted(limits))],
+    ]
+    return table(["", "median (min-max)"], rows)
 
 
 def import_times(runs: int, module: str) -> list[float]:
@@ -316,6 +370,22 @@ def import_times(runs: int, module: str) -> list[float]:
             [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, check=True, timeout=60
         )
         out.append(float(done.stdout) * 1000)
+    return out[1:]
+
+
+HELP_CODE = "import sys; from tinyacp.cli import main; sys.argv[0] = 'tinyacp'; sys.exit(main(['--help']))"
+"""What the ``tinyacp`` console script runs, with ``--help``."""
+
+
+def process_times(runs: int, code: str) -> list[float]:
+    """Wall time of whole ``python -c CODE`` processes, from the start to the exit, in ms."""
+    out = []
+    for _ in range(runs + 1):  # the first fills the bytecode cache and is not counted
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, check=True, timeout=60
+        )
+        out.append((time.perf_counter() - start) * 1000)
     return out[1:]
 
 
@@ -335,6 +405,8 @@ def edges_section(edges: Edges, kill_grace: float, grandchildren: int) -> list[s
     rows = [
         ["`import tinyacp` (fresh interpreter, bytecode cached)", median_range(edges.import_ms, ms(1)), ""],
         ["… of which `import msgspec` alone", median_range(edges.msgspec_ms, ms(1)), ""],
+        ["`tinyacp --help`, the whole process (wall time)", median_range(edges.help_ms, ms(1)), ""],
+        ["… of which the interpreter alone (`python -c pass`)", median_range(edges.python_ms, ms(1)), ""],
         [
             "`Client(options)` → finished `initialize`, demo agent (`python -m tinyacp.demo`)",
             median_range(edges.initialize_ms(False), ms(1)),
@@ -388,6 +460,7 @@ def targets_section(
     throughput: dict[int, dict[str, Samples]],
     memory: dict[tuple[str, int], Samples],
     edges: Edges,
+    many: Many,
 ) -> list[str]:
     lines = []
 
@@ -414,6 +487,14 @@ def targets_section(
         )
     import_ms = statistics.median(edges.import_ms)
     lines.append(f"- `import tinyacp` under 60 ms: {import_ms:.1f} ms — {verdict(import_ms < 60)}")
+    for label, use_async in (("`Client`", False), ("`AsyncClient`", True)):
+        added = statistics.median(many.idle_kib(use_async))
+        lines.append(
+            f"- An idle {label} after `initialize` adds at most 256 KiB of RSS: {added:.1f} KiB — "
+            f"{verdict(added <= 256)}"
+        )
+    help_ms = statistics.median(edges.help_ms)
+    lines.append(f"- `tinyacp --help` under 100 ms: {help_ms:.1f} ms — {verdict(help_ms < 100)}")
     extra = large - small
     for row in (CLIENT, ASYNC):
         blocks = [statistics.median(memory[row.key, n].values("blocks_retained")) for n in (small, large)]
@@ -433,6 +514,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sdk-large-runs", type=int, default=3, help="SDK runs at the largest N (slow)")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     parser.add_argument("--batch", action="store_true", help="run the batch rows instead (benchmarks/batch.py)")
+    parser.add_argument("--clients", type=int, default=500, help="AsyncClients doing one turn at once")
     args = parser.parse_args(argv)
     if args.batch:
         from benchmarks import batch
@@ -477,11 +559,22 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
                 samples = memory.setdefault((row.key, n), Samples())
                 samples.runs[round_] = run_row(row.key, "--updates", str(n), "--reply-limit", str(MiB))
 
+    many = Many(idle_clients=20 if args.quick else 200, clients=20 if args.quick else args.clients)
+    for round_ in range(1 if args.quick else 3):
+        for use_async in (False, True):
+            progress(f"round {round_ + 1}: {many.idle_clients} idle {'AsyncClient' if use_async else 'Client'}s")
+            options = ["--clients", str(many.idle_clients), *(["--async"] if use_async else [])]
+            many.idle[use_async].append(run_row("idle", *options))
+        progress(f"round {round_ + 1}: {many.clients} AsyncClients, one turn each")
+        many.turns.append(run_row("many", "--clients", str(many.clients)))
+
     progress("import, initialize and teardown")
     edge_runs = 3 if args.quick else 9
     edges = Edges(
         import_ms=import_times(edge_runs, "tinyacp"),
         msgspec_ms=import_times(edge_runs, "msgspec"),
+        help_ms=process_times(edge_runs, HELP_CODE),
+        python_ms=process_times(edge_runs, "pass"),
         initialize={False: [], True: []},
         teardown={},
     )
@@ -530,13 +623,22 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
         "",
         *edges_section(edges, kill_grace, grandchildren),
         "",
+        "## Many agents in one process",
+        "",
+        "Each client's agent is `benchmarks/tiny_agent.sh`, a POSIX shell loop that answers a prompt with one",
+        "chunk: the memory of interest is the client process's. RSS added is the process's `VmRSS` after the",
+        "clients' `initialize` minus before, over the number of clients, after one client already warmed every",
+        "code path.",
+        "",
+        *many_section(many),
+        "",
         "## The supervisor's cost (`Options(supervise=True)`)",
         "",
         *supervisor_section(sizes, throughput, edges, kill_grace),
         "",
         "## Targets",
         "",
-        *targets_section(sizes, throughput, memory, edges),
+        *targets_section(sizes, throughput, memory, edges, many),
         "",
     ]
     if args.quick:

@@ -63,6 +63,10 @@ def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path:
         "the supervisor's memory",
         "1 ignores SIGTERM",
         "## The supervisor's cost",
+        "## Many agents in one process",
+        "`AsyncClient` after `initialize`: RSS each adds",
+        "one turn each, all at once",
+        "`tinyacp --help`",
         "## Targets",
     ):
         assert label in report, label

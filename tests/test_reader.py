@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import doctest
 import io
+import mmap
 import os
+import struct
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
@@ -184,17 +187,19 @@ def test_limits_are_frozen() -> None:
         default_reader_limits.max_line = 5  # type: ignore[misc]
 
 
-def test_buffer_is_allocated_once_at_capacity_and_cannot_grow() -> None:
+def test_buffer_is_reserved_once_at_capacity_and_cannot_grow() -> None:
     limits = ReaderLimits(100)
     reader = LineReader(limits=limits)
     assert reader.buffer_size == limits.capacity
     view = reader.writable()
     assert len(view) == limits.capacity
     buffer = view.obj
-    assert isinstance(buffer, bytearray)
+    assert isinstance(buffer, mmap.mmap)
     assert len(buffer) == limits.capacity
     with pytest.raises(BufferError):
-        buffer.extend(b"more")
+        buffer.resize(2 * limits.capacity)
+    with pytest.raises(BufferError):
+        buffer.close()
 
 
 # -- the limit -----------------------------------------------------------------------------------------------
@@ -558,7 +563,7 @@ def test_a_gibibyte_without_newline_stops_after_one_buffer_and_the_buffer_never_
     source = RepeatingRaw(b"x" * (64 * KiB), GiB)
     reader = LineReader(source, limits)
     buffer = reader.writable().obj
-    assert isinstance(buffer, bytearray)
+    assert isinstance(buffer, mmap.mmap)
     assert len(buffer) == reader.buffer_size == limits.capacity
     with allocation_peak() as peak, pytest.raises(ReaderExhaustion) as info:
         reader.read_line()
@@ -568,7 +573,7 @@ def test_a_gibibyte_without_newline_stops_after_one_buffer_and_the_buffer_never_
     assert reader.status.bytes == limits.capacity
     assert len(buffer) == reader.buffer_size == limits.capacity
     with pytest.raises(BufferError):
-        buffer.append(0)  # the reader's view pins the size
+        buffer.resize(2 * limits.capacity)  # the reader's view pins the size
     assert peak[0] < limits.capacity // 4  # no copy of the line was made
 
 
@@ -627,6 +632,86 @@ def test_a_pipe_without_newline_stops_after_one_buffer() -> None:
     assert not writer.is_alive()
     assert failures == []
     assert written[0] < GiB
+
+
+# -- committed pages -----------------------------------------------------------------------------------------
+
+PAGEMAP = Path("/proc/self/pagemap")
+needs_pagemap = pytest.mark.skipif(not PAGEMAP.exists(), reason="counting committed pages needs /proc/self/pagemap")
+
+
+def buffer_of(reader: LineReader) -> mmap.mmap:
+    buffer = reader.writable().obj
+    assert isinstance(buffer, mmap.mmap)
+    return buffer
+
+
+def committed_pages(buffer: mmap.mmap) -> int:
+    """How many of the buffer's pages the kernel has committed (present in RAM), from the page map."""
+    anchor = ctypes.c_char.from_buffer(buffer)
+    address = ctypes.addressof(anchor)
+    del anchor  # releases the export
+    page = mmap.PAGESIZE
+    count = -(-len(buffer) // page)
+    with PAGEMAP.open("rb") as pagemap:
+        pagemap.seek(address // page * 8)
+        entries = struct.unpack(f"{count}Q", pagemap.read(count * 8))
+    return sum(entry >> 63 for entry in entries)  # bit 63: the page is present
+
+
+def feed(reader: LineReader, data: bytes, chunk: int) -> int:
+    """Pass ``data`` through the sans-I/O reader in reads of at most ``chunk`` bytes; count the lines."""
+    count = 0
+    pos = 0
+    while pos < len(data):
+        view = reader.writable()
+        n = min(len(view), chunk, len(data) - pos)
+        view[:n] = data[pos : pos + n]
+        reader.commit(n)
+        pos += n
+        while type(reader.poll()) is bytes:
+            count += 1
+    return count
+
+
+@needs_pagemap
+def test_a_new_reader_commits_none_of_its_buffer() -> None:
+    reader = LineReader(limits=ReaderLimits(8 * MiB))
+    assert committed_pages(buffer_of(reader)) == 0
+
+
+@needs_pagemap
+def test_a_long_stream_of_short_lines_keeps_touching_the_same_first_pages() -> None:
+    reader = LineReader(limits=ReaderLimits(8 * MiB))
+    buffer = buffer_of(reader)
+    line = b"s" * 99 + b"\n"
+    assert feed(reader, line * (160 * KiB), 64 * KiB) == 160 * KiB  # 16 MiB, twice the buffer
+    # One read of 64 KiB plus the partial line moved to the front: 17 pages of 4 KiB, whatever the stream's length.
+    assert committed_pages(buffer) * mmap.PAGESIZE <= 128 * KiB
+
+
+@needs_pagemap
+def test_pages_a_long_line_committed_are_given_back_once_it_was_handed_out() -> None:
+    reader = LineReader(limits=ReaderLimits(8 * MiB))
+    buffer = buffer_of(reader)
+    assert feed(reader, b"L" * (4 * MiB) + b"\n", 64 * KiB) == 1
+    assert committed_pages(buffer) * mmap.PAGESIZE >= 4 * MiB
+    assert feed(reader, b"short\n", 64 * KiB) == 1
+    assert committed_pages(buffer) * mmap.PAGESIZE <= 256 * KiB
+
+
+def test_each_read_asks_for_the_room_left_and_no_more() -> None:
+    limits = ReaderLimits(1000)
+    line = b"r" * 299 + b"\n"
+    source = ChunkedSource(line * 50 + b"x" * 1001, sizes=(700, 300, 1))
+    reader = LineReader(source, limits)
+    lines = []
+    with pytest.raises(ReaderExhaustion):
+        while (got := reader.read_line()) is not None:
+            lines.append(got)
+    assert lines == [line[:-1]] * 50
+    assert max(source.requests) <= limits.capacity
+    assert reader.status.bytes == sum(len(line) for line in lines) + 50 + limits.capacity
 
 
 # -- surface -------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Final, Literal, TypeAlias
 
 from ._errors import SpawnError, describe_returncode
+from ._fd_limit import retry_when_out_of_fds
 
 __all__ = ["STDERR_TAIL_BYTES", "AgentProcess", "StderrTarget"]
 
@@ -120,6 +121,7 @@ class AgentProcess:
         self._kill_done.acquire()  # released when the timer thread ends
 
     @classmethod
+    @retry_when_out_of_fds
     def spawn(
         cls,
         argv: Sequence[str],
@@ -152,8 +154,10 @@ class AgentProcess:
             The running agent. Call :meth:`terminate` when done with it.
 
         Raises:
-            SpawnError: The program could not be started (missing, not executable, bad ``cwd``); the
-                OSError is the ``__cause__``. No fd is left open and no process is left running.
+            SpawnError: The program could not be started (missing, not executable, bad ``cwd``, no file
+                descriptor to spare even after raising the soft ``RLIMIT_NOFILE``: see
+                :mod:`tinyacp._fd_limit`); the OSError is the ``__cause__``. No fd is left open and no
+                process is left running.
             TypeError: ``argv`` is one string rather than a list of arguments.
             ValueError: ``argv`` is empty, or ``stderr`` is not one of the accepted targets.
         """

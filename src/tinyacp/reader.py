@@ -6,11 +6,17 @@ to twice its limit, and after an overlong line it resynchronises on that line's 
 end of a message as if it were a message; anyio's ``receive_until`` reads a whole chunk past its limit before
 it notices.
 
-:class:`LineReader` allocates one buffer of :attr:`ReaderLimits.capacity` bytes up front and never grows
+:class:`LineReader` reserves one buffer of :attr:`ReaderLimits.capacity` bytes up front and never grows
 it. It never asks the source for more than the room left in that buffer, never scans a byte twice, and
 raises :class:`ReaderExhaustion` before any part of an overlong line reaches the caller; after that it
 refuses every call, because the stream can no longer be split into messages safely. Besides its buffer it
 holds only the lines of one batch (at most 16 KiB of line data) cut ahead and waiting to be handed out.
+
+The buffer is an anonymous memory mapping: its size is fixed when the reader is made, but the kernel commits
+(and counts in the process's RSS) only the pages bytes were written to. The reader keeps the bytes it holds
+near the front of the buffer, so agents that write short lines touch only the first pages of it, however
+long the stream. A long line commits what it needs; once bytes were written past the first MiB, the pages
+past the first 256 KiB are handed back to the kernel as soon as the bytes held fit before them again.
 
 Blocking use, with a file descriptor or a binary file object as the source::
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import io
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -67,6 +74,16 @@ _NEWLINE = b"\n"
 # pipe read is 64 KiB, and 16 KiB of 2-byte lines is about 8 thousand 35-byte objects (shorter lines are shared
 # singletons).
 _BATCH = 16 * 1024
+
+_KEEP_COMMITTED = 256 * 1024
+"""Bytes at the front of the buffer that stay committed once touched: room for a few pipe reads of lines."""
+_RELEASE_ABOVE = 1024 * 1024
+"""Once bytes were written this far into the buffer, the pages past the first ``_KEEP_COMMITTED`` bytes are
+handed back to the kernel (``madvise(MADV_DONTNEED)``) as soon as the bytes held fit before them again."""
+
+# Private, not mmap's default MAP_SHARED: shared anonymous pages live in shmem, which MADV_DONTNEED does not free.
+_PRIVATE_ANONYMOUS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +192,7 @@ class LineReader:
         "_end",
         "_eof",
         "_error",
+        "_high",
         "_lines",
         "_max_line",
         "_pending",
@@ -191,9 +209,11 @@ class LineReader:
         self.limits = limits
         self._max_line = limits.max_line
         self._read_into = _reader_for(source)
-        self._buf = bytearray(limits.capacity)
-        # The view is an export of the buffer, so Python refuses to resize it (BufferError) while we live.
+        # Reserved now, committed by the kernel page by page as bytes are written: an idle reader costs a page.
+        self._buf = mmap.mmap(-1, limits.capacity, flags=_PRIVATE_ANONYMOUS)
+        # The view is an export of the buffer, so Python refuses to resize or close it (BufferError) while we live.
         self._view = memoryview(self._buf)
+        self._high = 0  # how far into the buffer bytes were written since the last release
         self._start = 0  # first byte not yet handed out
         self._scan = 0  # first byte not yet searched for a newline; start <= scan <= end
         self._end = 0  # end of the bytes taken in
@@ -299,14 +319,18 @@ class LineReader:
         capacity = len(self._buf)
         if start == end:
             self._start = self._scan = end = self._end = 0
-        elif start and capacity - end < capacity >> 1:
-            # Amortised: between two moves a whole line is consumed, so each byte moves at most once when the
-            # caller polls until NEED_DATA; waiting for half the buffer keeps the moves rare.
+        elif start and (end - start <= start or capacity - end < capacity >> 1):
+            # Move the partial line to the front once at least as many bytes were consumed before it as it
+            # holds (so a byte is moved at most once per byte consumed), or when the room left is under half
+            # the buffer. The bytes held stay near the front: a stream of short lines keeps touching the same
+            # few pages instead of walking through the whole buffer.
             pending = end - start
             self._view[:pending] = self._view[start:end]
             self._start = 0
             self._scan -= start
             end = self._end = pending
+        if self._high > _RELEASE_ABOVE and end <= _KEEP_COMMITTED:
+            self._release()
         if end == capacity:
             if self._buf.find(_NEWLINE, self._scan, end) < 0:
                 self._scan = end
@@ -335,7 +359,8 @@ class LineReader:
             raise ValueError(f"commit({n}) does not fit the latest writable() view of {self._room} bytes")
         self._room = 0
         if n:
-            self._end += n
+            end = self._end = self._end + n
+            self._high = max(self._high, end)
             self._taken += n
         else:
             self._eof = True
@@ -381,6 +406,16 @@ class LineReader:
     def __repr__(self) -> str:
         status = self.status
         return f"<LineReader {status.state.value} lines={status.lines} bytes={status.bytes} capacity={len(self._buf)}>"
+
+    def _release(self) -> None:
+        # The bytes held fit in the first _KEEP_COMMITTED: give back the pages a long line committed past them.
+        # Private anonymous pages read as zeros after this; nothing in them is needed any more.
+        if _DONTNEED is not None and len(self._buf) > _KEEP_COMMITTED:
+            try:
+                self._buf.madvise(_DONTNEED, _KEEP_COMMITTED, len(self._buf) - _KEEP_COMMITTED)
+            except OSError:
+                return  # only memory is at stake, and the reader is still correct
+        self._high = 0
 
     def _exhaust(self, seen: int) -> None:
         self._error = ReaderExhaustion(self._max_line, seen)
