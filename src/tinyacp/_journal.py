@@ -23,7 +23,6 @@ A request sent with ``force=True`` although the agent did not advertise it has `
 
 from __future__ import annotations
 
-import base64
 import binascii
 import contextlib
 import errno
@@ -204,6 +203,8 @@ class JsonlJournal(BaseObserver):
         data = record["line_b64"]
         if not isinstance(data, str):
             raise ValueError("the record's line_b64 is not a string")
+        import base64  # here: it imports struct, which the command's start does not need
+
         try:
             return base64.b64decode(data, validate=True)
         except binascii.Error as exc:
@@ -240,7 +241,7 @@ class JsonlJournal(BaseObserver):
         try:
             record["line"] = raw.decode("utf-8")
         except UnicodeDecodeError:
-            record["line_b64"] = base64.b64encode(raw).decode("ascii")
+            record["line_b64"] = binascii.b2a_base64(raw, newline=False).decode("ascii")
         with self._lock:
             self._write(record, sync=self.sync)
 

@@ -27,12 +27,9 @@ platform's config directory (see :mod:`tinyacp.cli._dirs`)::
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import shlex
-import shutil
 import sys
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +121,8 @@ class AgentSpec:
 
     def program(self) -> str | None:
         """The full path of the program the command runs, or None when it is not on ``PATH``."""
+        import shutil  # here, not at the top: it imports the compression modules, which `--help` does not need
+
         return shutil.which(self.command[0])
 
     def display_command(self) -> str:
@@ -268,6 +267,8 @@ def load_config(path: Path | None = None) -> Config:
     Raises:
         ConfigError: the file cannot be read, is not TOML, or has an entry of the wrong shape.
     """
+    import tomllib
+
     explicit = path is not None
     path = path if path is not None else default_config_path()
     agents = dict(BUILTIN_AGENTS)
@@ -387,6 +388,8 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
         return spec.with_args(words[1:])
     if len(words) > 1 or os.sep in words[0]:
         return _command(value, "--agent")
+    import difflib
+
     close = difflib.get_close_matches(words[0], list(config.agents), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
     raise ConfigError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import shlex
 import stat
 import sys
@@ -123,6 +122,8 @@ def new_private_file(directory: Path, stem: str, suffix: str) -> Path:
         UnsafeDirectory: the directory fails :func:`check_private`.
         OSError: the file cannot be created.
     """
+    import secrets  # here: it imports hashlib and random, which the command's start does not need
+
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         check_private(directory, os.fstat(dir_fd))
