@@ -256,12 +256,14 @@ def test_default_journals_get_an_unpredictable_name_and_a_planted_link_receives_
         assert len(random_part) == 16 and int(random_part, 16) >= 0
 
     # A link planted under the very name the next run would pick (were it guessable) is skipped, never opened.
+    import secrets
+
     from tinyacp.cli import _dirs
 
     victim = cli.tmp / "victim.txt"
     victim.write_text("precious\n")
     guesses = iter(["0" * 16, "1" * 16])
-    monkeypatch.setattr("tinyacp.cli._dirs.secrets.token_hex", lambda n: next(guesses))
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(guesses))
     (directory / f"run-{'0' * 16}.jsonl").symlink_to(victim)
     created = _dirs.new_private_file(directory, "run", ".jsonl")
     assert created.name == f"run-{'1' * 16}.jsonl"
