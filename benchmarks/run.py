@@ -362,6 +362,18 @@ def many_section(many: Many) -> list[str]:
     return table(["", "median (min-max)"], rows)
 
 
+def measure_many(args: argparse.Namespace, progress: Callable[[str], None]) -> Many:
+    many = Many(idle_clients=20 if args.quick else 200, clients=20 if args.quick else args.clients)
+    for round_ in range(1 if args.quick else 3):
+        for use_async in (False, True):
+            progress(f"round {round_ + 1}: {many.idle_clients} idle {'AsyncClient' if use_async else 'Client'}s")
+            options = ["--clients", str(many.idle_clients), *(["--async"] if use_async else [])]
+            many.idle[use_async].append(run_row("idle", *options))
+        progress(f"round {round_ + 1}: {many.clients} AsyncClients, one turn each")
+        many.turns.append(run_row("many", "--clients", str(many.clients)))
+    return many
+
+
 def import_times(runs: int, module: str) -> list[float]:
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     out = []
@@ -559,14 +571,7 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
                 samples = memory.setdefault((row.key, n), Samples())
                 samples.runs[round_] = run_row(row.key, "--updates", str(n), "--reply-limit", str(MiB))
 
-    many = Many(idle_clients=20 if args.quick else 200, clients=20 if args.quick else args.clients)
-    for round_ in range(1 if args.quick else 3):
-        for use_async in (False, True):
-            progress(f"round {round_ + 1}: {many.idle_clients} idle {'AsyncClient' if use_async else 'Client'}s")
-            options = ["--clients", str(many.idle_clients), *(["--async"] if use_async else [])]
-            many.idle[use_async].append(run_row("idle", *options))
-        progress(f"round {round_ + 1}: {many.clients} AsyncClients, one turn each")
-        many.turns.append(run_row("many", "--clients", str(many.clients)))
+    many = measure_many(args, progress)
 
     progress("import, initialize and teardown")
     edge_runs = 3 if args.quick else 9
