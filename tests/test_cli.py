@@ -337,7 +337,9 @@ def test_an_agent_error_exits_1_with_a_message(cli: Cli, steps: list[dict[str, A
 
 
 def test_timeout_cancels_the_turn_and_exits_5(cli: Cli) -> None:
-    done = cli.run("prompt", "--agent", "demo --delay 10", "--timeout", "1.5", "--format", "json", "hi")
+    # The deadline must fall inside the turn, after the start-up: generous on a loaded machine, and still far
+    # before the demo agent's next update.
+    done = cli.run("prompt", "--agent", "demo --delay 60", "--timeout", "8", "--format", "json", "hi")
     assert done.returncode == 5, done.stderr
     result = _events(done.stdout)[-1]
     assert result["outcome"] == "timeout" and result["timed_out"] is True
