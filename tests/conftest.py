@@ -39,6 +39,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.core)
 
 
+UPDATE_KINDS = [
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+    "usage_update",
+]
+"""The 11 stable ``sessionUpdate`` kinds of ACP v1, in the schema's order."""
+
 INIT_RESULT: dict[str, Any] = {
     "protocolVersion": 1,
     "agentCapabilities": {"promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}},

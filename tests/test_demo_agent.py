@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from conftest import UPDATE_KINDS
 from tinyacp._version import __version__
 
 TESTS = Path(__file__).resolve().parent
@@ -48,19 +49,6 @@ RESULT_DEFS = {
     "session/set_config_option": "SetSessionConfigOptionResponse",
     "session/prompt": "PromptResponse",
 }
-ALL_KINDS = [
-    "user_message_chunk",
-    "agent_message_chunk",
-    "agent_thought_chunk",
-    "tool_call",
-    "tool_call_update",
-    "plan",
-    "available_commands_update",
-    "current_mode_update",
-    "config_option_update",
-    "session_info_update",
-    "usage_update",
-]
 DEMO_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -555,7 +543,7 @@ def test_all_kinds(spawn: Spawn, tmp_path: Path, flag: bool, text: str) -> None:
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id, text)
     updates, response = agent.read_turn(prompt_id)  # no permission request in this mode
-    assert _kinds(updates) == ALL_KINDS
+    assert _kinds(updates) == UPDATE_KINDS
     assert_end_turn(response)
     assert updates[0]["content"] == {"type": "text", "text": text}
     assert updates[1]["content"]["text"].startswith(f"You said: {text}\n")
@@ -596,9 +584,9 @@ def test_prompts_are_answered_one_turn_at_a_time(spawn: Spawn, tmp_path: Path) -
     first = agent.prompt(session_id, "one")
     second = agent.prompt(session_id, "two")
     updates, response = agent.read_turn(first)
-    assert (_kinds(updates), response["result"]) == (ALL_KINDS, {"stopReason": "end_turn"})
+    assert (_kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
     updates, response = agent.read_turn(second)
-    assert (_kinds(updates), response["result"]) == (ALL_KINDS, {"stopReason": "end_turn"})
+    assert (_kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
     assert updates[0]["content"]["text"] == "two"
     assert agent.close() == 0
 
@@ -611,7 +599,7 @@ def test_a_turn_that_needs_no_answer_finishes_after_stdin_closes(spawn: Spawn, t
     assert agent.proc.stdin is not None
     agent.proc.stdin.close()
     updates, response = agent.read_turn(prompt_id)
-    assert _kinds(updates) == ALL_KINDS
+    assert _kinds(updates) == UPDATE_KINDS
     assert_end_turn(response)
     assert agent.close() == 0
 

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import end_turn, handshake
+from conftest import UPDATE_KINDS, end_turn, handshake
 from hostile_util import EVIL, assert_clean
 from test_cli import Cli, Terminal, cli
 from tinyacp.cli._exit import Exit
@@ -36,26 +36,13 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
     max_leaves=12,
 )
-_UPDATE_KINDS = [
-    "user_message_chunk",
-    "agent_message_chunk",
-    "agent_thought_chunk",
-    "tool_call",
-    "tool_call_update",
-    "plan",
-    "available_commands_update",
-    "current_mode_update",
-    "config_option_update",
-    "session_info_update",
-    "usage_update",
-]
 _FIELDS = ["content", "title", "kind", "status", "toolCallId", "entries", "currentModeId", "used", "size", "rawInput"]
 
 
 @st.composite
 def updates(draw: st.DrawFn) -> dict[str, Any]:
     """An update of a known kind (or not), with some of its fields set to anything."""
-    update: dict[str, Any] = {"sessionUpdate": draw(st.sampled_from(_UPDATE_KINDS) | hostile_text)}
+    update: dict[str, Any] = {"sessionUpdate": draw(st.sampled_from(UPDATE_KINDS) | hostile_text)}
     for name in draw(st.lists(st.sampled_from(_FIELDS), max_size=4, unique=True)):
         update[name] = draw(json_values)
     if draw(st.booleans()):

@@ -96,13 +96,16 @@ class AsyncClient(ShellBase):
         timeout: float | None = None,
     ) -> Session:
         """As :meth:`tinyacp.Client.new_session`."""
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(
-            lambda: self._core.new_session(
-                path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.new_session,
+            (),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return await self._call(build, timeout)
 
     async def load_session(
         self,
@@ -116,13 +119,16 @@ class AsyncClient(ShellBase):
         timeout: float | None = None,
     ) -> LoadedSession:
         """As :meth:`tinyacp.Client.load_session`."""
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(
-            lambda: self._core.load_session(
-                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.load_session,
+            (session_id,),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return await self._call(build, timeout)
 
     async def resume_session(
         self,
@@ -136,13 +142,16 @@ class AsyncClient(ShellBase):
         timeout: float | None = None,
     ) -> Session:
         """As :meth:`tinyacp.Client.resume_session`."""
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return await self._call(
-            lambda: self._core.resume_session(
-                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.resume_session,
+            (session_id,),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return await self._call(build, timeout)
 
     async def close_session(self, session_id: str, *, timeout: float | None = None) -> None:
         """As :meth:`tinyacp.Client.close_session`."""

@@ -168,13 +168,16 @@ class Client(ShellBase):
             ProtocolViolation: the answer cannot be used (the client stays usable).
             ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(
-            lambda: self._core.new_session(
-                path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.new_session,
+            (),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return self._call(build, timeout)
 
     def load_session(
         self,
@@ -206,13 +209,16 @@ class Client(ShellBase):
             ProtocolViolation: the answer cannot be used (the client stays usable).
             ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(
-            lambda: self._core.load_session(
-                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.load_session,
+            (session_id,),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return self._call(build, timeout)
 
     def resume_session(
         self,
@@ -244,13 +250,16 @@ class Client(ShellBase):
             ProtocolViolation: the answer cannot be used (the client stays usable).
             ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
         """
-        path, extra = self._absolute(cwd), self._absolute_all(additional_directories)
-        return self._call(
-            lambda: self._core.resume_session(
-                session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-            ),
-            timeout,
+        build = self._setup(
+            self._core.resume_session,
+            (session_id,),
+            cwd,
+            mcp_servers=mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
         )
+        return self._call(build, timeout)
 
     def close_session(self, session_id: str, *, timeout: float | None = None) -> None:
         """Ask the agent to close a session (free what it holds for it).

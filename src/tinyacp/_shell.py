@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ._conversation import (
     ON_MESSAGE,
@@ -18,14 +18,18 @@ from ._conversation import (
     ON_PERMISSION_REQUEST,
     ON_SEND,
     ON_UPDATE,
+    Call,
     Conversation,
+    Meta,
 )
 from ._driver import ON_FLUSH, CallDriver, Gone
 from ._errors import AgentExited, AgentTimeout, ClientClosed, ProtocolViolation, RequestError
-from ._messages import Initialize, SessionState
+from ._messages import AnyMcpServer, Initialize, SessionState, SystemPrompt
 from ._options import Options, check_seconds
 from ._process import AgentProcess
 from .reader import LineReader
+
+T = TypeVar("T")
 
 REQUIRED_CALLBACKS = (ON_UPDATE, ON_PERMISSION_REQUEST, ON_PERMISSION_DECISION)
 OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH)
@@ -153,8 +157,24 @@ class ShellBase:
     def _absolute(self, cwd: str | os.PathLike[str]) -> str:
         return os.path.abspath(os.fspath(cwd))
 
-    def _absolute_all(self, paths: Sequence[str | os.PathLike[str]]) -> list[str]:
-        return [self._absolute(path) for path in paths]
+    def _setup(
+        self,
+        build: Callable[..., Call[T]],
+        head: tuple[str, ...],
+        cwd: str | os.PathLike[str],
+        *,
+        mcp_servers: Sequence[AnyMcpServer],
+        meta: Meta | None,
+        system_prompt: SystemPrompt | None,
+        additional_directories: Sequence[str | os.PathLike[str]],
+    ) -> Callable[[], Call[T]]:
+        """The build of a ``session/new``, ``session/load`` or ``session/resume`` call, its paths made absolute
+        here (in the caller's working directory, when the call is made)."""
+        path = self._absolute(cwd)
+        extra = [self._absolute(directory) for directory in additional_directories]
+        return lambda: build(
+            *head, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+        )
 
     def session_state(self, session_id: str) -> SessionState:
         """The session's modes, config options, models and commands as the agent last reported them.
