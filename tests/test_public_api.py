@@ -7,6 +7,7 @@ import ast
 import inspect
 import re
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,54 @@ def test_lazy_names_are_served_and_unknown_names_raise_attribute_error() -> None
     assert tinyacp.JsonlJournal.__name__ == "JsonlJournal"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         tinyacp.Nope  # noqa: B018
+
+
+# -- one API, both ways ---------------------------------------------------------------------------------------
+
+PLAIN_IN_BOTH = {"kill", "session_state", "stderr_tail"}
+"""The methods that neither client waits in: plain in ``AsyncClient`` too."""
+
+
+def public_methods(cls: type) -> dict[str, Callable[..., object]]:
+    return {
+        name: getattr(cls, name)
+        for name in dir(cls)
+        if not name.startswith("_") and inspect.isfunction(getattr(cls, name))
+    }
+
+
+def test_both_clients_take_every_call_with_the_same_signature_and_docstring() -> None:
+    sync_methods = public_methods(tinyacp.Client)
+    async_methods = public_methods(tinyacp.AsyncClient)
+    assert set(async_methods) - set(sync_methods) == {"prompt_stream"}
+    assert set(sync_methods) <= set(async_methods)
+    assert {"initialize", "new_session", "load_session", "resume_session", "prompt", "set_config_option"} <= set(
+        sync_methods
+    )
+    for name, sync_method in sync_methods.items():
+        async_method = async_methods[name]
+        shown = inspect.signature(sync_method)
+        assert shown == inspect.signature(async_method), name
+        assert next(iter(shown.parameters)) == "self", name
+        assert "CallSpec" not in str(shown), name  # the answer's type, as callers get it
+        for method in (sync_method, async_method):
+            doc = inspect.getdoc(method)
+            assert doc and not doc.startswith("As "), f"{name} needs its own docstring"
+        assert not inspect.iscoroutinefunction(sync_method), name
+        assert inspect.iscoroutinefunction(async_method) is (name not in PLAIN_IN_BOTH), name
+
+
+def test_a_call_reads_the_same_in_both_clients() -> None:
+    for name in ("new_session", "prompt", "list_sessions"):
+        sync_method, async_method = getattr(tinyacp.Client, name), getattr(tinyacp.AsyncClient, name)
+        doc = sync_method.__doc__
+        assert doc and "Raises:" in doc
+        assert async_method.__doc__ == doc
+        assert sync_method.__name__ == async_method.__name__ == name
+        assert (sync_method.__qualname__, async_method.__qualname__) == (f"Client.{name}", f"AsyncClient.{name}")
+    assert "CancelledError" in (
+        tinyacp.AsyncClient.prompt.__doc__ or ""
+    )  # where the shells differ, the one text says so
 
 
 # -- the exception tree --------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The asyncio client: the same conversation as :class:`~tinyacp.Client`, for programs that run many agents.
 
-It keeps every promise of the sync client with the same core; only the waiting differs. The agent's output is
+It keeps every promise of the sync client with the same core, the same call driver and the same calls (written
+once, in :mod:`tinyacp._calls`; :func:`awaitable` makes each a coroutine method); only the waiting differs. The
+agent's output is
 read into the same fixed line buffer, and only while a call (or a :class:`PromptStream` consumer) asks for the
 next message: nothing is queued, so a slow consumer slows the agent down instead of growing memory. One client
 has no task of its own; observer methods may be coroutine functions and are awaited in order.
@@ -10,31 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from ._conversation import Call, Meta
+from . import _calls
+from ._calls import CallSpec, method_of
 from ._driver import CHECKPOINT, Driven, Wait
 from ._errors import AgentTimeout, ClientBusy, ObserverError, UsageError
-from ._messages import (
-    AnyMcpServer,
-    ConfigOption,
-    Initialize,
-    LoadedSession,
-    PromptContent,
-    Session,
-    SessionPage,
-    SystemPrompt,
-)
+from ._messages import PromptContent
 from ._options import Options
 from ._records import PromptResult, Update
 from ._shell import ShellBase
 
 __all__ = ["AsyncClient", "PromptStream"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 _ABANDON_WRITE = 0.5
@@ -50,11 +44,24 @@ class _Finished(Generic[T]):
         self.value = value
 
 
+def awaitable(
+    call: Callable[Concatenate[ShellBase, P], CallSpec[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """``call`` as a coroutine method of :class:`AsyncClient`: awaiting it awaits the answer."""
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._call(call(self, *args, **kwargs))
+
+    return method_of("AsyncClient", call, method)
+
+
 class AsyncClient(ShellBase):
     """A conversation with one agent process, for asyncio. Use ``async with AsyncClient(options) as client``.
 
-    The agent starts in the constructor, as with :class:`~tinyacp.Client`; the methods, results and exceptions
-    are the same. ``cancel`` is a coroutine; ``kill`` is a plain method, safe from any thread or signal handler.
+    The agent starts in the constructor, as with :class:`~tinyacp.Client`; the methods, their arguments, results
+    and exceptions are the same, and awaiting a call waits for its answer. ``cancel`` and ``close`` are coroutines
+    too; ``kill`` is a plain method, safe from any thread or signal handler. Cancelling the task that awaits a call
+    tears the agent down (a prompt first sends ``session/cancel``) and re-raises :class:`asyncio.CancelledError`.
     Its constructor raises what :class:`~tinyacp.Client`'s does.
     """
 
@@ -71,153 +78,21 @@ class AsyncClient(ShellBase):
         self._reaping: asyncio.Future[int] | None = None
 
     # ----------------------------------------------------------------------------------------------------------
-    # The calls.
+    # The calls (each written once, in :mod:`tinyacp._calls`), and what only this shell has.
 
-    async def initialize(self, *, meta: Meta | None = None, timeout: float | None = None) -> Initialize:
-        """As :meth:`tinyacp.Client.initialize`."""
-        return await self._call(lambda: self._core.initialize(meta), timeout)
-
-    async def authenticate(self, method_id: str, *, meta: Meta | None = None, timeout: float | None = None) -> None:
-        """As :meth:`tinyacp.Client.authenticate`."""
-        await self._call(lambda: self._core.authenticate(method_id, meta), timeout)
-
-    async def logout(self, *, timeout: float | None = None) -> None:
-        """As :meth:`tinyacp.Client.logout`."""
-        await self._call(self._core.logout, timeout)
-
-    async def new_session(
-        self,
-        cwd: str | os.PathLike[str],
-        mcp_servers: Sequence[AnyMcpServer] = (),
-        *,
-        meta: Meta | None = None,
-        system_prompt: SystemPrompt | None = None,
-        additional_directories: Sequence[str | os.PathLike[str]] = (),
-        timeout: float | None = None,
-    ) -> Session:
-        """As :meth:`tinyacp.Client.new_session`."""
-        build = self._setup(
-            self._core.new_session,
-            (),
-            cwd,
-            mcp_servers=mcp_servers,
-            meta=meta,
-            system_prompt=system_prompt,
-            additional_directories=additional_directories,
-        )
-        return await self._call(build, timeout)
-
-    async def load_session(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str],
-        mcp_servers: Sequence[AnyMcpServer] = (),
-        *,
-        meta: Meta | None = None,
-        system_prompt: SystemPrompt | None = None,
-        additional_directories: Sequence[str | os.PathLike[str]] = (),
-        timeout: float | None = None,
-    ) -> LoadedSession:
-        """As :meth:`tinyacp.Client.load_session`."""
-        build = self._setup(
-            self._core.load_session,
-            (session_id,),
-            cwd,
-            mcp_servers=mcp_servers,
-            meta=meta,
-            system_prompt=system_prompt,
-            additional_directories=additional_directories,
-        )
-        return await self._call(build, timeout)
-
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str | os.PathLike[str],
-        mcp_servers: Sequence[AnyMcpServer] = (),
-        *,
-        meta: Meta | None = None,
-        system_prompt: SystemPrompt | None = None,
-        additional_directories: Sequence[str | os.PathLike[str]] = (),
-        timeout: float | None = None,
-    ) -> Session:
-        """As :meth:`tinyacp.Client.resume_session`."""
-        build = self._setup(
-            self._core.resume_session,
-            (session_id,),
-            cwd,
-            mcp_servers=mcp_servers,
-            meta=meta,
-            system_prompt=system_prompt,
-            additional_directories=additional_directories,
-        )
-        return await self._call(build, timeout)
-
-    async def close_session(self, session_id: str, *, timeout: float | None = None) -> None:
-        """As :meth:`tinyacp.Client.close_session`."""
-        await self._call(lambda: self._core.close_session(session_id), timeout)
-
-    async def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
-        """As :meth:`tinyacp.Client.delete_session`."""
-        await self._call(lambda: self._core.delete_session(session_id), timeout)
-
-    async def list_sessions(
-        self, cwd: str | os.PathLike[str] | None = None, cursor: str | None = None, *, timeout: float | None = None
-    ) -> SessionPage:
-        """As :meth:`tinyacp.Client.list_sessions`."""
-        path = None if cwd is None else self._absolute(cwd)
-        return await self._call(lambda: self._core.list_sessions(path, cursor), timeout)
-
-    async def set_mode(
-        self,
-        session_id: str,
-        mode_id: str,
-        *,
-        meta: Meta | None = None,
-        force: bool = False,
-        timeout: float | None = None,
-    ) -> None:
-        """As :meth:`tinyacp.Client.set_mode`."""
-        await self._call(lambda: self._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
-
-    async def set_config_option(
-        self,
-        session_id: str,
-        config_id: str,
-        value: str | bool,
-        *,
-        meta: Meta | None = None,
-        force: bool = False,
-        timeout: float | None = None,
-    ) -> tuple[ConfigOption, ...]:
-        """As :meth:`tinyacp.Client.set_config_option`."""
-        return await self._call(
-            lambda: self._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
-        )
-
-    async def set_model(
-        self,
-        session_id: str,
-        model_id: str,
-        *,
-        meta: Meta | None = None,
-        force: bool = False,
-        timeout: float | None = None,
-    ) -> None:
-        """As :meth:`tinyacp.Client.set_model`."""
-        await self._call(lambda: self._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
-
-    async def prompt(
-        self,
-        session_id: str,
-        content: str | Sequence[PromptContent],
-        *,
-        meta: Meta | None = None,
-        timeout: float | None = None,
-    ) -> PromptResult:
-        """As :meth:`tinyacp.Client.prompt`. If the awaiting task is cancelled, the client sends
-        ``session/cancel``, tears the agent down (shielded) and re-raises :class:`asyncio.CancelledError`."""
-        return await self._call(lambda: self._core.prompt(session_id, content, meta), timeout, prompt=True)
+    initialize = awaitable(_calls.initialize)
+    authenticate = awaitable(_calls.authenticate)
+    logout = awaitable(_calls.logout)
+    new_session = awaitable(_calls.new_session)
+    load_session = awaitable(_calls.load_session)
+    resume_session = awaitable(_calls.resume_session)
+    close_session = awaitable(_calls.close_session)
+    delete_session = awaitable(_calls.delete_session)
+    list_sessions = awaitable(_calls.list_sessions)
+    set_mode = awaitable(_calls.set_mode)
+    set_config_option = awaitable(_calls.set_config_option)
+    set_model = awaitable(_calls.set_model)
+    prompt = awaitable(_calls.prompt)
 
     def prompt_stream(
         self,
@@ -253,15 +128,12 @@ class AsyncClient(ShellBase):
         finally:
             self._leave()
 
-    def kill(self) -> None:
-        """As :meth:`tinyacp.Client.kill`: safe from any thread, task or signal handler."""
-        self._request_kill()
-
     async def close(self) -> None:
-        """As :meth:`tinyacp.Client.close`; the blocking part of the teardown runs in a worker thread.
+        """Tear down: record what the agent already sent (up to 1 MiB), then stop its whole group and reap it.
 
-        It always waits for the reap: a close that was itself cancelled leaves the reap running, and the next
-        ``close()`` waits for it.
+        Idempotent. From another task while a call is in flight, it kills the agent and waits for the call. The
+        blocking part of the teardown runs in a worker thread, and a close always waits for the reap: one that was
+        itself cancelled leaves the reap running, and the next ``close()`` waits for it.
 
         Raises:
             ObserverError: recording a last message failed (the teardown still happened).
@@ -273,7 +145,7 @@ class AsyncClient(ShellBase):
         if stream is not None and not stream.running:
             stream.abandon()  # a prompt stream its consumer left without closing it
         if self._busy:
-            self._request_kill()
+            self.kill()
             await self._idle.wait()
         if self._closed:
             await self._reaped()
@@ -299,10 +171,6 @@ class AsyncClient(ShellBase):
     ) -> None:
         await self.close()
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<tinyacp.AsyncClient pid={self.pid} epoch={self.epoch} {state}>"
-
     # ----------------------------------------------------------------------------------------------------------
     # The shell: hold the client, wait with the event loop, await the observer.
 
@@ -316,13 +184,14 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle.set()
 
-    async def _call(self, build: Callable[[], Call[T]], timeout: float | None, *, prompt: bool = False) -> T:
+    async def _call(self, spec: CallSpec[T]) -> T:
         """Run one request through the driver and return its decoded answer."""
         self._enter()
         try:
             self._ensure_open()
-            deadline = self._deadline(timeout)
-            finished = await self._guarded(self._driver.call(build(), deadline, prompt=prompt), prompt)
+            deadline = self._deadline(spec.timeout)
+            driven = self._driver.call(spec.build(), deadline, prompt=spec.prompt)
+            finished = await self._guarded(driven, spec.prompt)
             assert finished.__class__ is _Finished, "only a streamed prompt hands out updates"
             return finished.value
         finally:

@@ -1,6 +1,6 @@
 """What the sync and the asyncio client share: the core, the reader, the process, the call driver
-(:mod:`tinyacp._driver`), and the rules for failing, cancelling and closing. Only waiting and calling the
-observer differ between the two shells."""
+(:mod:`tinyacp._driver`), and the rules for failing, cancelling and closing. The public calls themselves are
+written once, in :mod:`tinyacp._calls`. Only waiting and calling the observer differ between the two shells."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._conversation import (
@@ -18,13 +18,11 @@ from ._conversation import (
     ON_PERMISSION_REQUEST,
     ON_SEND,
     ON_UPDATE,
-    Call,
     Conversation,
-    Meta,
 )
 from ._driver import ON_FLUSH, CallDriver, Gone
 from ._errors import AgentExited, AgentTimeout, ClientClosed, ProtocolViolation, RequestError
-from ._messages import AnyMcpServer, Initialize, SessionState, SystemPrompt
+from ._messages import Initialize, SessionState
 from ._options import Options, check_seconds
 from ._process import AgentProcess
 from .reader import LineReader
@@ -138,6 +136,10 @@ class ShellBase:
         """The last 64 KiB of the agent's stderr, when ``Options(stderr="tail")``."""
         return self._proc.stderr_tail()
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<tinyacp.{type(self).__name__} pid={self.pid} epoch={self.epoch} {state}>"
+
     # ----------------------------------------------------------------------------------------------------------
     # Rules both shells follow.
 
@@ -156,25 +158,6 @@ class ShellBase:
 
     def _absolute(self, cwd: str | os.PathLike[str]) -> str:
         return os.path.abspath(os.fspath(cwd))
-
-    def _setup(
-        self,
-        build: Callable[..., Call[T]],
-        head: tuple[str, ...],
-        cwd: str | os.PathLike[str],
-        *,
-        mcp_servers: Sequence[AnyMcpServer],
-        meta: Meta | None,
-        system_prompt: SystemPrompt | None,
-        additional_directories: Sequence[str | os.PathLike[str]],
-    ) -> Callable[[], Call[T]]:
-        """The build of a ``session/new``, ``session/load`` or ``session/resume`` call, its paths made absolute
-        here (in the caller's working directory, when the call is made)."""
-        path = self._absolute(cwd)
-        extra = [self._absolute(directory) for directory in additional_directories]
-        return lambda: build(
-            *head, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
-        )
 
     def session_state(self, session_id: str) -> SessionState:
         """The session's modes, config options, models and commands as the agent last reported them.
@@ -218,8 +201,12 @@ class ShellBase:
         self._core.end_call()
         self._proc.terminate(self.options.kill_grace)
 
-    def _request_kill(self) -> None:
-        """The hard stop: signal-safe (flags, signals, one byte to a pipe, one timer thread)."""
+    def kill(self) -> None:
+        """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.
+
+        Safe from any thread, any task and a signal handler (it only sets flags, sends signals, writes one byte
+        to a pipe and starts one timer thread). A call in flight raises :class:`~tinyacp.AgentExited`.
+        """
         self._driver.killed = True
         if not self._proc.closed:
             self._proc.start_kill(self.options.kill_grace)

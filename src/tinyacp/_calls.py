@@ -1,0 +1,447 @@
+"""The public calls of both clients, each written once: its signature, its docstring and what it asks the core for.
+
+A call here takes the client and returns a :class:`CallSpec`: how to build the request in the core, its timeout,
+whether it is a prompt. Each shell makes it a method with its own small adapter (``blocking`` in
+:mod:`tinyacp._client` waits for the answer; ``awaitable`` in :mod:`tinyacp._async_client` awaits it), and
+:func:`method_of` gives that method the call's name, docstring and signature. So ``Client.new_session`` and
+``AsyncClient.new_session`` take the same arguments, say the same thing, and differ only in how they wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ._conversation import Call, Meta
+from ._messages import (
+    AnyMcpServer,
+    ConfigOption,
+    Initialize,
+    LoadedSession,
+    PromptContent,
+    Session,
+    SessionPage,
+    SystemPrompt,
+)
+from ._records import PromptResult
+from ._shell import ShellBase
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CallSpec(Generic[T]):
+    """One public call, as both shells run it: built in the core once the client is held, then driven."""
+
+    __slots__ = ("build", "prompt", "timeout")
+
+    def __init__(self, build: Callable[[], Call[T]], timeout: float | None, *, prompt: bool = False) -> None:
+        self.build = build
+        self.timeout = timeout
+        self.prompt = prompt
+
+
+_SPEC = f"{CallSpec.__name__}["
+
+
+def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F) -> F:
+    """``method``, a shell's adapter of ``call``, shown as the call itself: its name and docstring, and its
+    signature with ``self`` first and the answer's type as the result (what ``help()``, IDEs and the API
+    reference show)."""
+    functools.update_wrapper(method, call)
+    method.__qualname__ = f"{owner}.{call.__name__}"
+    signature = inspect.signature(call)
+    answer = signature.return_annotation  # a string: annotations here are not evaluated
+    if not (isinstance(answer, str) and answer.startswith(_SPEC) and answer.endswith("]")):
+        raise TypeError(f"{call.__name__} must be annotated to return {_SPEC}...]")
+    shell, *parameters = signature.parameters.values()
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature
+        parameters=[shell.replace(name="self", annotation=inspect.Parameter.empty), *parameters],
+        return_annotation=answer[len(_SPEC) : -1],
+    )
+    return method
+
+
+def _paths(
+    shell: ShellBase, cwd: str | os.PathLike[str], additional_directories: Sequence[str | os.PathLike[str]]
+) -> tuple[str, list[str]]:
+    """A session's paths, made absolute here: in the caller's working directory, when the call is made."""
+    return shell._absolute(cwd), [shell._absolute(directory) for directory in additional_directories]
+
+
+def initialize(shell: ShellBase, *, meta: Meta | None = None, timeout: float | None = None) -> CallSpec[Initialize]:
+    """Introduce ourselves: protocol version 1, our client info and capabilities (``meta`` as ``_meta``).
+
+    Raises:
+        UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
+        RequestError: the agent answered with an error (AuthRequired for -32000).
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.initialize(meta), timeout)
+
+
+def authenticate(
+    shell: ShellBase, method_id: str, *, meta: Meta | None = None, timeout: float | None = None
+) -> CallSpec[None]:
+    """Log in with one of the methods the agent offered at ``initialize`` (``meta`` may hold Secrets).
+
+    Raises:
+        NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (nothing written).
+        RequestError: the agent refused (the client stays usable).
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.authenticate(method_id, meta), timeout)
+
+
+def logout(shell: ShellBase, *, timeout: float | None = None) -> CallSpec[None]:
+    """Log out (only if the agent advertised ``auth.logout``).
+
+    Raises:
+        NotAdvertised: the agent did not advertise logout (nothing written).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(shell._core.logout, timeout)
+
+
+def new_session(
+    shell: ShellBase,
+    cwd: str | os.PathLike[str],
+    mcp_servers: Sequence[AnyMcpServer] = (),
+    *,
+    meta: Meta | None = None,
+    system_prompt: SystemPrompt | None = None,
+    additional_directories: Sequence[str | os.PathLike[str]] = (),
+    timeout: float | None = None,
+) -> CallSpec[Session]:
+    """Open a session whose working directory is ``cwd`` (made absolute).
+
+    Raises:
+        NotAdvertised: a system prompt or additional directories the agent did not advertise (nothing written).
+        AuthRequired: the agent wants ``authenticate`` first (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    path, extra = _paths(shell, cwd, additional_directories)
+    return CallSpec(
+        lambda: shell._core.new_session(
+            path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+        ),
+        timeout,
+    )
+
+
+def load_session(
+    shell: ShellBase,
+    session_id: str,
+    cwd: str | os.PathLike[str],
+    mcp_servers: Sequence[AnyMcpServer] = (),
+    *,
+    meta: Meta | None = None,
+    system_prompt: SystemPrompt | None = None,
+    additional_directories: Sequence[str | os.PathLike[str]] = (),
+    timeout: float | None = None,
+) -> CallSpec[LoadedSession]:
+    """Load an earlier session: the agent replays its history as updates (each to ``on_update``, each
+    counted against ``TransferLimits``), then answers.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for); nothing written.
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        AuthRequired: the agent wants `authenticate` first (the client stays usable).
+        RequestError: the agent answered with an error.
+        TransferLimitExceeded: a message broke a transfer limit.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    path, extra = _paths(shell, cwd, additional_directories)
+    return CallSpec(
+        lambda: shell._core.load_session(
+            session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+        ),
+        timeout,
+    )
+
+
+def resume_session(
+    shell: ShellBase,
+    session_id: str,
+    cwd: str | os.PathLike[str],
+    mcp_servers: Sequence[AnyMcpServer] = (),
+    *,
+    meta: Meta | None = None,
+    system_prompt: SystemPrompt | None = None,
+    additional_directories: Sequence[str | os.PathLike[str]] = (),
+    timeout: float | None = None,
+) -> CallSpec[Session]:
+    """Resume an earlier session without a replay of its history.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for);
+            nothing written.
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        AuthRequired: the agent wants `authenticate` first (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    path, extra = _paths(shell, cwd, additional_directories)
+    return CallSpec(
+        lambda: shell._core.resume_session(
+            session_id, path, mcp_servers, meta=meta, system_prompt=system_prompt, additional_directories=extra
+        ),
+        timeout,
+    )
+
+
+def close_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
+    """Ask the agent to close a session (free what it holds for it).
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``sessionCapabilities.close`` (nothing written).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.close_session(session_id), timeout)
+
+
+def delete_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
+    """Ask the agent to delete a session from its list.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``sessionCapabilities.delete`` (nothing written).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.delete_session(session_id), timeout)
+
+
+def list_sessions(
+    shell: ShellBase,
+    cwd: str | os.PathLike[str] | None = None,
+    cursor: str | None = None,
+    *,
+    timeout: float | None = None,
+) -> CallSpec[SessionPage]:
+    """One page of the agent's sessions, those in ``cwd`` only when given; pass ``next_cursor`` for more.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``sessionCapabilities.list`` (nothing written).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    path = None if cwd is None else shell._absolute(cwd)
+    return CallSpec(lambda: shell._core.list_sessions(path, cursor), timeout)
+
+
+def set_mode(
+    shell: ShellBase,
+    session_id: str,
+    mode_id: str,
+    *,
+    meta: Meta | None = None,
+    force: bool = False,
+    timeout: float | None = None,
+) -> CallSpec[None]:
+    """Switch the session's mode; ``force=True`` sends a mode the session did not list (recorded as forced).
+
+    Raises:
+        NotAdvertised: ``mode_id`` is not among the session's available modes (nothing written).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
+
+
+def set_config_option(
+    shell: ShellBase,
+    session_id: str,
+    config_id: str,
+    value: str | bool,
+    *,
+    meta: Meta | None = None,
+    force: bool = False,
+    timeout: float | None = None,
+) -> CallSpec[tuple[ConfigOption, ...]]:
+    """Set a config option (a value id for a select option, a bool for a boolean one); returns all options.
+
+    Raises:
+        NotAdvertised: an unknown ``config_id``, an option of an unknown type, or a value the option does
+            not offer (nothing written; ``force=True`` sends it anyway).
+        TypeError: ``value`` is neither a str nor a bool.
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(
+        lambda: shell._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
+    )
+
+
+def set_model(
+    shell: ShellBase,
+    session_id: str,
+    model_id: str,
+    *,
+    meta: Meta | None = None,
+    force: bool = False,
+    timeout: float | None = None,
+) -> CallSpec[None]:
+    """Choose the session's model: through its ``model`` config option, else the legacy ``session/set_model``
+    (only for a model the session listed in ``models``).
+
+    Raises:
+        NotAdvertised: the session offers no such model (nothing written; ``force=True`` sends it anyway).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        AgentTimeout: the deadline passed.
+        ObserverError: the observer raised (the agent is torn down).
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
+        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
+
+
+def prompt(
+    shell: ShellBase,
+    session_id: str,
+    content: str | Sequence[PromptContent],
+    *,
+    meta: Meta | None = None,
+    timeout: float | None = None,
+) -> CallSpec[PromptResult]:
+    """Send a prompt and handle the turn until the agent's final response.
+
+    At the deadline the client sends one ``session/cancel`` and waits up to ``Options.cancel_grace`` for
+    the agent's answer; the result then has ``timed_out=True``. A reply that reaches a reply limit is cut
+    there (``result.overflow``) and the turn cancelled the same way. ``result.usage`` holds what the turn
+    used, when the agent said.
+
+    With :class:`~tinyacp.AsyncClient`, if the awaiting task is cancelled, the client sends ``session/cancel``,
+    tears the agent down (shielded) and re-raises :class:`asyncio.CancelledError`.
+
+    Raises:
+        UnsupportedContent: a block the agent did not advertise (nothing is written).
+        TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
+        AgentTimeout: no answer even after the cancel (the agent is torn down).
+        AuthRequired: the agent wants `authenticate` first (the client stays usable).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        AgentExited: the agent exited or stopped reading its input (it is torn down).
+        ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
+        ObserverError: the observer raised (the agent is torn down).
+        MissingDurableObserver: an update or permission request came and there is no observer.
+        ClientBusy: another call is in flight.
+        ClientClosed: the client was closed or torn down.
+        ProtocolViolation: the answer cannot be used (the client stays usable).
+        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+    """
+    return CallSpec(lambda: shell._core.prompt(session_id, content, meta), timeout, prompt=True)
