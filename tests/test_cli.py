@@ -720,6 +720,43 @@ def test_import_tinyacp_does_not_import_the_cli() -> None:
     assert done.stdout.strip() == b"[]"
 
 
+# What a fast start leaves out: the client's asyncio side, the journal, the display, the config reader, the batch
+# runner and the subcommands' own modules are imported when a subcommand runs, never to show the help.
+_NOT_FOR_HELP = (
+    "asyncio",
+    "tomllib",
+    "tinyacp._async_client",
+    "tinyacp._journal",
+    "tinyacp.batch",
+    "tinyacp.cli._agents",
+    "tinyacp.cli._batch",
+    "tinyacp.cli._chat",
+    "tinyacp.cli._commands",
+    "tinyacp.cli._display",
+    "tinyacp.cli._explain",
+    "tinyacp.cli._index",
+    "tinyacp.cli._run",
+    "tinyacp.cli._session",
+    "tinyacp.cli._show",
+)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["batch", "--help"], ["prompt", "--help"], ["replay", "--help"]])
+def test_help_starts_without_the_modules_that_run_commands(argv: list[str]) -> None:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tinyacp", *argv],
+        capture_output=True,
+        env=env,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    assert done.stdout.startswith(b"usage: tinyacp")
+    imported = {line.rpartition(b"|")[2].strip().decode() for line in done.stderr.splitlines()}
+    assert "tinyacp.cli" in imported  # -X importtime reported the imports
+    assert sorted(imported.intersection(_NOT_FOR_HELP)) == []
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The pieces, in process.
 

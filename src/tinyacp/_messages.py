@@ -659,6 +659,10 @@ SECRET_MARKER = "<secret>"
 """What a journal writes in place of each secret's value."""
 
 
+SYSTEM_PROMPT_MODES = ("append", "override")
+"""The values of :attr:`SystemPrompt.mode`."""
+
+
 class SystemPrompt(msgspec.Struct, frozen=True):
     """Text the agent adds to (``append``) or puts in place of (``override``) its own system prompt.
 
@@ -671,7 +675,7 @@ class SystemPrompt(msgspec.Struct, frozen=True):
     mode: Literal["append", "override"] = "append"
 
     def __post_init__(self) -> None:
-        if self.mode not in ("append", "override"):
+        if self.mode not in SYSTEM_PROMPT_MODES:
             raise ValueError(f"SystemPrompt.mode must be 'append' or 'override', not {self.mode!r}")
 
     def _wire(self) -> dict[str, Any]:

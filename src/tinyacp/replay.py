@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ._errors import ReaderExhaustion
-from ._journal import JsonlJournal, read_journal
 from ._messages import SECRET_MARKER
 from .reader import LineReader, ReaderLimits
 
@@ -88,6 +87,9 @@ def load_recording(path: str | os.PathLike[str], epoch: int | None = None) -> Re
         JournalUnusable: no such epoch, or no line in it.
         OSError: the file cannot be read.
     """
+    # Here, not at the top: `tinyacp --help` builds the replay's parser from this module, and needs no journal.
+    from ._journal import JsonlJournal, read_journal
+
     records = [record for record in read_journal(path).records if record["type"] == "line"]
     epochs = [record["epoch"] for record in records]
     if not epochs:

@@ -5,62 +5,34 @@ Subcommands: ``prompt`` (the main job), ``batch``, ``probe``, ``agents``, ``show
 ``tinyacp COMMAND --help`` for each. The exit status of ``prompt`` and ``probe`` is listed in ``EXIT_STATUS``
 (shown by ``--help``) and defined by :class:`tinyacp.cli._run.Exit`.
 
-This module is not imported by ``import tinyacp``: the library stays free of the command.
+This module is not imported by ``import tinyacp``: the library stays free of the command. It builds the parser
+from light modules alone and imports a subcommand's module when that subcommand runs, so ``tinyacp --help`` and a
+usage error do not pay for the client, the display or the batch runner.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import json
+import importlib
 import os
 import re
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from .._client import Client
-from .._errors import AuthRequired, RequestError, TinyAcpError
 from .._limits import TransferLimits
-from .._messages import Initialize, SystemPrompt
-from .._observer import BaseObserver
-from .._options import Options
-from .._permissions import PermissionPolicy
-from .._records import AgentMessage, MessageKind
+from .._messages import SYSTEM_PROMPT_MODES
 from .._version import __version__
-from ..reader import DEFAULT_MAX_LINE, ReaderLimits
-from ._agents import (
-    DEMO,
-    SYSTEM_PROMPT_MODES,
-    AgentSettings,
-    AgentSpec,
-    Config,
-    ConfigError,
-    default_config_path,
-    load_config,
-    resolve_agent,
-)
-from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
-from ._display import one_line, sanitize
-from ._exit import EXIT_STATUS, Exit
-from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
-from ._index import SessionIndex
-from ._mcp import McpConfigError, read_mcp_config
-from ._run import Attachment, PromptSettings, read_attachment, run_prompt
-from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
+from ..reader import DEFAULT_MAX_LINE
+from ._dirs import default_config_path
+from ._exit import BATCH_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 
 __all__ = ["main"]
 
 _DEFAULT_LIMITS = TransferLimits()
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
 _STARTUP_TIMEOUT = 120.0
-
-
-class _Usage(Exception):
-    """A usage error found after parsing (a missing file, a bad limit): exit 2 with this message."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -84,6 +56,34 @@ def _seconds(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, not {text!r}")
     return value
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    return _whole(text, 1)
+
+
+def _count(text: str) -> int:
+    return _whole(text, 0)
+
+
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The handler ``name`` of the sibling ``module``, imported when the subcommand runs, not when it is parsed."""
+
+    def handler(args: argparse.Namespace) -> int:
+        found: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(f".{module}", __name__), name)
+        return found(args)
+
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
     content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
     _add_run_options(prompt, chat=False)
-    prompt.set_defaults(handler=cmd_prompt)
+    prompt.set_defaults(handler=_lazy("_commands", "cmd_prompt"))
 
     chat = commands.add_parser(
         "chat",
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_options(chat, chat=True)
-    chat.set_defaults(handler=cmd_chat)
+    chat.set_defaults(handler=_lazy("_commands", "cmd_chat"))
 
     probe = commands.add_parser(
         "probe",
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--auth", metavar="METHOD", help="log in with this auth method before opening the session")
     probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
-    probe.set_defaults(handler=cmd_probe)
+    probe.set_defaults(handler=_lazy("_commands", "cmd_probe"))
 
     sessions = commands.add_parser(
         "sessions",
@@ -161,28 +161,26 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--cwd", metavar="DIR", help="only the sessions in this directory")
     sessions.add_argument("--format", choices=("text", "json"), default="text")
     sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
-    sessions.set_defaults(handler=cmd_sessions)
+    sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
 
     agents = commands.add_parser("agents", parents=[config], help="list the agents known by name")
     agents.add_argument("--format", choices=("text", "json"), default="text")
-    agents.set_defaults(handler=cmd_agents)
+    agents.set_defaults(handler=_lazy("_commands", "cmd_agents"))
 
     show = commands.add_parser("show", help="render a journal as a readable conversation")
     show.add_argument("journal", type=Path, metavar="JOURNAL")
     show.add_argument("--format", choices=("text", "json"), default="text")
-    show.set_defaults(handler=cmd_show)
-
-    from . import _batch
+    show.set_defaults(handler=_lazy("_commands", "cmd_show"))
 
     batch = commands.add_parser(
         "batch",
         parents=[config],
         help="run many prompts from a JSONL file, resumably (local or on Ray)",
-        description=(_batch.__doc__ or "").split("\n\n")[0],
-        epilog=_batch.BATCH_EXIT_STATUS,
+        description="tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them.",
+        epilog=BATCH_EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _batch.configure(batch)
+    _add_batch_options(batch)
 
     from .. import replay
 
@@ -200,6 +198,28 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``tinyacp batch``."""
+    parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="the items, one JSON object per line")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="results.jsonl and journals/ go here")
+    parser.add_argument("--agent", metavar='NAME|"CMD ARGS"', help="the agent of items that name none")
+    parser.add_argument("--cwd", metavar="DIR", help="the working directory of items that give none (default: .)")
+    parser.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="turns at once (default 4)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local", help="where turns run")
+    parser.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to join (default: start one)")
+    parser.add_argument("--retry-failed", action="store_true", help="run again the items whose record is not ok")
+    parser.add_argument("--retries", type=_count, default=0, metavar="N", help="extra attempts per failed turn")
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of each turn")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
+    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
+    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
+    rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
+    parser.set_defaults(handler=_lazy("_batch", "cmd_batch"))
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
@@ -278,484 +298,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Commands.
-
-
-def _config(args: argparse.Namespace) -> Config:
-    return load_config(args.config)
-
-
-def _agent(args: argparse.Namespace) -> AgentSpec:
-    return resolve_agent(args.agent, _config(args), command=args.agent_command)
-
-
-def _cwd(args: argparse.Namespace) -> Path:
-    cwd = Path(args.cwd).resolve()
-    if not cwd.is_dir():
-        raise _Usage(f"--cwd {args.cwd}: not a directory")
-    return cwd
-
-
-def _prompt_text(words: list[str]) -> str:
-    if words == ["-"]:
-        try:
-            return sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _Usage(f"the prompt on stdin is not UTF-8: {exc}") from None
-    return " ".join(words)
-
-
-def _nonempty(text: str) -> str:
-    if not text.strip():
-        raise _Usage("the prompt is empty: nothing would be sent to the agent")
-    return text
-
-
-def _attachments(args: argparse.Namespace) -> tuple[Attachment, ...]:
-    items = []
-    for path, image in [(path, False) for path in args.file] + [(path, True) for path in args.image]:
-        try:
-            items.append(read_attachment(path, image=image))
-        except OSError as exc:
-            raise _Usage(f"{'--image' if image else '--file'} {path}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise _Usage(str(exc)) from None
-    return tuple(items)
-
-
-def _journal_path(args: argparse.Namespace, agent: AgentSpec) -> Path | None:
-    if args.no_journal:
-        return None
-    if args.journal is not None:
-        return Path(args.journal)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent.name)[:40] or "agent"
-    try:
-        return new_private_file(private_dir(journal_dir()), f"{stamp}-{name}", ".jsonl")
-    except UnsafeDirectory as exc:
-        raise _Usage(f"refusing the journal directory: {exc}") from None
-    except OSError as exc:
-        raise _Usage(f"cannot create the journal: {exc} (use --journal PATH or --no-journal)") from None
-
-
-def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
-    max_update = args.max_update_bytes
-    if max_update is None:  # follow a lowered line limit: an update can never be longer than a line
-        max_update = min(_DEFAULT_LIMITS.max_update_bytes, args.max_line)
-    if max_update > args.max_line:
-        raise _Usage(f"--max-update-bytes ({max_update}) may not exceed --max-line ({args.max_line})")
-    transfer = TransferLimits(
-        max_message_bytes=args.max_message_bytes,
-        max_update_bytes=max_update,
-        max_updates=args.max_updates,
-        max_reply_bytes=args.max_reply_bytes,
-        max_reply_chunks=args.max_reply_chunks,
-    )
-    return ReaderLimits(max_line=args.max_line), transfer
-
-
-def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) -> PromptSettings:
-    """What ``prompt`` and ``chat`` are asked to do, checked: a usage error here starts no agent."""
-    agent = _agent(args)
-    cwd = _cwd(args)
-    attachments = () if chat else _attachments(args)
-    reader_limits, transfer_limits = _limits(args)
-    terminal = _isatty(sys.stdin) and _isatty(sys.stderr)
-    plan = _plan(args, agent, cwd)
-    return PromptSettings(
-        agent=agent,
-        text=text,
-        cwd=cwd,
-        attachments=attachments,
-        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
-        ask=terminal and not args.yes and not args.no_input,
-        no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
-        json=not chat and args.format == "json",
-        quiet=args.quiet,
-        timeout=args.timeout,
-        cancel_grace=args.cancel_grace,
-        kill_grace=args.kill_grace,
-        journal=_journal_path(args, agent),
-        sync_journal=args.sync_journal,
-        reader_limits=reader_limits,
-        transfer_limits=transfer_limits,
-        agent_log=args.agent_log,
-        plan=plan,
-        index=SessionIndex(),
-        agent_key=agent.key,
-        startup_timeout=args.startup_timeout,
-        fail_on_reject=not chat and args.fail_on_reject,
-    )
-
-
-def _plan(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> SessionPlan:
-    """The session to open and its settings: the flags, over the agent's entry in the config file."""
-    options = {}
-    for item in args.options:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise _Usage(f"--set {item!r}: expected KEY=VALUE")
-        options[key.strip()] = value
-    given = AgentSettings(
-        auth=args.auth,
-        mode=args.mode,
-        model=args.model,
-        options=options,
-        mcp_config=args.mcp_config,
-        system_prompt=args.system_prompt,
-        system_prompt_mode=args.system_prompt_mode or "append",
-    )
-    settings = given.over(agent.settings)
-    if args.system_prompt_mode is None:
-        settings = dataclasses.replace(settings, system_prompt_mode=agent.settings.system_prompt_mode)
-    try:
-        mcp_servers = tuple(read_mcp_config(settings.mcp_config)) if settings.mcp_config is not None else ()
-    except McpConfigError as exc:
-        raise _Usage(str(exc)) from None
-    system_prompt = None
-    if settings.system_prompt is not None:
-        override = settings.system_prompt_mode == "override"
-        system_prompt = SystemPrompt(settings.system_prompt, "override" if override else "append")
-    return SessionPlan(
-        cwd=cwd,
-        mcp_servers=mcp_servers,
-        auth=settings.auth,
-        session_id=args.session,
-        continue_last=args.continue_last,
-        mode=settings.mode,
-        model=settings.model,
-        options=settings.options,
-        system_prompt=system_prompt,
-    )
-
-
-def cmd_prompt(args: argparse.Namespace) -> int:
-    """``tinyacp prompt``."""
-    text = _nonempty(_prompt_text(args.text))
-    return run_prompt(_run_settings(args, text))
-
-
-def cmd_chat(args: argparse.Namespace) -> int:
-    """``tinyacp chat``: many turns in one session, on a terminal."""
-    if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
-        raise _Usage("tinyacp chat needs a terminal; in a script, use `tinyacp prompt` (one turn per run)")
-    from ._chat import run_chat
-
-    return run_chat(_run_settings(args, "", chat=True))
-
-
-class _InitializeAnswer(BaseObserver):
-    """Keeps the agent's raw answer to ``initialize``, to print it whole with ``probe --format json``."""
-
-    raw: bytes = b""
-
-    def __init__(self) -> None:
-        self.watch = StartupWatch()
-
-    def on_message(self, message: AgentMessage) -> None:
-        if message.kind == MessageKind.RESPONSE and message.method == "initialize":
-            self.raw = message.raw
-        self.watch.seen(message.raw, message)
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    """``tinyacp probe``: initialize, open a session, print what the agent offers."""
-    agent = _agent(args)
-    cwd = _cwd(args)
-    answer = _InitializeAnswer()
-    env = {**os.environ, **agent.env} if agent.env else None
-    client: Client | None = None
-    init = None
-    code = Exit.OK
-    try:
-        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
-            init = client.initialize(timeout=args.timeout)
-            report = _probe_report(agent, init, answer.raw)
-            code = _probe_session(client, init, agent, args, report, answer.raw)
-    except TinyAcpError as exc:
-        why = explain(
-            exc, agent, init, first_line=answer.watch.first_line, startup_timeout=None if init else args.timeout
-        )
-        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
-        _error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
-        return int(why.code)
-    if args.format == "json":
-        print(json.dumps(report, ensure_ascii=True))
-    else:
-        print(sanitize(_probe_text(report)))
-    return int(code)
-
-
-def _probe_report(agent: AgentSpec, init: Initialize, raw: bytes) -> dict[str, Any]:
-    info = init.agent_info
-    caps = init.agent_capabilities
-    methods = raw_auth_methods(raw)
-    return {
-        "agent": {"name": info.name, "version": info.version, "title": info.title} if info else None,
-        "protocol_version": init.protocol_version,
-        "prompt_capabilities": {
-            "image": caps.prompt_capabilities.image,
-            "audio": caps.prompt_capabilities.audio,
-            "embedded_context": caps.prompt_capabilities.embedded_context,
-        },
-        "mcp_capabilities": {"http": caps.mcp_capabilities.http, "sse": caps.mcp_capabilities.sse},
-        "load_session": caps.load_session,
-        "session_capabilities": caps.session_capabilities,
-        "auth_methods": [
-            {
-                "id": method.id,
-                "name": method.name,
-                "description": method.description,
-                "type": method.type,
-                "needs": auth_needs(method, agent, methods),
-            }
-            for method in init.auth_methods
-        ],
-        "command": list(agent.command),
-        "initialize": _loads(raw).get("result"),
-        "session": None,
-    }
-
-
-def _probe_session(  # noqa: PLR0917  one call site; the pieces of one probe
-    client: Client, init: Initialize, agent: AgentSpec, args: argparse.Namespace, report: dict[str, Any], raw: bytes
-) -> Exit:
-    """Open a session to see its modes, config options and commands; a login it needs is reported (exit 8)."""
-    plan = SessionPlan(_cwd(args), auth=args.auth)
-    try:
-        opened = open_session(
-            client,
-            init,
-            agent,
-            plan,
-            index=None,
-            raw_methods=raw_auth_methods(raw),
-            say=lambda text: print(f"tinyacp: {sanitize(text)}", file=sys.stderr),
-            timeout=lambda: args.timeout,
-        )
-    except AuthRequired as exc:
-        report["session"] = {"error": f"needs a login: {exc.message}"}
-        return Exit.NOT_LOGGED_IN
-    except (RequestError, SettingUnavailable) as exc:
-        report["session"] = {"error": str(exc)}
-        return Exit.OK
-    state = client.session_state(opened.session.id)
-    modes = state.modes
-    report["session"] = {
-        "id": opened.session.id,
-        "modes": None
-        if modes is None
-        else {"current": modes.current_mode_id, "available": [m.id for m in modes.available_modes]},
-        "config_options": [
-            {"id": o.id, "name": o.name, "type": o.type, "value": o.current_value, "values": list(o.values)}
-            for o in state.config_options
-        ],
-        "models": None
-        if state.models is None
-        else {
-            "current": state.models.current_model_id,
-            "available": [m.model_id for m in state.models.available_models],
-        },
-        "commands": [{"name": c.name, "description": c.description} for c in state.available_commands],
-    }
-    return Exit.OK
-
-
-def _loads(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _probe_text(report: dict[str, Any]) -> str:
-    def yes(value: object) -> str:
-        return "yes" if value else "no"
-
-    agent = report["agent"] or {}
-    name = one_line(f"{agent.get('name', '?')} {agent.get('version', '')}", 100)
-    title = f" ({one_line(agent['title'], 100)})" if agent.get("title") else ""
-    prompt = report["prompt_capabilities"]
-    mcp = report["mcp_capabilities"]
-    sessions = ", ".join(
-        one_line(key, 40) for key, value in report["session_capabilities"].items() if value is not None
-    )
-    lines = [
-        f"agent:                {name}{title}",
-        f"protocol version:     {report['protocol_version']}",
-        f"prompt content:       text, resource links; image: {yes(prompt['image'])}, audio: {yes(prompt['audio'])}, "
-        f"embedded files: {yes(prompt['embedded_context'])}",
-        f"mcp servers:          stdio; http: {yes(mcp['http'])}, sse: {yes(mcp['sse'])}",
-        f"load session:         {yes(report['load_session'])}",
-        f"session capabilities: {sessions or 'none'}",
-        "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
-    ]
-    for method in report["auth_methods"]:
-        lines.append(
-            f"  {one_line(method['id'], 60)} ({one_line(method['name'], 60)}): {one_line(method['needs'], 200)}"
-        )
-    return "\n".join(lines + _session_lines(report["session"]))
-
-
-def _session_lines(session: dict[str, Any] | None) -> list[str]:
-    if session is None:
-        return []
-    if "error" in session:
-        return [f"session:              {one_line(session['error'], 300)}"]
-    modes = session["modes"]
-    lines = [
-        "modes:                "
-        + (", ".join(modes["available"]) + f" (current: {modes['current']})" if modes else "none"),
-    ]
-    if session["models"]:
-        models = session["models"]
-        lines.append(f"models:               {', '.join(models['available'])} (current: {models['current']})")
-    lines.append("config options:       " + ("" if session["config_options"] else "none"))
-    for option in session["config_options"]:
-        values = ", ".join(str(v) for v in option["values"]) or ("true, false" if option["type"] == "boolean" else "")
-        lines.append(
-            f"  {one_line(option['id'], 40)} = {one_line(str(option['value']), 60)}   ({one_line(values, 200)})"
-        )
-    commands = ", ".join("/" + one_line(c["name"], 40) for c in session["commands"])
-    lines.append(f"commands:             {commands or 'none reported yet'}")
-    return lines
-
-
-def cmd_agents(args: argparse.Namespace) -> int:
-    """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
-    config = _config(args)
-    rows: list[dict[str, Any]] = []
-    for spec in config.agents.values():
-        program = spec.program()
-        rows.append(
-            {
-                "name": spec.name,
-                "command": list(spec.command),
-                "display": spec.display_command(),
-                "installed": program is not None,
-                "program": program,
-                "description": spec.description,
-                "needs": spec.needs,
-                "install": spec.install,
-                "login": spec.login,
-                "key_method": spec.key_method,
-                "key_env": list(spec.key_env),
-                "source": spec.source,
-            }
-        )
-    if args.format == "json":
-        document = {
-            "default": config.default_agent,
-            "config": str(config.path or default_config_path()),
-            "agents": rows,
-        }
-        print(json.dumps(document, ensure_ascii=True, indent=2))
-        return 0
-    width = max(len(row["name"]) for row in rows)
-    command_width = min(48, max(len(row["display"]) for row in rows))
-    for row in rows:
-        state = "ready" if row["installed"] else f"missing {row['command'][0]}"
-        marker = "*" if row["name"] == config.default_agent else " "
-        print(f"{marker} {row['name']:<{width}}  {row['display']:<{command_width}}  {state:<16} {row['description']}")
-        if row["needs"] and row["name"] != DEMO:
-            print(f"  {'':<{width}}  needs {row['needs']}; to log in: {row['login'] or 'see its documentation'}")
-    missing = [row for row in rows if not row["installed"] and row["install"]]
-    if missing:
-        print("\nto install:")
-        for row in missing:
-            print(f"  {row['name']}: {row['install']}")
-    where = config.path or default_config_path()
-    print(f"\n* default agent. config file: {where}{'' if config.path else ' (none yet)'}")
-    return 0
-
-
-def cmd_sessions(args: argparse.Namespace) -> int:
-    """``tinyacp sessions``: the sessions this machine ran (with their journals), and with ``--agent`` the
-    agent's own list (``session/list``) beside them."""
-    agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
-    cwd = _cwd(args) if args.cwd is not None else None
-    entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
-    listed, problem = _agent_sessions(agent, cwd, args.timeout) if agent is not None else (None, None)
-    if args.format == "json":
-        document = {
-            "sessions": [dataclasses.asdict(entry) for entry in entries],
-            "agent_sessions": listed,
-            "agent_error": problem,
-        }
-        print(json.dumps(document, ensure_ascii=True, indent=2))
-        return 0
-    if not entries:
-        print("no sessions yet" + (" of this agent" if agent else "") + (" in this directory" if cwd else ""))
-    for entry in entries:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.time))
-        print(f"{when}  {one_line(entry.agent, 30)}  {one_line(entry.session_id, 60)}  {one_line(entry.cwd, 80)}")
-        if entry.title:
-            print(f"    {one_line(entry.title, 100)}")
-        if entry.journal:
-            print(f"    journal: {one_line(entry.journal, 200)}")
-    if agent is not None:
-        print(f"\n{agent.name}'s own list (session/list): " + (one_line(problem, 300) if problem else ""))
-        ran = {entry.session_id for entry in entries}
-        for item in listed or []:
-            mark = "  (ran here)" if item["session_id"] in ran else ""
-            title = f"  {one_line(item['title'], 60)}" if item["title"] else ""
-            print(f"  {one_line(item['session_id'], 60)}{title}  {one_line(item['updated_at'] or '', 30)}{mark}")
-    return 0
-
-
-_LIST_PAGES = 10
-"""``session/list`` pages read at most: an agent cannot make ``tinyacp sessions`` read for ever."""
-
-
-def _agent_sessions(
-    agent: AgentSpec, cwd: Path | None, timeout: float
-) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The agent's own sessions (in ``cwd`` when given), or why there are none to show."""
-    env = {**os.environ, **agent.env} if agent.env else None
-    found: list[dict[str, Any]] = []
-    try:
-        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=BaseObserver(), stderr="tail")) as c:
-            init = c.initialize(timeout=timeout)
-            if "list" not in init.agent_capabilities.session_capabilities:
-                return None, "the agent does not offer session/list"
-            cursor = None
-            for _ in range(_LIST_PAGES):
-                page = c.list_sessions(cwd, cursor, timeout=timeout)
-                found += [
-                    {"session_id": i.session_id, "cwd": i.cwd, "title": i.title, "updated_at": i.updated_at}
-                    for i in page.sessions
-                ]
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-    except TinyAcpError as exc:
-        return None, one_line(str(exc).split("\n--- agent stderr")[0], 300)
-    return found, None
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    """``tinyacp show JOURNAL``."""
-    from ._show import show
-
-    return show(args.journal, args.format, sys.stdout, sys.stderr)
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Entry point.
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _error(message: str, hint: str | None = None) -> None:
-    print(sanitize(f"tinyacp: error: {message}"), file=sys.stderr)  # it may quote the agent
-    if hint:
-        print(sanitize(hint), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -772,8 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(Exit.USAGE)
     try:
         return int(args.handler(args))
-    except (_Usage, ConfigError) as exc:
-        _error(str(exc))
+    except UsageProblem as exc:
+        from ._display import print_error
+
+        print_error(str(exc))
         return int(Exit.USAGE)
     except KeyboardInterrupt:
         return int(Exit.CANCELLED)

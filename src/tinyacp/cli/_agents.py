@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._dirs import config_dir
+from .._messages import SYSTEM_PROMPT_MODES
+from ._dirs import default_config_path
+from ._exit import UsageProblem
 
 __all__ = [
     "BUILTIN_AGENTS",
@@ -49,10 +51,9 @@ __all__ = [
 ]
 
 DEMO = "demo"
-SYSTEM_PROMPT_MODES = ("append", "override")
 
 
-class ConfigError(Exception):
+class ConfigError(UsageProblem):
     """The config file or an --agent value cannot be used; the message says why, for a person."""
 
 
@@ -254,11 +255,6 @@ class Config:
     default_agent: str = DEMO
     path: Path | None = None
     """The config file that was read, or None when there was none."""
-
-
-def default_config_path() -> Path:
-    """Where the config file is looked for."""
-    return config_dir() / "config.toml"
 
 
 def load_config(path: Path | None = None) -> Config:

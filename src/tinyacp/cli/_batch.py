@@ -13,7 +13,6 @@ import json
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
@@ -21,70 +20,13 @@ import msgspec
 from .._errors import BatchEngineError, BatchError, BatchItemError
 from .._permissions import PermissionPolicy
 from ._agents import load_config
-from ._display import fit, one_line, sanitize
+from ._display import fit, isatty, one_line, print_error
 
-__all__ = ["BATCH_EXIT_STATUS", "configure", "cmd_batch"]
-
-BATCH_EXIT_STATUS = """exit status:
-  0    every item has a record, and every latest record is ok
-  1    some turn failed (or was not run); the records say why
-  2    usage error: bad arguments, a malformed item or repeated id, an output directory in use or not shared
-  3    the engine failed (Ray missing, unreachable, or no node left); run again to resume
-  130  Ctrl-C: turns in flight were stopped and left without a record; run again to resume"""
+__all__ = ["ProgressLine", "cmd_batch", "summary_table"]
 
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_ENGINE = 3
-
-
-def _whole(text: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    return _whole(text, 1)
-
-
-def _count(text: str) -> int:
-    return _whole(text, 0)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, not {text!r}")
-    return value
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``tinyacp batch`` to its subparser."""
-    parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="the items, one JSON object per line")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="results.jsonl and journals/ go here")
-    parser.add_argument("--agent", metavar='NAME|"CMD ARGS"', help="the agent of items that name none")
-    parser.add_argument("--cwd", metavar="DIR", help="the working directory of items that give none (default: .)")
-    parser.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="turns at once (default 4)")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local", help="where turns run")
-    parser.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to join (default: start one)")
-    parser.add_argument("--retry-failed", action="store_true", help="run again the items whose record is not ok")
-    parser.add_argument("--retries", type=_count, default=0, metavar="N", help="extra attempts per failed turn")
-    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of each turn")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
-    rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
-    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
-    rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
-    parser.set_defaults(handler=cmd_batch)
 
 
 class ProgressLine:
@@ -162,27 +104,16 @@ def summary_table(summary: Any) -> str:
     return "\n".join(lines)
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _error(message: str) -> None:
-    print(sanitize(f"tinyacp: error: {message}"), file=sys.stderr)  # it may quote the agent
-
-
 def cmd_batch(args: argparse.Namespace) -> int:
     """``tinyacp batch``."""
     from ..batch import run_batch
 
     config = load_config(args.config)
     if not args.file.is_file():
-        _error(f"{args.file}: not a file")
+        print_error(f"{args.file}: not a file")
         return _EXIT_USAGE
     as_json = args.format == "json"
-    progress = ProgressLine(sys.stderr) if _isatty(sys.stderr) and not args.quiet else None
+    progress = ProgressLine(sys.stderr) if isatty(sys.stderr) and not args.quiet else None
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -208,13 +139,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
             policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
         )
     except BatchEngineError as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return _EXIT_ENGINE
     except (BatchItemError, BatchError) as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return _EXIT_USAGE
     except OSError as exc:
-        _error(f"{exc.filename or args.out}: {exc.strerror or exc}")
+        print_error(f"{exc.filename or args.out}: {exc.strerror or exc}")
         return _EXIT_USAGE
     finally:
         if progress is not None:

@@ -21,7 +21,16 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["APP", "UnsafeDirectory", "config_dir", "journal_dir", "new_private_file", "private_dir", "state_dir"]
+__all__ = [
+    "APP",
+    "UnsafeDirectory",
+    "config_dir",
+    "default_config_path",
+    "journal_dir",
+    "new_private_file",
+    "private_dir",
+    "state_dir",
+]
 
 APP = "tinyacp"
 
@@ -47,6 +56,11 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
         home = _home(env)
         base = home / "Library" / "Application Support" if sys.platform == "darwin" else home / ".config"
     return base / APP
+
+
+def default_config_path() -> Path:
+    """Where the config file is looked for."""
+    return config_dir() / "config.toml"
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:

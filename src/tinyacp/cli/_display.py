@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import unicodedata
@@ -40,7 +41,17 @@ from .._messages import (
 from .._permissions import PermissionRequest
 from .._records import Update
 
-__all__ = ["Display", "Styled", "one_line", "plan_lines", "sanitize", "shown", "tool_output_lines"]
+__all__ = [
+    "Display",
+    "Styled",
+    "isatty",
+    "one_line",
+    "plan_lines",
+    "print_error",
+    "sanitize",
+    "shown",
+    "tool_output_lines",
+]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Sanitizing.
@@ -214,7 +225,7 @@ class Display:
         self._err = err
         self._out = out
         self.quiet = quiet
-        err_tty = _isatty(err)
+        err_tty = isatty(err)
         term = os.environ.get("TERM", "")
         self.live = err_tty and term != "dumb" and not quiet
         """Whether the display animates (a terminal on stderr)."""
@@ -222,7 +233,7 @@ class Display:
             color = self.live and not os.environ.get("NO_COLOR")
         self.color = color
         """Whether lines carry our SGR colours."""
-        self.out_tty = out is not None and _isatty(out)
+        self.out_tty = out is not None and isatty(out)
         self._shared = self.live and self.out_tty and _same_file(err, out)
         encoding = (getattr(err, "encoding", None) or "").lower().replace("-", "")
         self._spinner = _SPINNER_UNICODE if encoding == "utf8" else _SPINNER_ASCII
@@ -573,11 +584,19 @@ def _flat(text: str) -> str:
     return sanitize(text).replace("\n", " ").replace("\t", " ")
 
 
-def _isatty(stream: Any) -> bool:
+def isatty(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal; a closed or fake stream is not."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def print_error(message: str, hint: str | None = None) -> None:
+    """``tinyacp: error: MESSAGE`` on stderr, then ``hint``; both sanitized, as they may quote the agent."""
+    print(sanitize(f"tinyacp: error: {message}"), file=sys.stderr)
+    if hint:
+        print(sanitize(hint), file=sys.stderr)
 
 
 def _same_file(a: Any, b: Any) -> bool:

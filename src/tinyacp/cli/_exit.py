@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["EXIT_STATUS", "OUTCOME_WORDS", "Exit"]
+__all__ = ["BATCH_EXIT_STATUS", "EXIT_STATUS", "OUTCOME_WORDS", "Exit", "UsageProblem"]
+
+
+class UsageProblem(Exception):
+    """A usage error found after parsing (a missing file, a bad limit, a bad config file): exit 2 with this message."""
 
 
 class Exit(enum.IntEnum):
@@ -63,3 +67,10 @@ EXIT_STATUS = """exit status:
   8    not logged in: the agent needs a login; the methods it offers are listed (use --auth METHOD)
   9    --fail-on-reject: the turn ended but a permission request was rejected or cancelled
   130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""
+
+BATCH_EXIT_STATUS = """exit status:
+  0    every item has a record, and every latest record is ok
+  1    some turn failed (or was not run); the records say why
+  2    usage error: bad arguments, a malformed item or repeated id, an output directory in use or not shared
+  3    the engine failed (Ray missing, unreachable, or no node left); run again to resume
+  130  Ctrl-C: turns in flight were stopped and left without a record; run again to resume"""

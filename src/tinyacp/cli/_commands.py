@@ -1,0 +1,501 @@
+"""The ``tinyacp`` subcommands that talk to agents or read the machine's state: ``prompt``, ``chat``, ``probe``,
+``sessions``, ``agents`` and ``show``.
+
+Imported when one of them runs, never for parsing: ``tinyacp --help`` and a usage error start without the client,
+the display or the config reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .._client import Client
+from .._errors import AuthRequired, RequestError, TinyAcpError
+from .._limits import TransferLimits
+from .._messages import Initialize, SystemPrompt
+from .._observer import BaseObserver
+from .._options import Options
+from .._permissions import PermissionPolicy
+from .._records import AgentMessage, MessageKind
+from ..reader import ReaderLimits
+from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolve_agent
+from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_private_file, private_dir
+from ._display import isatty, one_line, print_error, sanitize
+from ._exit import Exit, UsageProblem
+from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
+from ._index import SessionIndex
+from ._mcp import McpConfigError, read_mcp_config
+from ._run import Attachment, PromptSettings, read_attachment, run_prompt
+from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
+
+__all__ = ["cmd_agents", "cmd_chat", "cmd_probe", "cmd_prompt", "cmd_sessions", "cmd_show"]
+
+_DEFAULT_LIMITS = TransferLimits()
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.config)
+
+
+def _agent(args: argparse.Namespace) -> AgentSpec:
+    return resolve_agent(args.agent, _config(args), command=args.agent_command)
+
+
+def _cwd(args: argparse.Namespace) -> Path:
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        raise UsageProblem(f"--cwd {args.cwd}: not a directory")
+    return cwd
+
+
+def _prompt_text(words: list[str]) -> str:
+    if words == ["-"]:
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageProblem(f"the prompt on stdin is not UTF-8: {exc}") from None
+    return " ".join(words)
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise UsageProblem("the prompt is empty: nothing would be sent to the agent")
+    return text
+
+
+def _attachments(args: argparse.Namespace) -> tuple[Attachment, ...]:
+    items = []
+    for path, image in [(path, False) for path in args.file] + [(path, True) for path in args.image]:
+        try:
+            items.append(read_attachment(path, image=image))
+        except OSError as exc:
+            raise UsageProblem(f"{'--image' if image else '--file'} {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from None
+    return tuple(items)
+
+
+def _journal_path(args: argparse.Namespace, agent: AgentSpec) -> Path | None:
+    if args.no_journal:
+        return None
+    if args.journal is not None:
+        return Path(args.journal)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent.name)[:40] or "agent"
+    try:
+        return new_private_file(private_dir(journal_dir()), f"{stamp}-{name}", ".jsonl")
+    except UnsafeDirectory as exc:
+        raise UsageProblem(f"refusing the journal directory: {exc}") from None
+    except OSError as exc:
+        raise UsageProblem(f"cannot create the journal: {exc} (use --journal PATH or --no-journal)") from None
+
+
+def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
+    max_update = args.max_update_bytes
+    if max_update is None:  # follow a lowered line limit: an update can never be longer than a line
+        max_update = min(_DEFAULT_LIMITS.max_update_bytes, args.max_line)
+    if max_update > args.max_line:
+        raise UsageProblem(f"--max-update-bytes ({max_update}) may not exceed --max-line ({args.max_line})")
+    transfer = TransferLimits(
+        max_message_bytes=args.max_message_bytes,
+        max_update_bytes=max_update,
+        max_updates=args.max_updates,
+        max_reply_bytes=args.max_reply_bytes,
+        max_reply_chunks=args.max_reply_chunks,
+    )
+    return ReaderLimits(max_line=args.max_line), transfer
+
+
+def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) -> PromptSettings:
+    """What ``prompt`` and ``chat`` are asked to do, checked: a usage error here starts no agent."""
+    agent = _agent(args)
+    cwd = _cwd(args)
+    attachments = () if chat else _attachments(args)
+    reader_limits, transfer_limits = _limits(args)
+    terminal = isatty(sys.stdin) and isatty(sys.stderr)
+    plan = _plan(args, agent, cwd)
+    return PromptSettings(
+        agent=agent,
+        text=text,
+        cwd=cwd,
+        attachments=attachments,
+        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
+        ask=terminal and not args.yes and not args.no_input,
+        no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
+        json=not chat and args.format == "json",
+        quiet=args.quiet,
+        timeout=args.timeout,
+        cancel_grace=args.cancel_grace,
+        kill_grace=args.kill_grace,
+        journal=_journal_path(args, agent),
+        sync_journal=args.sync_journal,
+        reader_limits=reader_limits,
+        transfer_limits=transfer_limits,
+        agent_log=args.agent_log,
+        plan=plan,
+        index=SessionIndex(),
+        agent_key=agent.key,
+        startup_timeout=args.startup_timeout,
+        fail_on_reject=not chat and args.fail_on_reject,
+    )
+
+
+def _plan(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> SessionPlan:
+    """The session to open and its settings: the flags, over the agent's entry in the config file."""
+    options = {}
+    for item in args.options:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageProblem(f"--set {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    given = AgentSettings(
+        auth=args.auth,
+        mode=args.mode,
+        model=args.model,
+        options=options,
+        mcp_config=args.mcp_config,
+        system_prompt=args.system_prompt,
+        system_prompt_mode=args.system_prompt_mode or "append",
+    )
+    settings = given.over(agent.settings)
+    if args.system_prompt_mode is None:
+        settings = dataclasses.replace(settings, system_prompt_mode=agent.settings.system_prompt_mode)
+    try:
+        mcp_servers = tuple(read_mcp_config(settings.mcp_config)) if settings.mcp_config is not None else ()
+    except McpConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    system_prompt = None
+    if settings.system_prompt is not None:
+        override = settings.system_prompt_mode == "override"
+        system_prompt = SystemPrompt(settings.system_prompt, "override" if override else "append")
+    return SessionPlan(
+        cwd=cwd,
+        mcp_servers=mcp_servers,
+        auth=settings.auth,
+        session_id=args.session,
+        continue_last=args.continue_last,
+        mode=settings.mode,
+        model=settings.model,
+        options=settings.options,
+        system_prompt=system_prompt,
+    )
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    """``tinyacp prompt``."""
+    text = _nonempty(_prompt_text(args.text))
+    return run_prompt(_run_settings(args, text))
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """``tinyacp chat``: many turns in one session, on a terminal."""
+    if not (isatty(sys.stdin) and isatty(sys.stderr)):
+        raise UsageProblem("tinyacp chat needs a terminal; in a script, use `tinyacp prompt` (one turn per run)")
+    from ._chat import run_chat
+
+    return run_chat(_run_settings(args, "", chat=True))
+
+
+class _InitializeAnswer(BaseObserver):
+    """Keeps the agent's raw answer to ``initialize``, to print it whole with ``probe --format json``."""
+
+    raw: bytes = b""
+
+    def __init__(self) -> None:
+        self.watch = StartupWatch()
+
+    def on_message(self, message: AgentMessage) -> None:
+        if message.kind == MessageKind.RESPONSE and message.method == "initialize":
+            self.raw = message.raw
+        self.watch.seen(message.raw, message)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """``tinyacp probe``: initialize, open a session, print what the agent offers."""
+    agent = _agent(args)
+    cwd = _cwd(args)
+    answer = _InitializeAnswer()
+    env = {**os.environ, **agent.env} if agent.env else None
+    client: Client | None = None
+    init = None
+    code = Exit.OK
+    try:
+        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
+            init = client.initialize(timeout=args.timeout)
+            report = _probe_report(agent, init, answer.raw)
+            code = _probe_session(client, init, agent, args, report, answer.raw)
+    except TinyAcpError as exc:
+        why = explain(
+            exc, agent, init, first_line=answer.watch.first_line, startup_timeout=None if init else args.timeout
+        )
+        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
+        print_error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
+        return int(why.code)
+    if args.format == "json":
+        print(json.dumps(report, ensure_ascii=True))
+    else:
+        print(sanitize(_probe_text(report)))
+    return int(code)
+
+
+def _probe_report(agent: AgentSpec, init: Initialize, raw: bytes) -> dict[str, Any]:
+    info = init.agent_info
+    caps = init.agent_capabilities
+    methods = raw_auth_methods(raw)
+    return {
+        "agent": {"name": info.name, "version": info.version, "title": info.title} if info else None,
+        "protocol_version": init.protocol_version,
+        "prompt_capabilities": {
+            "image": caps.prompt_capabilities.image,
+            "audio": caps.prompt_capabilities.audio,
+            "embedded_context": caps.prompt_capabilities.embedded_context,
+        },
+        "mcp_capabilities": {"http": caps.mcp_capabilities.http, "sse": caps.mcp_capabilities.sse},
+        "load_session": caps.load_session,
+        "session_capabilities": caps.session_capabilities,
+        "auth_methods": [
+            {
+                "id": method.id,
+                "name": method.name,
+                "description": method.description,
+                "type": method.type,
+                "needs": auth_needs(method, agent, methods),
+            }
+            for method in init.auth_methods
+        ],
+        "command": list(agent.command),
+        "initialize": _loads(raw).get("result"),
+        "session": None,
+    }
+
+
+def _probe_session(  # noqa: PLR0917  one call site; the pieces of one probe
+    client: Client, init: Initialize, agent: AgentSpec, args: argparse.Namespace, report: dict[str, Any], raw: bytes
+) -> Exit:
+    """Open a session to see its modes, config options and commands; a login it needs is reported (exit 8)."""
+    plan = SessionPlan(_cwd(args), auth=args.auth)
+    try:
+        opened = open_session(
+            client,
+            init,
+            agent,
+            plan,
+            index=None,
+            raw_methods=raw_auth_methods(raw),
+            say=lambda text: print(f"tinyacp: {sanitize(text)}", file=sys.stderr),
+            timeout=lambda: args.timeout,
+        )
+    except AuthRequired as exc:
+        report["session"] = {"error": f"needs a login: {exc.message}"}
+        return Exit.NOT_LOGGED_IN
+    except (RequestError, SettingUnavailable) as exc:
+        report["session"] = {"error": str(exc)}
+        return Exit.OK
+    state = client.session_state(opened.session.id)
+    modes = state.modes
+    report["session"] = {
+        "id": opened.session.id,
+        "modes": None
+        if modes is None
+        else {"current": modes.current_mode_id, "available": [m.id for m in modes.available_modes]},
+        "config_options": [
+            {"id": o.id, "name": o.name, "type": o.type, "value": o.current_value, "values": list(o.values)}
+            for o in state.config_options
+        ],
+        "models": None
+        if state.models is None
+        else {
+            "current": state.models.current_model_id,
+            "available": [m.model_id for m in state.models.available_models],
+        },
+        "commands": [{"name": c.name, "description": c.description} for c in state.available_commands],
+    }
+    return Exit.OK
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _probe_text(report: dict[str, Any]) -> str:
+    def yes(value: object) -> str:
+        return "yes" if value else "no"
+
+    agent = report["agent"] or {}
+    name = one_line(f"{agent.get('name', '?')} {agent.get('version', '')}", 100)
+    title = f" ({one_line(agent['title'], 100)})" if agent.get("title") else ""
+    prompt = report["prompt_capabilities"]
+    mcp = report["mcp_capabilities"]
+    sessions = ", ".join(
+        one_line(key, 40) for key, value in report["session_capabilities"].items() if value is not None
+    )
+    lines = [
+        f"agent:                {name}{title}",
+        f"protocol version:     {report['protocol_version']}",
+        f"prompt content:       text, resource links; image: {yes(prompt['image'])}, audio: {yes(prompt['audio'])}, "
+        f"embedded files: {yes(prompt['embedded_context'])}",
+        f"mcp servers:          stdio; http: {yes(mcp['http'])}, sse: {yes(mcp['sse'])}",
+        f"load session:         {yes(report['load_session'])}",
+        f"session capabilities: {sessions or 'none'}",
+        "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
+    ]
+    for method in report["auth_methods"]:
+        lines.append(
+            f"  {one_line(method['id'], 60)} ({one_line(method['name'], 60)}): {one_line(method['needs'], 200)}"
+        )
+    return "\n".join(lines + _session_lines(report["session"]))
+
+
+def _session_lines(session: dict[str, Any] | None) -> list[str]:
+    if session is None:
+        return []
+    if "error" in session:
+        return [f"session:              {one_line(session['error'], 300)}"]
+    modes = session["modes"]
+    lines = [
+        "modes:                "
+        + (", ".join(modes["available"]) + f" (current: {modes['current']})" if modes else "none"),
+    ]
+    if session["models"]:
+        models = session["models"]
+        lines.append(f"models:               {', '.join(models['available'])} (current: {models['current']})")
+    lines.append("config options:       " + ("" if session["config_options"] else "none"))
+    for option in session["config_options"]:
+        values = ", ".join(str(v) for v in option["values"]) or ("true, false" if option["type"] == "boolean" else "")
+        lines.append(
+            f"  {one_line(option['id'], 40)} = {one_line(str(option['value']), 60)}   ({one_line(values, 200)})"
+        )
+    commands = ", ".join("/" + one_line(c["name"], 40) for c in session["commands"])
+    lines.append(f"commands:             {commands or 'none reported yet'}")
+    return lines
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
+    config = _config(args)
+    rows: list[dict[str, Any]] = []
+    for spec in config.agents.values():
+        program = spec.program()
+        rows.append(
+            {
+                "name": spec.name,
+                "command": list(spec.command),
+                "display": spec.display_command(),
+                "installed": program is not None,
+                "program": program,
+                "description": spec.description,
+                "needs": spec.needs,
+                "install": spec.install,
+                "login": spec.login,
+                "key_method": spec.key_method,
+                "key_env": list(spec.key_env),
+                "source": spec.source,
+            }
+        )
+    if args.format == "json":
+        document = {
+            "default": config.default_agent,
+            "config": str(config.path or default_config_path()),
+            "agents": rows,
+        }
+        print(json.dumps(document, ensure_ascii=True, indent=2))
+        return 0
+    width = max(len(row["name"]) for row in rows)
+    command_width = min(48, max(len(row["display"]) for row in rows))
+    for row in rows:
+        state = "ready" if row["installed"] else f"missing {row['command'][0]}"
+        marker = "*" if row["name"] == config.default_agent else " "
+        print(f"{marker} {row['name']:<{width}}  {row['display']:<{command_width}}  {state:<16} {row['description']}")
+        if row["needs"] and row["name"] != DEMO:
+            print(f"  {'':<{width}}  needs {row['needs']}; to log in: {row['login'] or 'see its documentation'}")
+    missing = [row for row in rows if not row["installed"] and row["install"]]
+    if missing:
+        print("\nto install:")
+        for row in missing:
+            print(f"  {row['name']}: {row['install']}")
+    where = config.path or default_config_path()
+    print(f"\n* default agent. config file: {where}{'' if config.path else ' (none yet)'}")
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """``tinyacp sessions``: the sessions this machine ran (with their journals), and with ``--agent`` the
+    agent's own list (``session/list``) beside them."""
+    agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
+    cwd = _cwd(args) if args.cwd is not None else None
+    entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+    listed, problem = _agent_sessions(agent, cwd, args.timeout) if agent is not None else (None, None)
+    if args.format == "json":
+        document = {
+            "sessions": [dataclasses.asdict(entry) for entry in entries],
+            "agent_sessions": listed,
+            "agent_error": problem,
+        }
+        print(json.dumps(document, ensure_ascii=True, indent=2))
+        return 0
+    if not entries:
+        print("no sessions yet" + (" of this agent" if agent else "") + (" in this directory" if cwd else ""))
+    for entry in entries:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.time))
+        print(f"{when}  {one_line(entry.agent, 30)}  {one_line(entry.session_id, 60)}  {one_line(entry.cwd, 80)}")
+        if entry.title:
+            print(f"    {one_line(entry.title, 100)}")
+        if entry.journal:
+            print(f"    journal: {one_line(entry.journal, 200)}")
+    if agent is not None:
+        print(f"\n{agent.name}'s own list (session/list): " + (one_line(problem, 300) if problem else ""))
+        ran = {entry.session_id for entry in entries}
+        for item in listed or []:
+            mark = "  (ran here)" if item["session_id"] in ran else ""
+            title = f"  {one_line(item['title'], 60)}" if item["title"] else ""
+            print(f"  {one_line(item['session_id'], 60)}{title}  {one_line(item['updated_at'] or '', 30)}{mark}")
+    return 0
+
+
+_LIST_PAGES = 10
+"""``session/list`` pages read at most: an agent cannot make ``tinyacp sessions`` read for ever."""
+
+
+def _agent_sessions(
+    agent: AgentSpec, cwd: Path | None, timeout: float
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The agent's own sessions (in ``cwd`` when given), or why there are none to show."""
+    env = {**os.environ, **agent.env} if agent.env else None
+    found: list[dict[str, Any]] = []
+    try:
+        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=BaseObserver(), stderr="tail")) as c:
+            init = c.initialize(timeout=timeout)
+            if "list" not in init.agent_capabilities.session_capabilities:
+                return None, "the agent does not offer session/list"
+            cursor = None
+            for _ in range(_LIST_PAGES):
+                page = c.list_sessions(cwd, cursor, timeout=timeout)
+                found += [
+                    {"session_id": i.session_id, "cwd": i.cwd, "title": i.title, "updated_at": i.updated_at}
+                    for i in page.sessions
+                ]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+    except TinyAcpError as exc:
+        return None, one_line(str(exc).split("\n--- agent stderr")[0], 300)
+    return found, None
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``tinyacp show JOURNAL``."""
+    from ._show import show
+
+    return show(args.journal, args.format, sys.stdout, sys.stderr)
