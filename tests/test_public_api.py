@@ -4,6 +4,7 @@ what the errors module draws (httpx's ``test_exported_members`` idea)."""
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import re
 import types
@@ -135,6 +136,47 @@ def test_a_call_reads_the_same_in_both_clients() -> None:
     assert "CancelledError" in (
         tinyacp.AsyncClient.prompt.__doc__ or ""
     )  # where the shells differ, the one text says so
+
+
+CALLS = (
+    "initialize",
+    "authenticate",
+    "logout",
+    "new_session",
+    "load_session",
+    "resume_session",
+    "close_session",
+    "delete_session",
+    "list_sessions",
+    "set_mode",
+    "set_config_option",
+    "set_model",
+    "prompt",
+)
+ANY_CALL_RAISES = {
+    "AgentExited",
+    "AgentTimeout",
+    "ObserverError",
+    "ClientBusy",
+    "ClientClosed",
+    "ReaderExhaustion",
+    "TransferLimitExceeded",
+    "MissingDurableObserver",
+    "ProtocolViolation",
+    "ValueError",
+}
+
+
+@pytest.mark.parametrize("client", [tinyacp.Client, tinyacp.AsyncClient])
+def test_every_call_lists_what_any_call_may_raise_once(client: type) -> None:
+    for name in CALLS:
+        doc = inspect.getdoc(getattr(client, name))
+        assert doc is not None
+        named = re.findall(r"^    (\w+):", doc.split("\nRaises:\n", 1)[1], flags=re.MULTILINE)
+        assert set(named) >= ANY_CALL_RAISES, name
+        assert len(named) == len(set(named)), f"{name} names an error twice"
+        for error in named:
+            assert isinstance(getattr(tinyacp, error, None) or getattr(builtins, error), type), (name, error)
 
 
 # -- the exception tree --------------------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 ``Client`` and ``AsyncClient`` take each public call from ``tinyacp._calls`` as a class attribute
 (``new_session = blocking(_calls.new_session)``), which static analysis sees as an attribute with no docstring.
-This extension turns each into a method with the call's parameters (``self`` first), its docstring, and the
-answer's type as the result (``CallSpec[Session]`` becomes ``Session``); ``awaitable`` methods are async.
+This extension turns each into a method with the call's parameters (``self`` first), its docstring as Python
+has it (with what any call may raise added to its ``Raises:`` list), and the answer's type as the result
+(``CallSpec[Session]`` becomes ``Session``); ``awaitable`` methods are async.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import griffe
@@ -49,7 +51,7 @@ def _method(attribute: griffe.Object, call: griffe.Function, is_async: bool) -> 
         raise TypeError(f"{call.path} has no docstring")
     docstring = call.docstring
     method.docstring = griffe.Docstring(
-        docstring.value,
+        inspect.cleandoc(griffe.dynamic_import(call.path).__doc__),
         lineno=docstring.lineno,
         endlineno=docstring.endlineno,
         parent=method,

@@ -5,6 +5,7 @@ whether it is a prompt. Each shell makes it a method with its own small adapter 
 :mod:`tinyacp._client` waits for the answer; ``awaitable`` in :mod:`tinyacp._async_client` awaits it), and
 :func:`method_of` gives that method the call's name, docstring and signature. So ``Client.new_session`` and
 ``AsyncClient.new_session`` take the same arguments, say the same thing, and differ only in how they wait.
+What any call may raise is written once too, and added to each call's ``Raises:`` list.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -65,19 +67,7 @@ def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F) -> F:
     return method
 
 
-def _paths(
-    shell: ShellBase, cwd: str | os.PathLike[str], additional_directories: Sequence[str | os.PathLike[str]]
-) -> tuple[str, list[str]]:
-    """A session's paths, made absolute here: in the caller's working directory, when the call is made."""
-    return shell._absolute(cwd), [shell._absolute(directory) for directory in additional_directories]
-
-
-def initialize(shell: ShellBase, *, meta: Meta | None = None, timeout: float | None = None) -> CallSpec[Initialize]:
-    """Introduce ourselves: protocol version 1, our client info and capabilities (``meta`` as ``_meta``).
-
-    Raises:
-        UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
-        RequestError: the agent answered with an error (AuthRequired for -32000).
+_EVERY_CALL_RAISES = """\
         AgentExited: the agent exited or stopped reading its input (it is torn down).
         AgentTimeout: the deadline passed.
         ObserverError: the observer raised (the agent is torn down).
@@ -88,10 +78,43 @@ def initialize(shell: ShellBase, *, meta: Meta | None = None, timeout: float | N
         MissingDurableObserver: an update or permission request came and there is no observer.
         ProtocolViolation: the answer cannot be used (the client stays usable).
         ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+"""
+"""What any call may raise, in the indentation of a module-level docstring's ``Raises:`` entries."""
+
+C = TypeVar("C", bound=Callable[..., CallSpec[Any]])
+
+
+def _raises_also(call: C) -> C:
+    """``call`` with what any call may raise added at the end of its docstring's ``Raises:`` list (its last
+    section), but for the errors it names itself with a meaning of its own."""
+    doc = call.__doc__ or ""
+    if not doc.rstrip().splitlines()[-1].startswith(" " * 8) or "\n    Raises:\n" not in doc:
+        raise TypeError(f"{call.__name__}'s docstring must end with its Raises: list")
+    named = set(re.findall(r"^ {8}(\w+):", doc.split("\n    Raises:\n", 1)[1], flags=re.MULTILINE))
+    also = [line for line in _EVERY_CALL_RAISES.splitlines(keepends=True) if line.split(":")[0].strip() not in named]
+    call.__doc__ = doc.rstrip() + "\n" + "".join(also) + "    "
+    return call
+
+
+def _paths(
+    shell: ShellBase, cwd: str | os.PathLike[str], additional_directories: Sequence[str | os.PathLike[str]]
+) -> tuple[str, list[str]]:
+    """A session's paths, made absolute here: in the caller's working directory, when the call is made."""
+    return shell._absolute(cwd), [shell._absolute(directory) for directory in additional_directories]
+
+
+@_raises_also
+def initialize(shell: ShellBase, *, meta: Meta | None = None, timeout: float | None = None) -> CallSpec[Initialize]:
+    """Introduce ourselves: protocol version 1, our client info and capabilities (``meta`` as ``_meta``).
+
+    Raises:
+        UnsupportedProtocolVersion: the agent speaks another version (it is torn down).
+        RequestError: the agent answered with an error (AuthRequired for -32000).
     """
     return CallSpec(lambda: shell._core.initialize(meta), timeout)
 
 
+@_raises_also
 def authenticate(
     shell: ShellBase, method_id: str, *, meta: Meta | None = None, timeout: float | None = None
 ) -> CallSpec[None]:
@@ -100,40 +123,22 @@ def authenticate(
     Raises:
         NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (nothing written).
         RequestError: the agent refused (the client stays usable).
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.authenticate(method_id, meta), timeout)
 
 
+@_raises_also
 def logout(shell: ShellBase, *, timeout: float | None = None) -> CallSpec[None]:
     """Log out (only if the agent advertised ``auth.logout``).
 
     Raises:
         NotAdvertised: the agent did not advertise logout (nothing written).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(shell._core.logout, timeout)
 
 
+@_raises_also
 def new_session(
     shell: ShellBase,
     cwd: str | os.PathLike[str],
@@ -150,16 +155,6 @@ def new_session(
         NotAdvertised: a system prompt or additional directories the agent did not advertise (nothing written).
         AuthRequired: the agent wants ``authenticate`` first (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     path, extra = _paths(shell, cwd, additional_directories)
     return CallSpec(
@@ -170,6 +165,7 @@ def new_session(
     )
 
 
+@_raises_also
 def load_session(
     shell: ShellBase,
     session_id: str,
@@ -190,15 +186,6 @@ def load_session(
         AuthRequired: the agent wants `authenticate` first (the client stays usable).
         RequestError: the agent answered with an error.
         TransferLimitExceeded: a message broke a transfer limit.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     path, extra = _paths(shell, cwd, additional_directories)
     return CallSpec(
@@ -209,6 +196,7 @@ def load_session(
     )
 
 
+@_raises_also
 def resume_session(
     shell: ShellBase,
     session_id: str,
@@ -228,16 +216,6 @@ def resume_session(
         SessionNotFound: the agent does not know the session (the client stays usable).
         AuthRequired: the agent wants `authenticate` first (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     path, extra = _paths(shell, cwd, additional_directories)
     return CallSpec(
@@ -248,6 +226,7 @@ def resume_session(
     )
 
 
+@_raises_also
 def close_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
     """Ask the agent to close a session (free what it holds for it).
 
@@ -255,20 +234,11 @@ def close_session(shell: ShellBase, session_id: str, *, timeout: float | None = 
         NotAdvertised: the agent did not advertise ``sessionCapabilities.close`` (nothing written).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.close_session(session_id), timeout)
 
 
+@_raises_also
 def delete_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
     """Ask the agent to delete a session from its list.
 
@@ -276,20 +246,11 @@ def delete_session(shell: ShellBase, session_id: str, *, timeout: float | None =
         NotAdvertised: the agent did not advertise ``sessionCapabilities.delete`` (nothing written).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.delete_session(session_id), timeout)
 
 
+@_raises_also
 def list_sessions(
     shell: ShellBase,
     cwd: str | os.PathLike[str] | None = None,
@@ -302,21 +263,12 @@ def list_sessions(
     Raises:
         NotAdvertised: the agent did not advertise ``sessionCapabilities.list`` (nothing written).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     path = None if cwd is None else shell._absolute(cwd)
     return CallSpec(lambda: shell._core.list_sessions(path, cursor), timeout)
 
 
+@_raises_also
 def set_mode(
     shell: ShellBase,
     session_id: str,
@@ -332,20 +284,11 @@ def set_mode(
         NotAdvertised: ``mode_id`` is not among the session's available modes (nothing written).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.set_mode(session_id, mode_id, meta=meta, force=force), timeout)
 
 
+@_raises_also
 def set_config_option(
     shell: ShellBase,
     session_id: str,
@@ -364,22 +307,13 @@ def set_config_option(
         TypeError: ``value`` is neither a str nor a bool.
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(
         lambda: shell._core.set_config_option(session_id, config_id, value, meta=meta, force=force), timeout
     )
 
 
+@_raises_also
 def set_model(
     shell: ShellBase,
     session_id: str,
@@ -396,20 +330,11 @@ def set_model(
         NotAdvertised: the session offers no such model (nothing written; ``force=True`` sends it anyway).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
-        TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.set_model(session_id, model_id, meta=meta, force=force), timeout)
 
 
+@_raises_also
 def prompt(
     shell: ShellBase,
     session_id: str,
@@ -435,13 +360,6 @@ def prompt(
         AuthRequired: the agent wants `authenticate` first (the client stays usable).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
         ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
-        ObserverError: the observer raised (the agent is torn down).
-        MissingDurableObserver: an update or permission request came and there is no observer.
-        ClientBusy: another call is in flight.
-        ClientClosed: the client was closed or torn down.
-        ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
     """
     return CallSpec(lambda: shell._core.prompt(session_id, content, meta), timeout, prompt=True)
