@@ -595,6 +595,11 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
                     options.append("--supervise")
                 edges.teardown.setdefault((case, supervise), []).append(run_row("teardown", *options))
 
+    from benchmarks import commands
+
+    command_updates = 1000 if args.quick else 100_000
+    versus = commands.compare(command_updates, 1 if args.quick else min(args.runs, 3), child_env(), progress)
+
     out = ["## Machine", "", *machine(), ""]
     out += [
         "## Throughput: one prompt answered with N `agent_message_chunk` updates (40 bytes of text each)",
@@ -636,6 +641,14 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
         "code path.",
         "",
         *many_section(many),
+        "",
+        "## The command against the command: `tinyacp prompt` and acpx on one flood",
+        "",
+        "Both run the flood agent with a prompt that asks for N updates and print only the reply. Wall time and",
+        "CPU are the whole command's, start-up and teardown included; peak RSS is the largest sum over the",
+        "command's process tree (the agent included), sampled every 10 ms. See `benchmarks/commands.py`.",
+        "",
+        *commands.section(versus),
         "",
         "## The supervisor's cost (`Options(supervise=True)`)",
         "",

@@ -67,9 +67,14 @@ def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path:
         "`AsyncClient` after `initialize`: RSS each adds",
         "one turn each, all at once",
         "`tinyacp --help`",
+        "## The command against the command",
+        "`tinyacp prompt -y -q` (journal on)",
+        "`tinyacp prompt -y -q --no-journal`",
         "## Targets",
     ):
         assert label in report, label
+    # acpx is measured when it is installed, and its absence is said rather than silent.
+    assert "`acpx --format quiet --approve-all exec`" in report or "acpx: not installed" in report
     lines = report.splitlines()
     assert sum(line.startswith("- Throughput at N = ") for line in lines) == 2  # the supervisor's, per flood size
     # Teardown cells: (without the supervisor, with it). The escaped process is out of the group's reach, so
