@@ -119,10 +119,10 @@ def _work(tmp: Path) -> Path:
     return work
 
 
-def _child(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
+def _child(engine: str, turns: int, concurrency: Sequence[int], env: dict[str, str]) -> list[dict[str, Any]]:
     command = [sys.executable, "-m", "benchmarks.batch", "--child", engine, "--turns", str(turns)]
     command += ["--concurrency", ",".join(map(str, concurrency))]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, timeout=1800, check=False)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=1800, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {engine} rows failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
     return json.loads(done.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -173,7 +173,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "ray" in engines and not have_ray():
         print("(Ray is not installed: the Ray rows are left out; pip install -e '.[ray]')", file=sys.stderr)
         engines.remove("ray")
-    rows = [row for engine in engines for row in _child(engine, args.turns, levels)]
+    # As benchmarks.run does: the same tinyacp on the path, and bytecode cached whatever PYTHONDONTWRITEBYTECODE
+    # says (every turn starts a Python agent, and an installed package has its .pyc files).
+    from benchmarks import run
+
+    with tempfile.TemporaryDirectory(prefix="tinyacp-bench-pycache-") as pycache:
+        run.PYCACHE[:] = [pycache]
+        try:
+            env = run.child_env()
+            rows = [row for engine in engines for row in _child(engine, args.turns, levels, env)]
+        finally:
+            run.PYCACHE.clear()
     print("\n".join(["## Batches: the demo agent's turns, local and on Ray", "", *table(rows)]))
     return 0
 
