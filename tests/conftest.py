@@ -172,6 +172,9 @@ class Journaled(Recorder):
         self.journal.on_send(message)
         super().on_send(message)
 
+    def flush(self) -> None:
+        self.journal.flush()
+
 
 class Background:
     """Run a function in a thread; ``join`` waits (bounded) and re-raises what it raised."""

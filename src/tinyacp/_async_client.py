@@ -284,6 +284,7 @@ class AsyncClient(ShellBase):
         cancel = self._core.cancel_turn_once() if prompt else None
         driven.close()
         try:
+            await asyncio.shield(self._advance(self._driver.flushed()))  # what the call recorded, before any act
             if cancel is not None:
                 sent = self._driver.send_now(cancel, time.monotonic() + _ABANDON_WRITE)
                 await asyncio.shield(self._advance(sent))

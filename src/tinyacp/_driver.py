@@ -190,6 +190,9 @@ class CallDriver:
             yield from self._flush()
         except GeneratorExit:
             raise
+        except Exception as exc:
+            yield from self._flush_before_raising(exc)
+            raise
         except BaseException:
             yield from self._flush_quietly()
             raise
@@ -205,8 +208,21 @@ class CallDriver:
         """
         try:
             yield from self._salvaged()
-        finally:
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            yield from self._flush_before_raising(exc)
+            raise
+        except BaseException:
             yield from self._flush_quietly()
+            raise
+        yield from self._flush()
+
+    def flushed(self) -> Driven[None]:
+        """The flush point, for a shell that stopped a call between two acts (a cancelled task): what was
+        recorded is made durable before the shell acts, as far as the observer can (its error is not raised).
+        """
+        yield from self._flush_quietly()
 
     def send_cancels(self, deadline: float) -> Driven[None]:
         """With no call in flight: write the cancels asked for, waiting for the agent to take them until
@@ -491,7 +507,17 @@ class CallDriver:
         if result is not None:
             yield from self._awaited(flush, result)
 
+    def _flush_before_raising(self, error: Exception) -> Driven[None]:
+        """The flush point before a call raises ``error``: if the flush fails, what was recorded is not durable,
+        and that is what the caller must hear: the :class:`~tinyacp.ObserverError` is raised instead, with
+        ``error`` as its context."""
+        if isinstance(error, ObserverError):  # the observer already failed: its error is the one to report
+            yield from self._flush_quietly()
+        else:
+            yield from self._flush()
+
     def _flush_quietly(self) -> Driven[None]:
-        """The flush point on the way out with an error: a failing flush does not hide that error."""
-        with contextlib.suppress(Exception):  # the error already on its way out is the one to report
+        """The flush point on the way out with an interruption (a cancelled task, Ctrl-C): that stays what is
+        raised, whether the flush works or not."""
+        with contextlib.suppress(Exception):
             yield from self._flush()

@@ -4,17 +4,32 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
 ``type`` and ``epoch``; the kinds are::
 
     {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
-    {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"line":"{…}"}
-    {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"line":"{…}"}
+    {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
+    {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
-     "id":0,"line":"{…}"}
+     "id":0,"len":412,"msg":{…}}
+    {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"invalid","detail":"not JSON","line":"hello"}
     {"type":"decision","epoch":2,"ts":"…","id":0,"decided_by":"policy","outcome":{…},"reason":"…"}
 
 ``dir`` is ``in`` (the agent wrote it) or ``out`` (the client wrote it). ``kind`` is what the client made of the
 line: ``update``, ``permission_request`` or a :class:`~tinyacp.MessageKind` value for the agent's lines;
-``request``, ``notification`` or ``response`` for ours. ``seq`` is the update's seq. ``line`` is the exact line,
-without its newline, when it is valid UTF-8; otherwise ``line_b64`` holds its bytes in base64. Either way the
-bytes are recoverable exactly (:meth:`JsonlJournal.raw`). ``ts`` is the UTC time the line was recorded.
+``request``, ``notification`` or ``response`` for ours. ``seq`` is the update's seq.
+
+The line itself (without its newline) is stored in one of three ways, and its bytes are always recoverable
+exactly (:meth:`JsonlJournal.raw`):
+
+* ``msg``: the line as it came, embedded verbatim as a JSON value, always the record's last field, after ``len``
+  (its length in bytes, so that a reader takes the bytes back without parsing them). Used for a line that is a
+  JSON object from its first byte to its last and valid UTF-8: every update, and any other line that parses.
+* ``line``: the line as a JSON string, when it is valid UTF-8 but not such an object (not JSON, a BOM before it,
+  whitespace around it, …). Journals written by tinyacp 0.1.0 store every line this way.
+* ``line_b64``: its bytes in base64, when it is not valid UTF-8.
+
+The readers (:func:`read_journal`, :func:`iter_journal`, :meth:`JsonlJournal.read`) give every line record as
+``line`` or ``line_b64``, whichever way it was stored, so a record's form never depends on the journal's age.
+
+``ts`` is the UTC time the record was made, taken once per write to the file: the records written together (the
+lines the client read in one burst, before it acted or waited) share the time of the first of them.
 
 A line of ours that carried :class:`~tinyacp.Secret` values is stored with each one's JSON string replaced by
 ``"<secret>"``, and its record says how many with ``"redacted": N``: that line is *not* the exact bytes sent.
@@ -35,7 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -49,13 +64,19 @@ __all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "re
 # Reading backwards for the last epoch: one pipe buffer at a time is plenty for a line of a few hundred bytes.
 _BLOCK = 64 * 1024
 
+_PENDING_LIMIT: Final = 256 * 1024
+"""Records waiting for the flush point are written at once past this many bytes, so a flood that the client reads
+without a pause holds at most this much (and one record) in memory. 256 KiB is one ``write()`` per 1,300 or so
+update lines of a streamed reply: the system call's cost is spread thin, and the copy stays within a CPU cache."""
 
-class _EpochProbe(msgspec.Struct):
-    epoch: int
+_MSG: Final = b',"msg":'
+"""What precedes a line stored verbatim: the record's last field."""
 
+_NO_HEAD: Final[tuple[int | None, bytes]] = (None, b"")
+"""No update record can take the hot path: a new batch (its time is not taken yet), or records are not buffered."""
 
-_probe_epoch = msgspec.json.Decoder(_EpochProbe).decode
 _decode_record = msgspec.json.Decoder(dict[str, Any]).decode
+_parse_raw = msgspec.json.Decoder(msgspec.Raw).decode
 
 
 def timestamp(now: float | None = None) -> str:
@@ -68,11 +89,22 @@ def timestamp(now: float | None = None) -> str:
 class JsonlJournal(BaseObserver):
     """An observer that makes the record durable: every line in both directions goes to a JSON Lines file.
 
-    Pass it as ``Options(observer=JsonlJournal(path), epoch=journal.begin_epoch())``, or call its methods
-    from your own observer. Each callback returns only after its line is written to the file (so it survives
-    a crash of this process); a permission decision is also fsync'ed before the answer goes out (so it survives
-    a crash of the machine). ``sync=True`` fsyncs every line. The journal decides nothing: its
+    Pass it as ``Options(observer=JsonlJournal(path), epoch=journal.begin_epoch())``.
+
+    The promise, record before act: every line is written to the OS (a ``write()`` into the file returned), so
+    that it survives a crash of this process, before the client acts on it: before it writes anything to the
+    agent (an answer, a permission answer, a request), returns from a call or raises from it, hands an update to a
+    stream's consumer, or waits for the agent's next output. A permission decision is also fsync'ed, with every
+    line before it, before the answer goes to the agent (so it survives a crash of the machine); ``sync=True``
+    writes and fsyncs each line on its own as it is recorded. The journal decides nothing: its
     ``on_permission_request`` returns None.
+
+    How: the client calls :meth:`flush` at its flush point, before each of those acts. From the first call of
+    ``flush`` on, the journal keeps the records of the lines read since the last flush in memory and writes them
+    in one ``write()`` at the next flush (or as soon as they pass 256 KiB). Until then, and always with
+    ``sync=True``, each record is written as it is made. An observer of your own that calls these methods must
+    forward ``flush`` too, or leave it out altogether (then every record is written at once, as before the flush
+    point existed); a journal shared by several clients must get the flushes of all of them.
 
     The file is only ever appended to. It is created readable by its owner only (0600): it holds prompts,
     file contents and tool output. If the last line of an existing file is torn (a crash mid-write), the journal
@@ -95,6 +127,16 @@ class JsonlJournal(BaseObserver):
         self.sync = sync
         self._lock = threading.Lock()
         self._encode = msgspec.json.Encoder().encode
+        self._pending: list[bytes] = []
+        """Records not written yet, in order: only between flush points, and only once the client flushes."""
+        self._size = 0
+        """Their bytes (kept without the lock by the hot path: a count a race may leave off by a record)."""
+        self._buffered = False
+        """Whether records wait for :meth:`flush` (set by its first call, unless ``sync``)."""
+        self._ts = ""
+        """The time of the records to be written together."""
+        self._head = _NO_HEAD
+        """An epoch, and the format of its update records (``ts`` included) while the batch lasts."""
         self._fd = _open_for_append(self.path, exclusive=exclusive)
 
     # ----------------------------------------------------------------------------------------------------------
@@ -107,12 +149,17 @@ class JsonlJournal(BaseObserver):
 
         Raises:
             OSError: the file cannot be read or written.
+            UsageError: the journal is closed.
         """
         with self._lock:
+            self._check_open()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
+                if self._pending:
+                    self._write_pending()
                 epoch = last_epoch(self._fd) + 1
-                self._write({"type": "epoch", "epoch": epoch, "ts": timestamp()}, sync=True)
+                record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                self._add(self._encode(record) + b"\n", sync=True)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         return epoch
@@ -121,34 +168,52 @@ class JsonlJournal(BaseObserver):
     # The observer.
 
     def on_update(self, update: Update) -> None:
-        """Record one update line (``kind`` ``update``, with its ``seq``)."""
-        record = {"type": "line", "epoch": update.epoch, "dir": "in", "ts": timestamp(), "kind": "update"}
-        record["seq"] = update.seq
-        self._line(record, update.raw)
+        """Record one update line (``kind`` ``update``, with its ``seq``).
+
+        Raises:
+            OSError: writing failed (what was not written stays pending, for the next flush).
+            UsageError: the journal is closed.
+        """
+        # The hot path, taken once a batch has its format for the epoch: the client decoded the line, so it is
+        # JSON; an object from its first byte to its last (no BOM, no whitespace around it) in valid UTF-8 is
+        # embedded as it is. No lock: list.append is one atomic step, and the writers under the lock take
+        # records from the front of the list only, so a record appended meanwhile waits for the next write.
+        raw = update.raw
+        epoch, head = self._head
+        if update.epoch == epoch and raw and raw[0] == 0x7B and raw[-1] == 0x7D and (raw.isascii() or _is_utf8(raw)):
+            line = head % (update.seq, len(raw), raw)
+            self._pending.append(line)
+            self._size += len(line)
+            if self._size > _PENDING_LIMIT:
+                self._write_out()
+            return
+        self._update(update)
 
     def on_permission_request(self, request: PermissionRequest) -> None:
         """Record the request line; decide nothing."""
-        record = {"type": "line", "epoch": request.epoch, "dir": "in", "ts": timestamp()}
+        record: dict[str, Any] = {"type": "line", "epoch": request.epoch, "dir": "in", "ts": ""}
         record.update(kind="permission_request", method="session/request_permission", id=request.request_id)
         self._line(record, request.raw)
 
     def on_permission_decision(self, request: PermissionRequest) -> None:
-        """Record the decision and fsync it: it is on disk before the answer is written to the agent."""
+        """Record the decision and fsync it, with every record before it: all of them are on disk before the
+        answer is written to the agent."""
         record = {
             "type": "decision",
             "epoch": request.epoch,
-            "ts": timestamp(),
+            "ts": "",
             "id": request.request_id,
             "decided_by": str(request.decided_by) if request.decided_by is not None else None,
             "outcome": request.outcome,
             "reason": request.reason,
         }
         with self._lock:
-            self._write(record, sync=True)
+            record["ts"] = self._batch_ts()
+            self._add(self._encode(record) + b"\n", sync=True)
 
     def on_message(self, message: AgentMessage) -> None:
         """Record any other line of the agent's (responses, requests we do not serve, invalid lines, …)."""
-        record: dict[str, Any] = {"type": "line", "epoch": message.epoch, "dir": "in", "ts": timestamp()}
+        record: dict[str, Any] = {"type": "line", "epoch": message.epoch, "dir": "in", "ts": ""}
         record["kind"] = str(message.kind)
         if message.method is not None:
             record["method"] = message.method
@@ -161,7 +226,7 @@ class JsonlJournal(BaseObserver):
     def on_send(self, message: OutgoingMessage) -> None:
         """Record a line of ours before it is written to the agent."""
         kind = "response" if message.method is None else "notification" if message.id is None else "request"
-        record: dict[str, Any] = {"type": "line", "epoch": message.epoch, "dir": "out", "ts": timestamp()}
+        record: dict[str, Any] = {"type": "line", "epoch": message.epoch, "dir": "out", "ts": ""}
         record["kind"] = kind
         if message.method is not None:
             record["method"] = message.method
@@ -174,6 +239,20 @@ class JsonlJournal(BaseObserver):
             self._line(record, message.redacted())
             return
         self._line(record, message.raw)
+
+    def flush(self) -> None:
+        """The flush point: write the records not written yet, in one ``write()``. The client calls it before it
+        acts; from its first call on, records wait for it (unless ``sync``).
+
+        Raises:
+            OSError: writing failed; what was not written stays pending, for the next flush (or :meth:`close`).
+            UsageError: records are pending and the journal is closed.
+        """
+        with self._lock:
+            if not self.sync:
+                self._buffered = True
+            if self._pending:
+                self._write_pending()
 
     # ----------------------------------------------------------------------------------------------------------
     # Reading.
@@ -189,7 +268,7 @@ class JsonlJournal(BaseObserver):
 
     @staticmethod
     def raw(record: dict[str, Any]) -> bytes:
-        """The exact bytes of a ``line`` record's line (without its newline).
+        """The exact bytes of a ``line`` record's line (without its newline), as the readers give the record.
 
         Raises:
             KeyError: the record holds no line.
@@ -214,10 +293,23 @@ class JsonlJournal(BaseObserver):
     # The file.
 
     def close(self) -> None:
-        """Close the file. Idempotent."""
+        """Write the records not written yet, then close the file. Idempotent.
+
+        Raises:
+            OSError: the pending records could not be written (the file is closed all the same).
+        """
         with self._lock:
-            if self._fd >= 0:
+            if self._fd < 0:
+                return
+            try:
+                if self._pending:
+                    self._write_pending()
+            finally:
                 fd, self._fd = self._fd, -1
+                self._buffered = False
+                self._head = _NO_HEAD
+                self._pending.clear()
+                self._size = 0
                 os.close(fd)
 
     def __enter__(self) -> JsonlJournal:
@@ -230,29 +322,118 @@ class JsonlJournal(BaseObserver):
 
     def __del__(self) -> None:
         fd = getattr(self, "_fd", -1)
-        if fd >= 0:
+        if fd >= 0:  # dropped without close(): what is pending is written, as well as it can be
+            pending = getattr(self, "_pending", None)
+            with contextlib.suppress(OSError):
+                if pending:
+                    os.write(fd, b"".join(pending))
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     def __repr__(self) -> str:
         return f"<tinyacp.JsonlJournal {str(self.path)!r}>"
 
-    def _line(self, record: dict[str, Any], raw: bytes) -> None:
-        try:
-            record["line"] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            record["line_b64"] = binascii.b2a_base64(raw, newline=False).decode("ascii")
-        with self._lock:
-            self._write(record, sync=self.sync)
+    # ----------------------------------------------------------------------------------------------------------
+    # Writing: every method below but ``_write_out`` runs with the lock held.
 
-    def _write(self, record: dict[str, Any], *, sync: bool) -> None:
+    def _update(self, update: Update) -> None:
+        """An update off the hot path: the first of a batch (it makes the batch's format), or one that is not
+        embedded, or any while records are not buffered."""
+        raw = update.raw
+        record = {"type": "line", "epoch": update.epoch, "dir": "in", "ts": "", "kind": "update", "seq": 0}
+        if not (raw[:1] == b"{" and raw[-1:] == b"}" and _is_utf8(raw)):
+            record["seq"] = update.seq
+            self._line(record, raw, embed=False)
+            return
+        with self._lock:
+            record["ts"] = self._batch_ts()
+            # The record up to its seq (``…"seq":0}`` less ``0}``), then the seq, the length and the line.
+            head = self._encode(record)[:-2].replace(b"%", b"%%") + b'%d,"len":%d,"msg":%b}\n'
+            if self._buffered:
+                self._head = (update.epoch, head)
+            self._add(head % (update.seq, len(raw), raw))
+
+    def _line(self, record: dict[str, Any], raw: bytes, *, embed: bool = True) -> None:
+        """Record a line: embedded as ``msg`` when it is a JSON object that parses, else as ``line``/``line_b64``."""
+        embed = embed and raw[:1] == b"{" and raw[-1:] == b"}" and _is_utf8(raw) and _parses(raw)
+        with self._lock:
+            record["ts"] = self._batch_ts()
+            if embed:
+                record["len"] = len(raw)
+                data = b"".join((self._encode(record)[:-1], _MSG, raw, b"}\n"))
+            else:
+                try:
+                    record["line"] = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    record["line_b64"] = binascii.b2a_base64(raw, newline=False).decode("ascii")
+                data = self._encode(record) + b"\n"
+            self._add(data)
+
+    def _add(self, data: bytes, *, sync: bool = False) -> None:
+        """Append a record; write everything pending at once unless it may wait for the flush point."""
+        self._check_open()
+        self._pending.append(data)
+        self._size += len(data)
+        sync = sync or self.sync
+        if sync or not self._buffered or self._size > _PENDING_LIMIT:
+            self._write_pending(sync=sync)
+
+    def _write_out(self) -> None:
+        """The hot path's records passed the limit: write them now."""
+        with self._lock:
+            if self._pending:
+                self._write_pending()
+
+    def _write_pending(self, *, sync: bool = False) -> None:
+        """Write every pending record in one ``write()``; what a failed write left out stays pending, in order."""
+        pending = self._pending
+        fd = self._fd
+        if fd < 0:
+            pending.clear()
+            self._size = 0
+            raise UsageError(f"the journal {self.path} is closed")
+        count = len(pending)
+        data = pending[0] if count == 1 else b"".join(pending[:count])
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, memoryview(data)[written:] if written else data)
+        finally:
+            # Records the hot path appended meanwhile (another thread) are after ``count``: they stay.
+            pending[:count] = [data[written:]] if written < len(data) else []
+            self._size = sum(map(len, pending))
+            self._head = _NO_HEAD  # the next record starts a batch: it takes the time
+        if sync:
+            os.fsync(fd)
+
+    def _check_open(self) -> None:
         if self._fd < 0:
             raise UsageError(f"the journal {self.path} is closed")
-        data = memoryview(self._encode(record) + b"\n")
-        while data:
-            data = data[os.write(self._fd, data) :]
-        if sync:
-            os.fsync(self._fd)
+
+    def _batch_ts(self) -> str:
+        """The time of the records written together: taken by the first of them."""
+        if not self._pending:
+            self._ts = timestamp()
+        return self._ts
+
+
+def _is_utf8(raw: bytes) -> bool:
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _parses(raw: bytes) -> bool:
+    """Whether the line is JSON (any nesting msgspec takes; valid UTF-8 is checked apart)."""
+    try:
+        _parse_raw(raw)
+    except (msgspec.MsgspecError, RecursionError):
+        return False
+    return True
 
 
 def _open_for_append(path: Path, *, exclusive: bool = False) -> int:
@@ -352,10 +533,10 @@ def _last_epoch(fd: int) -> int:
 
 
 def _epoch_of(line: bytes) -> int | None:
-    try:
-        epoch = _probe_epoch(line).epoch
-    except (msgspec.MsgspecError, RecursionError):
+    record = _record(line)
+    if record is None:
         return None
+    epoch: int = record["epoch"]
     return epoch if epoch >= 0 else None
 
 
@@ -420,10 +601,38 @@ def iter_journal(path: str | os.PathLike[str]) -> Iterator[JournalLine]:
 
 
 def _record(data: bytes) -> dict[str, Any] | None:
+    cut = data.find(_MSG)
+    if cut >= 0 and data.endswith(b"}"):
+        record = _embedded(data, cut)
+        if record is not None:
+            return record
     try:
         record = _decode_record(data)
     except (msgspec.MsgspecError, RecursionError):
         return None
     if not isinstance(record.get("type"), str) or type(record.get("epoch")) is not int:
+        return None
+    if record["type"] == "line" and "msg" in record:
+        return None  # its msg is not where its len says: the exact bytes of its line are lost
+    return record
+
+
+def _embedded(data: bytes, cut: int) -> dict[str, Any] | None:
+    """A line record whose line is stored as ``msg``, taken back byte for byte without parsing it; None when the
+    line is not one (the first ``,"msg":`` is that of a line record's last field: any earlier field is a number
+    or a JSON string, and a string holds no unescaped quote)."""
+    try:
+        record = _decode_record(data[:cut] + b"}")
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    msg = data[cut + len(_MSG) : -1]
+    size = record.pop("len", None)
+    if record.get("type") != "line" or type(record.get("epoch")) is not int or "line" in record:
+        return None
+    if type(size) is not int or size != len(msg) or "line_b64" in record:
+        return None
+    try:
+        record["line"] = msg.decode("utf-8")
+    except UnicodeDecodeError:
         return None
     return record

@@ -258,6 +258,7 @@ class _TurnJournal(BaseObserver):
         self.on_message = journal.on_message  # type: ignore[method-assign]
         self.on_send = journal.on_send  # type: ignore[method-assign]
         self.on_permission_request = journal.on_permission_request  # type: ignore[method-assign]
+        self.flush = journal.flush
         self._record_update = journal.on_update
         self.updates = 0
         self.allowed = 0
@@ -385,7 +386,10 @@ async def turn(
         error = _error(exc)
     finally:
         if journal is not None:
-            journal.close()
+            try:
+                journal.close()
+            except OSError as exc:  # the last records could not be written
+                error = error or _error(exc)
     if result is not None and result.timed_out:
         error = TurnError("AgentTimeout", "the turn passed its timeout; the agent ended it after session/cancel")
     elif result is not None and result.overflow is not None:

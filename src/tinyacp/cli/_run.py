@@ -477,6 +477,11 @@ class RunObserver(BaseObserver):
         if self.journal is not None:
             self.journal.on_send(message)
 
+    def flush(self) -> None:
+        """The client's flush point: the journal writes what it recorded since the last one."""
+        if self.journal is not None:
+            self.journal.flush()
+
 
 def _policy_rule(policy: PermissionPolicy, kind: str | None, title: str | None) -> str | None:
     """Which flag of the policy allows a tool call, in the words of the command line; None if none does."""
@@ -618,6 +623,7 @@ class PromptRun:
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
         interrupts.install()
+        journal_error: OSError | None = None
         try:
             outcome = self._converse(observer, interrupts)
         finally:
@@ -626,7 +632,12 @@ class PromptRun:
             os.close(wake_r)
             os.close(wake_w)
             if self.journal is not None:
-                self.journal.close()
+                try:
+                    self.journal.close()
+                except OSError as exc:  # the last records could not be written
+                    journal_error = exc
+        if journal_error is not None and outcome.code == Exit.OK:
+            outcome = self._failed(journal_error, observer)
         forced = interrupts.code
         if forced is not None:  # the person (or the system) stopped the run, whatever the agent answered
             outcome.code = forced
