@@ -240,3 +240,91 @@ def test_the_journal_decides_nothing(tmp_path: Path, make_client: Any, scripted:
     (decision,) = [r for r in tinyacp.JsonlJournal.read(tmp_path / "j.jsonl") if r["type"] == "decision"]
     assert decision["decided_by"] == "default-reject"
     assert decision["outcome"] == {"outcome": "selected", "optionId": "no"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Record before act, with the records of a read burst written together at the flush point.
+
+
+ASK = {
+    "op": "request",
+    "id": 4,
+    "method": "session/request_permission",
+    "params": {
+        "sessionId": "s1",
+        "toolCall": {"toolCallId": "t", "title": "edit", "kind": "edit"},
+        "options": [{"optionId": "no", "name": "no", "kind": "reject_once"}],
+    },
+}
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["journal", "forwarding-observer"])
+def test_the_agent_gets_its_permission_answer_only_once_every_line_before_it_is_in_the_journal(
+    tmp_path: Path, make_client: Any, scripted: Any, wrapped: bool
+) -> None:
+    path = tmp_path / "j.jsonl"
+    count = 3000  # far more than one read, all before the request, in one burst
+    agent = scripted(
+        [
+            *handshake(),
+            {"op": "flood", "count": count, "text": "x" * 40},
+            {**ASK, "check_journal": str(path)},
+            end_turn(),
+        ]
+    )
+    journal = tinyacp.JsonlJournal(path)
+    observer = Journaled(journal) if wrapped else journal
+    client = make_client(command=agent.argv, observer=observer, timeout=60)
+    client.initialize()
+    client.new_session(tmp_path)
+    result = client.prompt("s1", "go")
+    assert result.text.endswith(f"journal:{count}:1:1")  # what the file held when the answer reached the agent
+    # The call returned: every line of the turn is in the file, before any close.
+    lines = [record for record in tinyacp.JsonlJournal.read(path) if record["type"] == "line"]
+    assert [record["seq"] for record in lines if record["kind"] == "update"] == list(range(1, count + 2))
+    assert lines[-1]["kind"] == "response" and lines[-1]["dir"] == "in"
+    client.close()
+    journal.close()
+
+
+def test_every_line_is_in_the_journal_when_the_call_raises(tmp_path: Path, make_client: Any, scripted: Any) -> None:
+    path = tmp_path / "j.jsonl"
+    agent = scripted([*handshake(), {"op": "flood", "count": 500, "text": "y"}, {"op": "exit", "code": 3}])
+    journal = tinyacp.JsonlJournal(path)
+    client = make_client(command=agent.argv, observer=journal, timeout=60)
+    client.initialize()
+    client.new_session(tmp_path)
+    with pytest.raises(tinyacp.AgentExited):
+        client.prompt("s1", "go")
+    updates = [record for record in tinyacp.JsonlJournal.read(path) if record.get("kind") == "update"]
+    assert len(updates) == 500
+    journal.close()
+
+
+def test_a_journal_that_cannot_write_at_the_flush_point_stops_the_client_before_it_answers(
+    tmp_path: Path, make_client: Any, scripted: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "j.jsonl"
+    agent = scripted([*handshake(), {"op": "flood", "count": 50, "text": "z"}, ASK, end_turn()])
+    journal = tinyacp.JsonlJournal(path)
+    client = make_client(command=agent.argv, observer=journal, timeout=60)
+    client.initialize()
+    client.new_session(tmp_path)
+    real = os.write
+    fd = journal._fd
+
+    def full(target: int, data: Any) -> int:
+        if target == fd and b"session/request_permission" in bytes(data):  # the disk fills up then
+            raise OSError(28, "No space left on device")
+        return real(target, data)
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(tinyacp.ObserverError, match="No space"):
+        client.prompt("s1", "go")
+    assert client.closed
+    assert agent.methods() == ["initialize", "session/new", "session/prompt"]  # the request was never answered
+    monkeypatch.undo()
+    journal.close()  # the disk has room again: what was pending is written now
+    records = tinyacp.JsonlJournal.read(path)
+    assert [record.get("kind") for record in records[-2:]] == ["permission_request", None]
+    assert records[-1]["type"] == "decision" and sum(record.get("kind") == "update" for record in records) == 50

@@ -11,7 +11,8 @@ every act: before it writes anything to the agent (so before a permission answer
 ``on_send``), before a call returns or raises to the caller, before a streamed update is handed to its
 consumer, and before it waits for the agent's next output. So a durable observer may buffer the records of
 one read and make them durable in one write. If ``flush`` raises, the client does not act: it tears the agent
-down and raises :class:`~tinyacp.ObserverError` (unless another error is already being raised).
+down and raises :class:`~tinyacp.ObserverError`, even when the call was failing with another error already (that
+error is its context); only an interruption (``KeyboardInterrupt``, a cancelled task) stays what is raised.
 """
 
 from __future__ import annotations

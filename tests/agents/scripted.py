@@ -10,7 +10,9 @@ so a test can check exactly what reached the agent and when. Steps (one JSON obj
 - ``raw``: write ``line`` (text) plus a newline; ``raw_b64``: write ``data`` (base64) exactly, no newline added.
 - ``request``: send a request (``method``, ``params``, ``id``) and wait for the client's response to that id.
   With ``check_file`` set, the agent then checks that file exists and sends an ``agent_message_chunk`` saying
-  ``file:yes`` or ``file:no`` (so a test can prove the observer wrote it before the answer arrived).
+  ``file:yes`` or ``file:no`` (so a test can prove the observer wrote it before the answer arrived). With
+  ``check_journal`` set, it counts the complete lines of that journal file that record an update, a permission
+  request and a decision, and sends ``journal:U:P:D`` the same way (what was written before the answer came).
 - ``flood``: ``count`` agent_message_chunk updates of ``text`` for ``session``, as fast as the pipe allows.
 - ``big_line``: write ``size`` bytes of ``x`` and then a newline (``newline: false`` to leave it out).
 - ``sleep``: ``seconds``. ``exit``: exit with ``code`` (or by ``signal``). ``close_stdout``: close stdout and
@@ -116,6 +118,13 @@ class Script:
         if "check_file" in step:
             present = "yes" if os.path.exists(step["check_file"]) else "no"
             chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"file:{present}"}}
+            self.op_update({"update": chunk, "session": step.get("session", "s1")})
+        if "check_journal" in step:
+            with open(step["check_journal"], "rb") as file:
+                lines = file.read().split(b"\n")[:-1]  # complete lines only
+            marks = (b'"kind":"update"', b'"kind":"permission_request"', b'"type":"decision"')
+            counts = ":".join(str(sum(mark in line for line in lines)) for mark in marks)
+            chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"journal:{counts}"}}
             self.op_update({"update": chunk, "session": step.get("session", "s1")})
 
     def op_flood(self, step: dict[str, Any]) -> None:
