@@ -9,7 +9,8 @@ Rows:
 
 * ``client`` / ``async`` — tinyacp's :class:`~tinyacp.Client` / :class:`~tinyacp.AsyncClient`, observer a no-op
   (``client --supervise``: with ``Options(supervise=True)``, and the supervisor's own CPU time during the prompt);
-* ``journal`` — ``Client`` with a :class:`~tinyacp.JsonlJournal` recording to a file;
+* ``journal`` — ``Client`` with a :class:`~tinyacp.JsonlJournal` recording to a file, as documented: ``sync=False``
+  (the default), the journal itself the observer, so the client's flush point writes each read burst at once;
 * ``sdk`` — the official ACP SDK's client side (``acp.spawn_agent_process``), ``session_update`` a no-op;
 * ``decode`` — a bare loop: ``readline`` and the typed msgspec decoder tinyacp uses for updates;
 * ``json`` — the same loop with the standard library's ``json.loads``, the figure the benchmark's issue quotes;
