@@ -143,20 +143,54 @@ def _with_evil(index: int, path: tuple[Any, ...]) -> list[tuple[str, dict[str, A
     return messages
 
 
-def _steps(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+ONCE = ("initialize", "session/new", "prompt")
+"""The messages that come once in a run (the handshake's answers, the prompt's); the others come in the turn."""
+
+
+def _handshake_steps(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     for where, body in messages:
         if where in ("initialize", "session/new"):
             steps += [{"op": "expect", "method": where}, {"op": "reply", "result": body}]
-            if where == "session/new":
-                steps.append({"op": "expect", "method": "session/prompt"})
-        elif where == "update":
+    return [*steps, {"op": "expect", "method": "session/prompt"}]
+
+
+def _turn_steps(messages: list[tuple[str, dict[str, Any]]], request_id: int = 7) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = []
+    for where, body in messages:
+        if where == "update":
             steps.append({"op": "update", "update": body})
         elif where == "permission":
-            steps.append({"op": "request", "id": 7, "method": "session/request_permission", "params": body})
-        else:
-            steps.append(end_turn() | {"result": body})
+            steps.append({"op": "request", "id": request_id, "method": "session/request_permission", "params": body})
     return steps
+
+
+def _end_steps(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [end_turn() | {"result": body} for where, body in messages if where == "prompt"]
+
+
+def _steps(messages: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return _handshake_steps(messages) + _turn_steps(messages) + _end_steps(messages)
+
+
+def _renamed(value: Any, old: str, new: str) -> Any:
+    """``value`` with every leaf equal to ``old`` replaced by ``new``."""
+    if isinstance(value, dict):
+        return {key: _renamed(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_renamed(item, old, new) for item in value]
+    return new if value == old else value
+
+
+def _walk_the_turn() -> tuple[list[dict[str, Any]], int]:
+    """One run whose single turn holds, for each field of an update or a permission request, the turn's messages
+    with that field (alone) set to EVIL, each copy with a tool call id of its own; and how many messages that is."""
+    turn: list[dict[str, Any]] = []
+    for number, (index, path) in enumerate(_fields()):
+        if TEMPLATE[index][0] not in ONCE:
+            messages = [(where, _renamed(body, "t1", f"t1-{number}")) for where, body in _with_evil(index, path)]
+            turn += _turn_steps(messages, request_id=100 + number)
+    return _handshake_steps(TEMPLATE) + turn + _end_steps(TEMPLATE), len(turn)
 
 
 def _field_id(field: tuple[int, tuple[Any, ...]]) -> str:
@@ -172,14 +206,20 @@ def _show_text(path: Path, fmt: str = "text") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("field", _fields(), ids=_field_id)
-def test_an_escape_sequence_in_any_field_reaches_neither_the_prompt_screen_nor_show(
-    cli: Cli, field: tuple[int, tuple[Any, ...]]
-) -> None:
+def _agent_messages(journal: Path) -> int:
+    """How many updates and permission requests from the agent the journal holds."""
+    records = [json.loads(line) for line in journal.read_bytes().splitlines()]
+    kinds = ("update", "permission_request")
+    return sum(record.get("type") == "line" and record.get("kind") in kinds for record in records)
+
+
+def _assert_run_is_clean(cli: Cli, steps: list[dict[str, Any]]) -> tuple[int, Path]:
+    """Run ``tinyacp prompt`` with this agent on a pseudo-terminal: neither its screen nor ``show`` of its journal
+    holds anything a terminal acts on, and ``show --format json`` is strict JSON. Returns the exit status and the
+    journal."""
     journal = cli.tmp / "run.jsonl"
-    agent = cli.scripted(_steps(_with_evil(*field)))
-    terminal = Terminal(cli, "prompt", "-y", "--journal", str(journal), "--agent", agent, "hi")
-    terminal.finish()
+    terminal = Terminal(cli, "prompt", "-y", "--journal", str(journal), "--agent", cli.scripted(steps), "hi")
+    status = terminal.finish(timeout=120)
     assert b"Traceback" not in terminal.output
     assert_clean(terminal.output, ours=True)
     code, out, err = _show_text(journal)
@@ -191,6 +231,21 @@ def test_an_escape_sequence_in_any_field_reaches_neither_the_prompt_screen_nor_s
     assert out.isascii()
     for line in out.splitlines():
         json.loads(line, parse_constant=_no_constant)
+    return status, journal
+
+
+@pytest.mark.parametrize("field", [field for field in _fields() if TEMPLATE[field[0]][0] in ONCE], ids=_field_id)
+def test_an_escape_sequence_in_any_field_of_a_once_per_run_message_reaches_neither_the_prompt_screen_nor_show(
+    cli: Cli, field: tuple[int, tuple[Any, ...]]
+) -> None:
+    _assert_run_is_clean(cli, _steps(_with_evil(*field)))
+
+
+def test_an_escape_sequence_in_any_field_of_the_turn_reaches_neither_the_prompt_screen_nor_show(cli: Cli) -> None:
+    steps, messages = _walk_the_turn()
+    status, journal = _assert_run_is_clean(cli, steps)
+    assert status == 0  # the turn ran to its end: every copy reached the display
+    assert _agent_messages(journal) == messages
 
 
 def test_the_walk_covers_every_update_kind_the_permission_request_and_both_answers() -> None:
