@@ -33,10 +33,15 @@ CORE_MODULES = frozenset({"test_conversation", "test_core_property", "test_messa
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones."""
+    """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones.
+
+    Under pytest-xdist the slow tests are put first (in their order), so that none of them starts last and keeps
+    one worker busy while the others have nothing left to do."""
     for item in items:
         if item.path.stem in CORE_MODULES and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.core)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 UPDATE_KINDS = [

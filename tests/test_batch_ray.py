@@ -100,6 +100,7 @@ def no_agent_left_in(work: Path) -> None:
 
 
 # One test: under pytest-xdist, tests of this module could go to different workers, each starting a cluster.
+@pytest.mark.slow
 def test_the_ray_engine_on_a_two_node_loopback_cluster(cluster: Path, tmp_path: Path) -> None:
     addresses = listening_addresses(ray_processes(cluster))
     assert addresses

@@ -34,6 +34,7 @@ KiB = 1024
 SMALL, LARGE = 10_000, 100_000
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path: Path) -> None:
     env = dict(os.environ)
     src = str(Path(tinyacp.__file__).resolve().parent.parent)

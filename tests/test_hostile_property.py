@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -112,6 +113,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=journals())
 def test_show_renders_any_bytes_with_status_0_and_nothing_a_terminal_acts_on(tmp_path: Path, data: bytes) -> None:
@@ -129,6 +131,7 @@ def test_show_renders_any_bytes_with_status_0_and_nothing_a_terminal_acts_on(tmp
     assert_clean(err.getvalue())
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=journals(), client=st.lists(agent_lines, max_size=4), strict=st.booleans())
 def test_replay_serves_any_bytes_with_its_documented_status(
@@ -158,6 +161,7 @@ def test_replay_serves_any_bytes_with_its_documented_status(
 _STATUSES = {int(code) for code in Exit}
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(agent_lines, min_size=1, max_size=8), reason=st.sampled_from(["end_turn"]) | hostile_text)
 def test_the_live_display_shows_any_agent_lines_without_a_control_character(

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import tinyacp
 from conftest import wait_for
 from tinyacp._process import _live_group_members
@@ -96,6 +98,7 @@ def settled(baseline: Footprint) -> Footprint:
     return Footprint.now()
 
 
+@pytest.mark.slow
 def test_500_sync_clients_in_a_row_leave_no_fd_thread_process_or_memory_behind() -> None:
     def one(number: int) -> None:
         client = tinyacp.Client(options(number))
@@ -117,6 +120,7 @@ def test_500_sync_clients_in_a_row_leave_no_fd_thread_process_or_memory_behind()
     check(baseline, middle, settled(baseline))
 
 
+@pytest.mark.slow
 def test_500_async_clients_in_a_row_leave_no_fd_thread_process_or_memory_behind() -> None:
     async def one(number: int) -> None:
         async with tinyacp.AsyncClient(options(number)) as client:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import TESTS
 
 ROOT = TESTS.parent
@@ -41,6 +43,7 @@ def copy_repository(target: Path) -> None:
             shutil.copy2(source, target / name)
 
 
+@pytest.mark.slow
 def test_a_copy_alone_in_an_empty_directory_collects_the_suite_and_passes_the_core_layer(tmp_path: Path) -> None:
     copy = tmp_path / "alone" / "repo"
     copy_repository(copy)
