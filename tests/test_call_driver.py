@@ -451,3 +451,24 @@ def test_a_failing_flush_stops_the_client_before_it_acts(make_client: MakeClient
     with pytest.raises(tinyacp.ObserverError, match="disk full"):
         client.prompt("s1", "go")
     assert client.closed
+
+
+def test_a_failing_flush_is_what_a_failing_call_raises_its_own_error_the_context(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    error = {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "overloaded"}}
+    burst = update_line("a") + json.dumps(error).encode() + b"\n"  # one write: the client reads both at once
+    agent = scripted([*handshake(), {"op": "raw_b64", "data": base64.b64encode(burst).decode()}, {"op": "hang"}])
+
+    class Failing(Recorder):
+        def flush(self) -> None:
+            if self.updates:
+                raise OSError("disk full")
+
+    client = make_client(command=agent.argv, observer=Failing(), timeout=30)
+    client.initialize()
+    client.new_session("/")
+    with pytest.raises(tinyacp.ObserverError, match="disk full") as raised:
+        client.prompt("s1", "go")
+    assert isinstance(raised.value.__context__, tinyacp.RequestError)  # the agent's error, not lost either
+    assert client.closed  # a failing observer tears down, though a RequestError alone would not

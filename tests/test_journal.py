@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -20,6 +21,7 @@ from conftest import (
     handshake,
 )
 from tinyacp._journal import last_epoch, read_journal
+from tinyacp._process import _live_group_members
 
 DEMO = [sys.executable, "-m", "tinyacp.demo"]
 
@@ -328,3 +330,38 @@ def test_a_journal_that_cannot_write_at_the_flush_point_stops_the_client_before_
     records = tinyacp.JsonlJournal.read(path)
     assert [record.get("kind") for record in records[-2:]] == ["permission_request", None]
     assert records[-1]["type"] == "decision" and sum(record.get("kind") == "update" for record in records) == 50
+
+
+def test_a_cancelled_task_leaves_every_line_it_recorded_in_the_journal(tmp_path: Path, scripted: Any) -> None:
+    path = tmp_path / "j.jsonl"
+    agent = scripted(
+        [
+            *handshake()[:2],
+            {"op": "expect", "method": "session/new"},  # it floods instead of answering
+            {"op": "flood", "count": 2_000_000, "text": "w"},
+            {"op": "hang"},
+        ]
+    )
+    journal = tinyacp.JsonlJournal(path)
+    counted = Journaled(journal)
+
+    async def main() -> tinyacp.AsyncClient:
+        client = tinyacp.AsyncClient(tinyacp.Options(command=agent.argv, observer=counted, kill_grace=0.5))
+        try:
+            await client.initialize(timeout=30)
+            call = asyncio.ensure_future(client.new_session(tmp_path, timeout=60))
+            while len(counted.updates) < 2000 and not call.done():  # the flood goes on: the driver is mid-batch
+                await asyncio.sleep(0.001)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            # Before the journal is closed, the file holds every update the observer saw.
+            recorded = [record for record in tinyacp.JsonlJournal.read(path) if record.get("kind") == "update"]
+            assert len(recorded) == len(counted.updates) >= 2000
+        finally:
+            await client.close()
+        return client
+
+    client = asyncio.run(asyncio.wait_for(main(), 60))
+    journal.close()
+    assert not _live_group_members(client.pid)

@@ -513,8 +513,12 @@ class CallDriver:
         ``error`` as its context."""
         if isinstance(error, ObserverError):  # the observer already failed: its error is the one to report
             yield from self._flush_quietly()
-        else:
+            return
+        try:
             yield from self._flush()
+        except ObserverError as failed:
+            failed.__context__ = error  # the flush's own error stays its cause
+            raise
 
     def _flush_quietly(self) -> Driven[None]:
         """The flush point on the way out with an interruption (a cancelled task, Ctrl-C): that stays what is
