@@ -190,11 +190,8 @@ class CallDriver:
             yield from self._flush()
         except GeneratorExit:
             raise
-        except Exception as exc:
-            yield from self._flush_before_raising(exc)
-            raise
-        except BaseException:
-            yield from self._flush_quietly()
+        except BaseException as exc:
+            yield from self._flush_on_the_way_out(exc)
             raise
         finally:
             self.core.end_call()
@@ -210,11 +207,8 @@ class CallDriver:
             yield from self._salvaged()
         except GeneratorExit:
             raise
-        except Exception as exc:
-            yield from self._flush_before_raising(exc)
-            raise
-        except BaseException:
-            yield from self._flush_quietly()
+        except BaseException as exc:
+            yield from self._flush_on_the_way_out(exc)
             raise
         yield from self._flush()
 
@@ -506,6 +500,14 @@ class CallDriver:
             raise observer_failed(flush, exc) from exc
         if result is not None:
             yield from self._awaited(flush, result)
+
+    def _flush_on_the_way_out(self, error: BaseException) -> Driven[None]:
+        """The flush point before ``error`` leaves a call: an error is reported after the flush (or the flush's
+        own failure instead), an interruption (Ctrl-C, a cancelled task) stays what is raised."""
+        if isinstance(error, Exception):
+            yield from self._flush_before_raising(error)
+        else:
+            yield from self._flush_quietly()
 
     def _flush_before_raising(self, error: Exception) -> Driven[None]:
         """The flush point before a call raises ``error``: if the flush fails, what was recorded is not durable,
