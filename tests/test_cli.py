@@ -724,7 +724,11 @@ def test_import_tinyacp_does_not_import_the_cli() -> None:
 # runner and the subcommands' own modules are imported when a subcommand runs, never to show the help.
 _NOT_FOR_HELP = (
     "asyncio",
+    "msgspec",
+    "subprocess",
     "tomllib",
+    "tinyacp._client",
+    "tinyacp._messages",
     "tinyacp._async_client",
     "tinyacp._journal",
     "tinyacp.batch",

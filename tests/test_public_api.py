@@ -6,7 +6,10 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import os
 import re
+import subprocess
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +91,26 @@ def test_lazy_names_are_served_and_unknown_names_raise_attribute_error() -> None
     assert tinyacp.JsonlJournal.__name__ == "JsonlJournal"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         tinyacp.Nope  # noqa: B018
+
+
+def test_import_tinyacp_loads_the_errors_and_the_version_and_the_rest_on_first_use() -> None:
+    """A program (or ``tinyacp --help``) that imports the package pays for msgspec and the clients only when it
+    first touches them; then every name is the same object as before."""
+    probe = (
+        "import sys, tinyacp\n"
+        "print(sorted(m for m in ('msgspec', 'tinyacp._client', 'tinyacp._messages') if m in sys.modules))\n"
+        "assert isinstance(tinyacp.AgentExited('x'), tinyacp.TinyAcpError)\n"
+        "print(tinyacp.Client.__module__, 'msgspec' in sys.modules)\n"
+        "import tinyacp._client\n"
+        "print(tinyacp.Client is tinyacp._client.Client)\n"
+    )
+    src = str(Path(tinyacp.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=src)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "tinyacp._client True", "True"]
 
 
 # -- one API, both ways ---------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import msgspec
 
+from ._constants import SYSTEM_PROMPT_MODES
+
 __all__ = [
     "AgentCapabilities",
     "ConfigChoice",
@@ -653,14 +655,6 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash((Secret, self.value))
-
-
-SECRET_MARKER = "<secret>"
-"""What a journal writes in place of each secret's value."""
-
-
-SYSTEM_PROMPT_MODES = ("append", "override")
-"""The values of :attr:`SystemPrompt.mode`."""
 
 
 class SystemPrompt(msgspec.Struct, frozen=True):

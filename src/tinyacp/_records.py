@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
+from ._constants import SECRET_MARKER
 from ._limits import Overflow
 from ._messages import (
-    SECRET_MARKER,
     AgentMessageChunk,
     AgentThoughtChunk,
     RequestId,

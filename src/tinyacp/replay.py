@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ._constants import SECRET_MARKER
 from ._errors import ReaderExhaustion
-from ._messages import SECRET_MARKER
 from .reader import LineReader, ReaderLimits
 
 __all__ = ["Recording", "Replayer", "load_recording", "main"]

@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .._constants import SYSTEM_PROMPT_MODES
 from .._limits import TransferLimits
-from .._messages import SYSTEM_PROMPT_MODES
 from .._version import __version__
 from ..reader import DEFAULT_MAX_LINE
 from ._dirs import default_config_path

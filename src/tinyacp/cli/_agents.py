@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._messages import SYSTEM_PROMPT_MODES
+from .._constants import SYSTEM_PROMPT_MODES
 from ._dirs import default_config_path
 from ._exit import UsageProblem
 
