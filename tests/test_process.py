@@ -550,3 +550,30 @@ def test_stderr_can_go_to_the_callers_file(agents: Agents, tmp_path: Path, as_fd
         assert proc.terminate(1.0) == 0
     assert log.read_bytes() == b"logged"
     assert proc.stderr_tail() is None
+
+
+def _blocked_signals(tid: int) -> set[int]:
+    """The signals a thread of this process blocks, from its ``SigBlk`` mask in /proc."""
+    with open(f"/proc/self/task/{tid}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads each thread's signal mask in /proc")
+def test_the_threads_tinyacp_starts_take_no_signal_so_ctrl_c_reaches_the_main_thread(agents: Agents) -> None:
+    """A signal sent to the process goes to any thread that does not block it; the Python handler then waits for
+    the main thread to run Python code. If a helper could take Ctrl-C, a main thread blocked in a wait would sleep
+    through it. The stderr tail and the kill timer block every signal; the main thread blocks none of them."""
+    before = {int(tid) for tid in os.listdir("/proc/self/task")}
+    proc = agents.spawn("--ignore-term", stderr="tail")  # the stderr tail: a thread of ours
+    agents.report(proc)
+    proc.start_kill(5.0)  # the kill timer: another (the agent ignores the SIGTERM, so the timer waits)
+    ours = {int(tid) for tid in os.listdir("/proc/self/task")} - before
+    try:
+        assert len(ours) == 2, "the stderr tail and the kill timer are running"
+        catchable = {int(sig) for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)}
+        for tid in ours:
+            assert catchable <= _blocked_signals(tid)
+        assert signal.SIGINT not in _blocked_signals(threading.get_native_id())
+    finally:
+        proc.terminate(0.5)

@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Final, Literal, TypeAlias
 
 from ._errors import SpawnError, describe_returncode
@@ -299,7 +299,7 @@ class AgentProcess:
         except IndexError:
             return  # the timer is already running
         try:
-            _thread.start_new_thread(self._kill_after, (grace,))
+            start_signal_free_thread(self._kill_after, (grace,))
         except RuntimeError:  # no thread to be had; terminate() still escalates
             self._kill_done.release()
 
@@ -488,7 +488,7 @@ class _StderrTail:
     def start(self) -> None:
         self._running.acquire()
         try:
-            _thread.start_new_thread(self._main, ())
+            start_signal_free_thread(self._main, ())
         except BaseException:
             self._running.release()
             raise
@@ -702,3 +702,29 @@ def _spawn_failure(program: str, cwd: str | os.PathLike[str] | None, exc: OSErro
     if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
         return f"cannot start the agent {program!r}: working directory {os.fsdecode(cwd)!r}: {reason}"
     return f"cannot start the agent {program!r}: {reason}"
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Block every signal in this thread meanwhile; a thread started inside inherits the mask and never takes one.
+
+    A signal sent to the process (Ctrl-C from the terminal, SIGTERM) goes to any thread that does not block it. Taken
+    by a helper thread, it only marks the Python handler as due: the handler runs in the main thread, and only when
+    that thread next runs Python code, so a main thread blocked in ``poll``/``select`` would sleep through it. With
+    the helpers blocking every signal, the kernel delivers it to the main thread, whose wait it interrupts.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def start_signal_free_thread(function: Callable[..., object], args: tuple[object, ...]) -> None:
+    """Start a raw thread that takes no signal (see :func:`signals_blocked`).
+
+    Raises:
+        RuntimeError: no thread could be started.
+    """
+    with signals_blocked():
+        _thread.start_new_thread(function, args)

@@ -19,6 +19,7 @@ import msgspec
 
 from .._errors import BatchEngineError, BatchError, BatchItemError
 from .._permissions import PermissionPolicy
+from .._process import signals_blocked
 from ._agents import load_config
 from ._display import fit, isatty, one_line, print_error
 
@@ -39,7 +40,8 @@ class ProgressLine:
         self._progress: Any = None
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="tinyacp-batch-progress", daemon=True)
-        self._thread.start()
+        with signals_blocked():  # Ctrl-C must reach the main thread
+            self._thread.start()
 
     def update(self, progress: Any) -> None:
         """Show the progress now."""

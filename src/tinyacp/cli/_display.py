@@ -39,6 +39,7 @@ from .._messages import (
     UsageUpdate,
 )
 from .._permissions import PermissionRequest
+from .._process import signals_blocked
 from .._records import Update
 
 __all__ = [
@@ -262,7 +263,8 @@ class Display:
         if self.quiet:
             return
         self._ticker = threading.Thread(target=self._tick, name="tinyacp-display", daemon=True)
-        self._ticker.start()
+        with signals_blocked():  # Ctrl-C must reach the main thread
+            self._ticker.start()
 
     def stop(self) -> None:
         """Stop the spinner and clear the live region. Idempotent."""
