@@ -546,7 +546,7 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
     sizes = [1000, 5000] if args.quick else [100_000, 1_000_000]
     runs = 1 if args.quick else args.runs
     kill_grace = 0.2 if args.quick else 2.0
-    grandchildren = 20
+    grandchildren = 4 if args.quick else 20
     have_sdk = sdk_version() is not None
     have_journal = journal_available()
     started = time.monotonic()
@@ -574,7 +574,7 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
     many = measure_many(args, progress)
 
     progress("import, initialize and teardown")
-    edge_runs = 3 if args.quick else 9
+    edge_runs = 1 if args.quick else 9
     edges = Edges(
         import_ms=import_times(edge_runs, "tinyacp"),
         msgspec_ms=import_times(edge_runs, "msgspec"),

@@ -14,14 +14,6 @@ from typing import Any
 
 import pytest
 
-# Before Ray is imported: Ray then takes the loopback address as this machine's, for every node of the cluster.
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-if os.environ.get("TINYACP_REQUIRE_RAY") != "1":  # CI sets it: there a missing Ray is a failure, not a skip
-    pytest.importorskip("ray", reason='the Ray engine tests need the ray extra: pip install -e ".[test,ray]"')
-
-import ray
-from ray.cluster_utils import Cluster
-
 import tinyacp
 from conftest import Background, wait_for
 from test_batch import epochs, live_processes, processes_in, records
@@ -66,9 +58,23 @@ def listening_addresses(pids: list[int]) -> list[str]:
     return found
 
 
+def import_ray() -> None:
+    """Ray, imported when the cluster starts rather than when the suite is collected (it costs most of a second
+    of CPU in every process that collects this module)."""
+    # Before Ray is imported: Ray then takes the loopback address as this machine's, for every node of the cluster.
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if os.environ.get("TINYACP_REQUIRE_RAY") != "1":  # CI sets it: there a missing Ray is a failure, not a skip
+        pytest.importorskip("ray", reason='the Ray engine tests need the ray extra: pip install -e ".[test,ray]"')
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The cluster; yields Ray's temp dir as its processes see it."""
+    """The cluster; yields Ray's temp dir as its processes see it. Only what the engine needs runs on each node:
+    no dashboard, no autoscaler monitor and no log monitor (the driver does not print the workers' logs)."""
+    import_ray()
+    import ray
+    from ray.cluster_utils import Cluster
+
     physical = tmp_path_factory.mktemp("ray")
     # Ray's unix sockets live under its temp dir and a socket path may not pass 107 bytes: Ray gets a short
     # symbolic link to the directory under the test's tmp path (which is long under pytest-xdist).
@@ -77,8 +83,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = short / "t"
     saved = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = str(tmp)  # Ray's temp dir (sessions, sockets, logs) and its address file
-    node: dict[str, Any] = {"num_cpus": 1, "resources": {"tinyacp_turns": SLOTS}, "node_ip_address": "127.0.0.1"}
-    started = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    node: dict[str, Any] = {
+        "num_cpus": 1,
+        "resources": {"tinyacp_turns": SLOTS},
+        "node_ip_address": "127.0.0.1",
+        "include_log_monitor": False,
+    }
+    head = {**node, "include_dashboard": False, "no_monitor": True}
+    started = Cluster(initialize_head=True, head_node_args=head)
     try:
         started.add_node(**node)
         ray.init(address=started.address, log_to_driver=False, configure_logging=False)
@@ -120,6 +132,8 @@ def turns_are_placed_on_both_nodes_and_each_id_gets_one_record(out: Path, work: 
     got = records(out)
     assert sorted(record.id for record in got) == list(range(10))
     assert summary.all_ok and summary.ran == 10 and summary.client_cpu_seconds > 0
+    import ray
+
     alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}  # type: ignore[no-untyped-call]
     assert len(alive) == 2
     assert {record.node for record in got} == alive
