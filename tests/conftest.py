@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
 import os
 import sys
@@ -48,13 +49,37 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones.
 
-    Under pytest-xdist the slow tests are put first (in their order), so that none of them starts last and keeps
-    one worker busy while the others have nothing left to do."""
+    Under pytest-xdist the slow tests are spread over the workers' first shares (see :func:`spread_slow_tests`).
+    """
     for item in items:
         if item.path.stem in CORE_MODULES and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.core)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if os.environ.get("PYTEST_XDIST_WORKER") and workers > 1:
+        items[:] = spread_slow_tests(items, workers)
+
+
+def spread_slow_tests(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The order that starts every slow test early and on every worker alike.
+
+    xdist's first distribution gives each of ``workers`` idle workers the next ``len(left) // (workers - i)``
+    items, in order; a worker that runs out takes tests from the end of the longest queue, but never the last two
+    of a queue. So the slow tests go at the head of each share, dealt in turn in the order they were collected,
+    and the quick tests fill the shares: none of the slow ones is left to run alone at the end, and
+    what is taken from a busy worker is quick tests.
+    """
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    quick = iter([item for item in items if item.get_closest_marker("slow") is None])
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for worker in range(workers):
+        share = left // (workers - worker)
+        left -= share
+        head = slow[worker::workers]
+        ordered += head
+        ordered += itertools.islice(quick, max(0, share - len(head)))
+    ordered += quick
+    return ordered
 
 
 UPDATE_KINDS = [
