@@ -46,6 +46,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return WorkStealingScheduling(config, log)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: two workers per core. A quarter of the suite's time is spent waiting on agents (their start,
+    deadlines that must pass, a grace before a kill), and a second worker on each core runs tests meanwhile: on 2
+    cores the suite took about 155 s with 2 workers and 130 s with 4. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still
+    decides when it is set, and ``-n logical`` is left to xdist."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.getoption("numprocesses") == "logical":
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 2 * cores
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones.
 
