@@ -97,7 +97,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield tmp
     finally:
         ray.shutdown()
-        started.shutdown()  # type: ignore[no-untyped-call]
+        started.shutdown()
         if saved is None:
             del os.environ["RAY_TMPDIR"]
         else:
@@ -134,7 +134,7 @@ def turns_are_placed_on_both_nodes_and_each_id_gets_one_record(out: Path, work: 
     assert summary.all_ok and summary.ran == 10 and summary.client_cpu_seconds > 0
     import ray
 
-    alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}  # type: ignore[no-untyped-call]
+    alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
     assert len(alive) == 2
     assert {record.node for record in got} == alive
     for record in got:

@@ -117,10 +117,18 @@ def _no_constant(name: str) -> Any:
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=journals())
-def test_show_renders_any_bytes_with_status_0_and_nothing_a_terminal_acts_on(tmp_path: Path, data: bytes) -> None:
+@given(data=journals(), client=st.lists(agent_lines, max_size=4), strict=st.booleans())
+def test_show_and_replay_take_any_bytes_with_their_documented_status_and_nothing_a_terminal_acts_on(
+    tmp_path: Path, data: bytes, client: list[bytes], strict: bool
+) -> None:
+    # One property for both readers of a journal: drawing a journal costs far more than reading it twice.
     path = tmp_path / "j.jsonl"
     path.write_bytes(data)
+    show_renders_it_with_status_0_and_nothing_a_terminal_acts_on(path)
+    replay_serves_it_with_its_documented_status(path, tmp_path / "client", client, strict)
+
+
+def show_renders_it_with_status_0_and_nothing_a_terminal_acts_on(path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     assert show(path, "text", out, err) == 0
     assert_clean(out.getvalue())
@@ -133,20 +141,14 @@ def test_show_renders_any_bytes_with_status_0_and_nothing_a_terminal_acts_on(tmp
     assert_clean(err.getvalue())
 
 
-@pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=journals(), client=st.lists(agent_lines, max_size=4), strict=st.booleans())
-def test_replay_serves_any_bytes_with_its_documented_status(
-    tmp_path: Path, data: bytes, client: list[bytes], strict: bool
+def replay_serves_it_with_its_documented_status(
+    path: Path, client_path: Path, client: list[bytes], strict: bool
 ) -> None:
-    path = tmp_path / "j.jsonl"
-    path.write_bytes(data)
     log = io.StringIO()
     try:
         recording = load_recording(path)
     except JournalUnusable:
         return  # `tinyacp replay` says so in one line and exits EXIT_BAD_JOURNAL
-    client_path = tmp_path / "client"
     client_path.write_bytes(b"".join(line + b"\n" for line in client))
     in_fd = os.open(client_path, os.O_RDONLY)
     out_fd = os.open(os.devnull, os.O_WRONLY)
