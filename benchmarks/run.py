@@ -561,7 +561,8 @@ def report(args: argparse.Namespace) -> None:  # noqa: C901, PLR0912  one sectio
             for row in THROUGHPUT_ROWS:
                 if (row is SDK and not have_sdk) or (row is JOURNAL and not have_journal):
                     continue
-                if row is SDK and n == sizes[-1] and n != sizes[0] and round_ >= args.sdk_large_runs:
+                sdk_large_runs = 0 if args.quick else args.sdk_large_runs  # quick: the SDK's import once is enough
+                if row is SDK and n == sizes[-1] and n != sizes[0] and round_ >= sdk_large_runs:
                     continue
                 progress(f"round {round_ + 1}/{runs}: {row.key} N={n}")
                 samples = throughput[n].setdefault(row.key, Samples())
