@@ -937,6 +937,18 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+def test_a_run_adds_the_options_of_its_own_subcommand_only() -> None:
+    from tinyacp.cli import build_parser
+
+    parser = build_parser(lazy=True)
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    every = set(_subparsers()) - {"demo-agent"}
+    assert set(action.pending) == every  # type: ignore[attr-defined]
+    args = parser.parse_args(["show", "j.jsonl", "--format", "json"])
+    assert args.journal == Path("j.jsonl") and args.format == "json"
+    assert set(action.pending) == every - {"show"}  # type: ignore[attr-defined]
+
+
 def test_docs_cli_shows_every_flag_of_every_command() -> None:
     text = DOC.read_text()
     missing = [

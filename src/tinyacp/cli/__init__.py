@@ -20,6 +20,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .._constants import SYSTEM_PROMPT_MODES
 from .._limits import TransferLimits
@@ -86,14 +87,55 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``tinyacp``."""
+_Options = Callable[[argparse.ArgumentParser], None]
+
+
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]  # generic only in the stubs
+    """Subcommands whose own options are added when one of them is chosen on the command line.
+
+    ``tinyacp --help`` needs only their names and summaries, and a run only its own subcommand's options: adding
+    every subcommand's options (and importing ``replay`` for its own) cost each run about 14 ms of its start.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending: dict[str, _Options] = {}
+
+    def add(self, name: str, options: _Options, **kwargs: Any) -> argparse.ArgumentParser:
+        """Add the subcommand ``name``; ``options`` adds its own options to its parser when it is chosen."""
+        parser: argparse.ArgumentParser = self.add_parser(name, **kwargs)
+        self.pending[name] = options
+        return parser
+
+    def complete(self, name: str) -> None:
+        """Add the options of ``name`` if they are not there yet."""
+        options = self.pending.pop(name, None)
+        if options is not None:
+            options(self.choices[name])
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if isinstance(values, list) and values:
+            self.complete(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The command line of ``tinyacp``. With ``lazy``, a subcommand's own options are added only once the command
+    line names it (what ``main`` uses); otherwise every subcommand is complete."""
     parser = argparse.ArgumentParser(
         prog="tinyacp",
         description="Send prompts to coding agents that speak ACP, watch them work, decide what they may run.",
     )
+    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"tinyacp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    assert isinstance(commands, _Subcommands)
 
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
@@ -112,14 +154,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--cwd", default=".", metavar="DIR", help="the session's working directory (default: .)")
 
-    prompt = commands.add_parser(
+    commands.add(
         "prompt",
+        _prompt_options,
         parents=[config, agent],
         help="send a prompt to an agent and show what it does",
         description="Send TEXT to the agent, show its work on stderr, stream its reply to stdout.",
         epilog=EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    commands.add(
+        "chat",
+        _chat_options,
+        parents=[config, agent],
+        help="a conversation with an agent on a terminal, one session, many turns",
+        description="Talk with the agent turn after turn in one session. Ctrl-C cancels the turn, not the chat; "
+        "Ctrl-D ends the chat and closes the session. /help lists the commands.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands.add(
+        "probe",
+        _probe_options,
+        parents=[config, agent],
+        help="start an agent and show what it offers",
+        description="Start the agent, initialize, print what it offers, stop it.",
+    )
+    commands.add(
+        "sessions",
+        _sessions_options,
+        parents=[config],
+        help="the sessions tinyacp ran, most recent first (--continue picks up the first of an agent and directory)",
+    )
+    commands.add("agents", _agents_options, parents=[config], help="list the agents known by name")
+    commands.add("show", _show_options, help="render a journal as a readable conversation")
+    commands.add(
+        "batch",
+        _add_batch_options,
+        parents=[config],
+        help="run many prompts from a JSONL file, resumably (local or on Ray)",
+        description="tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them.",
+        epilog=BATCH_EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands.add("replay", _replay_options, help="be a recorded agent: replay a journal's agent side (a test double)")
+    commands.add_parser(
+        "demo-agent",
+        help="run the built-in demo agent on stdin/stdout (same flags as python -m tinyacp.demo)",
+        add_help=False,
+    )
+    if not lazy:
+        for name in list(commands.pending):
+            commands.complete(name)
+    return parser
+
+
+def _prompt_options(prompt: argparse.ArgumentParser) -> None:
     prompt.add_argument("text", nargs="+", metavar="TEXT", help="the prompt; - reads it from stdin")
     prompt.add_argument("--format", choices=("text", "json"), default="text", help="stdout: the reply, or events")
     content = prompt.add_argument_group("content")
@@ -128,34 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(prompt, chat=False)
     prompt.set_defaults(handler=_lazy("_commands", "cmd_prompt"))
 
-    chat = commands.add_parser(
-        "chat",
-        parents=[config, agent],
-        help="a conversation with an agent on a terminal, one session, many turns",
-        description="Talk with the agent turn after turn in one session. Ctrl-C cancels the turn, not the chat; "
-        "Ctrl-D ends the chat and closes the session. /help lists the commands.",
-        epilog=EXIT_STATUS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def _chat_options(chat: argparse.ArgumentParser) -> None:
     _add_run_options(chat, chat=True)
     chat.set_defaults(handler=_lazy("_commands", "cmd_chat"))
 
-    probe = commands.add_parser(
-        "probe",
-        parents=[config, agent],
-        help="start an agent and show what it offers",
-        description="Start the agent, initialize, print what it offers, stop it.",
-    )
+
+def _probe_options(probe: argparse.ArgumentParser) -> None:
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--auth", metavar="METHOD", help="log in with this auth method before opening the session")
     probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
     probe.set_defaults(handler=_lazy("_commands", "cmd_probe"))
 
-    sessions = commands.add_parser(
-        "sessions",
-        parents=[config],
-        help="the sessions tinyacp ran, most recent first (--continue picks up the first of an agent and directory)",
-    )
+
+def _sessions_options(sessions: argparse.ArgumentParser) -> None:
     sessions.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
     sessions.add_argument("--agent-command", metavar='"CMD ARGS"', help="only the sessions of this command line")
     sessions.add_argument("--cwd", metavar="DIR", help="only the sessions in this directory")
@@ -163,41 +239,24 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
     sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
 
-    agents = commands.add_parser("agents", parents=[config], help="list the agents known by name")
+
+def _agents_options(agents: argparse.ArgumentParser) -> None:
     agents.add_argument("--format", choices=("text", "json"), default="text")
     agents.set_defaults(handler=_lazy("_commands", "cmd_agents"))
 
-    show = commands.add_parser("show", help="render a journal as a readable conversation")
+
+def _show_options(show: argparse.ArgumentParser) -> None:
     show.add_argument("journal", type=Path, metavar="JOURNAL")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=_lazy("_commands", "cmd_show"))
 
-    batch = commands.add_parser(
-        "batch",
-        parents=[config],
-        help="run many prompts from a JSONL file, resumably (local or on Ray)",
-        description="tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them.",
-        epilog=BATCH_EXIT_STATUS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_batch_options(batch)
 
+def _replay_options(replayer: argparse.ArgumentParser) -> None:
     from .. import replay
 
-    replayer = commands.add_parser(
-        "replay",
-        help="be a recorded agent: replay a journal's agent side (a test double)",
-        description=(replay.__doc__ or "").split("\n\n")[1],
-    )
+    replayer.description = (replay.__doc__ or "").split("\n\n")[1]
     replay.build_parser(replayer)
     replayer.set_defaults(handler=replay.run)
-
-    commands.add_parser(
-        "demo-agent",
-        help="run the built-in demo agent on stdin/stdout (same flags as python -m tinyacp.demo)",
-        add_help=False,
-    )
-    return parser
 
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
@@ -308,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .. import demo
 
         return demo.main(args_list[1:])
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help(sys.stderr)
