@@ -7,8 +7,12 @@ that marker may be left (the CLI, its agent, or anything the agent started).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import fcntl
+import functools
+import io
 import json
+import operator
 import os
 import pty
 import re
@@ -20,7 +24,9 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -522,6 +528,84 @@ def test_ctrl_c_while_asking_cancels_the_turn(cli: Cli) -> None:
     (decision,) = [record for record in tinyacp.JsonlJournal.read(journal) if record["type"] == "decision"]
     assert decision["outcome"] == {"outcome": "cancelled"}
     assert b"Traceback" not in terminal.output
+
+
+class _Question:
+    """The prompt run's :class:`Asker` and :class:`Interrupts` in this process, wired as ``tinyacp prompt`` wires
+    them, asking on a pipe instead of a terminal."""
+
+    def __init__(self) -> None:
+        from tinyacp.cli._display import Display
+        from tinyacp.cli._run import Asker, Interrupts
+
+        self.display = Display(io.StringIO(), None)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.in_r, self.in_w = os.pipe()
+        self.interrupts = Interrupts(self.display, self.wake_w)
+        self.asker = Asker(self.display, self.in_r, self.wake_r, lambda: self.interrupts.interrupted)
+
+    def ask(self, unstick_after: float = 10.0) -> str:
+        """The person's answer; a waiting question gets ``n`` (reject) typed after ``unstick_after`` seconds, so
+        a wake-up that never comes fails the test instead of hanging it."""
+        from tinyacp import PermissionRequest
+        from tinyacp._messages import PermissionOption, PermissionToolCall
+        from tinyacp._process import signals_blocked
+
+        options = [PermissionOption("yes", "Yes", "allow_once"), PermissionOption("no", "No", "reject_once")]
+        request = PermissionRequest(1, b"{}", 1, "s1", PermissionToolCall("t1", "Read notes", "read"), options)
+        unstick = threading.Timer(unstick_after, os.write, (self.in_w, b"n\n"))
+        with signals_blocked():
+            unstick.start()
+        self.interrupts.install()
+        try:
+            return self.asker.ask(request, "'read' requests")
+        finally:
+            self.interrupts.restore()
+            unstick.cancel()
+            unstick.join()
+
+    def close(self) -> None:
+        for fd in (self.wake_r, self.wake_w, self.in_r, self.in_w):
+            os.close(fd)
+
+
+def test_ctrl_c_landing_just_before_the_question_waits_still_interrupts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Python handler runs only between two bytecodes: a SIGINT that lands after the interpreter last looked
+    # for signals and before select() sleeps is seen by no one until select() returns. Here it lands exactly
+    # there: raise() and select() run one after the other in C, with no bytecode between them.
+    from tinyacp.cli import _run
+
+    raise_signal = getattr(ctypes.CDLL(None), "raise")  # signal.raise_signal would run the handler at once
+    real_select = select.select
+    pending = [signal.SIGINT]
+
+    def select_after_a_signal(r: list[int], w: list[int], x: list[int]) -> Any:
+        calls = [functools.partial(real_select, r, w, x)]
+        if pending:
+            calls.insert(0, functools.partial(raise_signal, pending.pop()))
+        return list(map(operator.call, calls))[-1]
+
+    monkeypatch.setattr(_run, "select", types.SimpleNamespace(select=select_after_a_signal))
+    question = _Question()
+    try:
+        assert question.ask() == "interrupted"
+    finally:
+        question.close()
+    assert not pending and question.interrupts.interrupted
+
+
+def test_a_signal_of_an_earlier_moment_does_not_answer_the_question() -> None:
+    # A chat's Ctrl-C at the input line leaves its byte in the wake pipe; the next turn's question still waits.
+    question = _Question()
+    try:
+        os.write(question.wake_w, bytes([signal.SIGINT]))
+        os.write(question.in_w, b"y\n")
+        assert question.ask() == "once"
+    finally:
+        question.close()
+    assert not question.interrupts.interrupted
 
 
 def _evil_agent(cli: Cli) -> str:

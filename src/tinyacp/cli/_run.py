@@ -214,10 +214,11 @@ class JsonEvents:
 class Asker:
     """Asks the person on the terminal whether a tool call may run; Ctrl-C while asking cancels the turn."""
 
-    def __init__(self, display: Display, in_fd: int, wake_fd: int) -> None:
+    def __init__(self, display: Display, in_fd: int, wake_fd: int, interrupted: Callable[[], bool]) -> None:
         self._display = display
         self._in_fd = in_fd
         self._wake_fd = wake_fd
+        self._interrupted = interrupted
 
     def ask(self, request: PermissionRequest, remember: str) -> str:
         """Returns ``once``, ``run`` (allow such requests for the rest of this run), ``reject`` or ``interrupted``."""
@@ -250,13 +251,25 @@ class Asker:
         while True:
             readable, _, _ = select.select([self._in_fd, self._wake_fd], [], [])
             if self._wake_fd in readable:
-                os.read(self._wake_fd, 64)  # taken: a chat asks again in its next turn
-                return None
+                # A signal came. Its handler has run by now (Python runs it as soon as select returns): it says
+                # whether this turn is interrupted. A byte left by an earlier signal (Ctrl-C at a chat's input
+                # line) is only taken.
+                _drain(self._wake_fd)
+                if self._interrupted():
+                    return None
+                continue
             if self._in_fd in readable:
                 data = os.read(self._in_fd, 4096)
                 if not data:
                     return "eof"
                 return data.decode("utf-8", "replace").strip().lower()
+
+
+def _drain(fd: int) -> None:
+    """Take every byte waiting in the (non-blocking) wake pipe."""
+    with contextlib.suppress(OSError):  # BlockingIOError: empty
+        while os.read(fd, 4096):
+            pass
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -266,7 +279,12 @@ class Asker:
 class Interrupts:
     """Signal handlers for the run: the first Ctrl-C during the turn cancels it, the next one (or any Ctrl-C
     outside the turn, or SIGTERM/SIGHUP) kills the agent's group. Only signal-safe calls are made here:
-    ``Client.cancel`` and ``Client.kill`` are, by design; the display only gets a note in a deque."""
+    ``Client.cancel`` and ``Client.kill`` are, by design; the display only gets a note in a deque.
+
+    A handler runs in the main thread between two bytecodes, so it cannot itself wake a wait: a signal that lands
+    after the interpreter last looked for one and before ``select`` sleeps would wait for the next key. So
+    ``wake_w`` is the process's wake-up fd (:func:`signal.set_wakeup_fd`): a byte is written the moment the
+    signal arrives, and the :class:`Asker` waiting on its other end returns and looks at :attr:`interrupted`."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -281,20 +299,30 @@ class Interrupts:
         self.killed = False
         self.terminated_by: int | None = None
         self._previous: dict[int, Any] = {}
+        self._previous_wakeup: int | None = None
 
     def install(self) -> None:
         """Take over the signals. Outside the main thread (an embedding program) Python allows no handler: the
         program's own handling stays, and the client still tears the agent down when the run unwinds."""
         if threading.current_thread() is not threading.main_thread():
             return
+        self._previous_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:
-        """Give the signals back."""
+        """Give the signals back (and the wake-up fd, before the run closes ``wake_w``)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._previous_wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup)
+            self._previous_wakeup = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal cancelled this turn or is stopping the agent."""
+        return self.cancelled or self.killed
 
     def attach(self, client: Client) -> None:
         """The client exists: a kill asked for while it was being started happens now."""
@@ -328,8 +356,6 @@ class Interrupts:
                 client.kill()
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.display.note_from_signal(f"{name}: stopping the agent")
-        with contextlib.suppress(OSError):
-            os.write(self.wake_w, b"!")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -425,7 +451,7 @@ class RunObserver(BaseObserver):
 
     def _decide(self, request: PermissionRequest) -> tuple[str, str, str, PermissionReply | None]:  # noqa: PLR0911  one return per rule, in the order the rules apply
         """Who decides, by which rule, in words for the display, and the reply (None: leave it to the policy)."""
-        if self.interrupts.cancelled or self.interrupts.killed:
+        if self.interrupts.interrupted:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
         tool = request.tool_call
         rule = _policy_rule(self.policy, tool.kind, tool.title)
@@ -607,9 +633,10 @@ class PromptRun:
         if settings.json:
             self.events = JsonEvents(self.stdout, self.epoch, self.display)
         wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         interrupts = self.interrupts_class(self.display, wake_w)
-        asker = Asker(self.display, self.stdin_fd, wake_r) if settings.ask else None
+        asker = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted) if settings.ask else None
         observer = RunObserver(
             journal=self.journal,
             display=self.display,
