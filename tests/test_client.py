@@ -520,6 +520,43 @@ def test_an_update_after_the_prompt_response_is_recorded_during_the_next_call(
     assert second.text == "two"
 
 
+def test_updates_that_came_in_one_read_with_an_answer_are_recorded_in_order_by_the_next_call(
+    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
+) -> None:
+    response = {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}  # 0 initialize, 1 session/new
+    late = [chunk("late "), {"sessionUpdate": "available_commands_update", "availableCommands": []}, chunk("too")]
+    notifications = [
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": payload}}
+        for payload in late
+    ]
+    # One write: the answer and the updates after it reach the client in one read, so the first prompt returns
+    # with the updates read but not yet handled.
+    both = "".join(json.dumps(message) + "\n" for message in [response, *notifications]).encode()
+    agent = scripted(
+        [
+            *handshake(),
+            {"op": "raw_b64", "data": base64.b64encode(both).decode()},
+            {"op": "expect", "method": "session/prompt"},
+            update(chunk("!")),
+            end_turn(),
+        ]
+    )
+    recorder = Recorder()
+    client, session = open_session(make_client, agent, tmp_path, observer=recorder)
+    first = client.prompt(session.id, "one")
+    assert recorder.updates == []
+
+    second = client.prompt(session.id, "two")
+
+    assert [u.raw for u in recorder.updates] == [json.dumps(message).encode() for message in notifications] + [
+        recorder.updates[-1].raw
+    ]
+    assert [u.seq for u in recorder.updates] == [1, 2, 3, 4]
+    assert (first.text, first.chunk_count) == ("", 0)
+    # What reached the client after an answer counts in the turn in flight when it is handled, as before.
+    assert (second.text, second.chunk_count, second.update_count) == ("late too!", 3, 4)
+
+
 def test_an_update_after_the_last_response_is_recorded_at_close(
     make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
 ) -> None:

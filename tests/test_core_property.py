@@ -511,3 +511,84 @@ def test_any_agent_bytes_are_handled_or_raise_a_documented_error(
     for index, (name, _) in enumerate(harness.events):
         if name == "write" and harness.events[index - 2][0] != "call":
             event(f"wrote after {harness.events[index - 2][0]}")
+
+
+# -- the hot path, a run at a time ---------------------------------------------------------------------------
+
+
+class LineHarness(Harness):
+    """The harness, keeping what each call returned, not only its kind."""
+
+    def __init__(self, core: Conversation, reader: LineReader, plan: list[str], replies: list[Any]) -> None:
+        super().__init__(core, reader, plan, replies)
+        self.returned: list[str] = []
+
+    def finished(self, value: object) -> None:
+        self.returned.append(repr(value))
+        super().finished(value)
+
+
+class RunHarness(LineHarness):
+    """The same shell taking the agent's lines a batch at a time and its updates a run at a time, as the call
+    driver does: the core decodes a run, the observer records each update of it, the core collects the run."""
+
+    def _drain(self) -> bool:
+        while True:
+            batch = self.reader.poll_lines()
+            if not isinstance(batch, list):
+                if batch is ReaderEvent.EXHAUSTED:
+                    self.stopped = self.reader.status.error
+                    return False
+                return True
+            at = 0
+            while at < len(batch):
+                run = self.core.receive_updates(batch, at)
+                if run:
+                    assert [update.raw for update in run] == batch[at : at + len(run)]
+                    at += len(run)
+                    self.events.extend(("on_update", update) for update in run)
+                    self.core.updates_recorded(run)
+                    continue
+                at += 1
+                if not self.handle(batch[at - 1]):
+                    return False
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream=st.lists(
+        st.one_of(lines(), st.builds(lambda chunk: json.dumps(chunk).encode() + b"\n", reply_chunks())),
+        min_size=4,
+        max_size=24,
+    ),
+    sizes=st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=4),
+    plan=st.lists(st.sampled_from(["prompt", "prompt", "cancel", "new_session", "initialize"]), min_size=1, max_size=6),
+    answers=st.lists(replies, max_size=3),
+    limits=st.builds(
+        TransferLimits,
+        max_update_bytes=st.sampled_from([120, 400, 16384]),
+        max_updates=st.sampled_from([3, 12, 1000]),
+        max_reply_bytes=st.sampled_from([1, 6, 40, 10**6]),
+        max_reply_chunks=st.sampled_from([1, 3, 1000]),
+    ),
+)
+def test_updates_taken_a_run_at_a_time_give_exactly_what_they_give_one_line_at_a_time(
+    *, stream: list[bytes], sizes: list[int], plan: list[str], answers: list[Any], limits: TransferLimits
+) -> None:
+    outcomes = []
+    for harness_class in (LineHarness, RunHarness):
+        core = Conversation(
+            epoch=1,
+            transfer_limits=limits,
+            reader_limits=ReaderLimits(16384),
+            policy=PermissionPolicy(kinds={"read"}),
+            client_info=ClientInfo("fuzz", "1"),
+            has_observer=True,
+        )
+        harness = harness_class(core, LineReader(None, ReaderLimits(16384)), list(plan), list(answers))
+        harness.next_call()
+        harness.feed(b"".join(stream), sizes)
+        events = [(name, value if isinstance(value, bytes) else repr(value)) for name, value in harness.events]
+        outcomes.append((events, harness.returned, repr(harness.stopped), core.seq))
+    assert outcomes[1] == outcomes[0]

@@ -136,7 +136,40 @@ def drive_source(data: bytes, sizes: Sequence[int], limits: ReaderLimits) -> Out
     return lines, None, reader
 
 
-DRIVERS = [pytest.param(drive_sans_io, id="sans-io"), pytest.param(drive_source, id="source")]
+def drive_batches(data: bytes, sizes: Sequence[int], limits: ReaderLimits) -> Outcome:
+    """Like :func:`drive_sans_io`, but taking the lines with poll_lines(), every third time with poll() instead."""
+    reader = LineReader(limits=limits)
+    lines: list[bytes] = []
+    pos = 0
+    calls = 0
+    polls = 0
+    while True:
+        polls += 1
+        result = reader.poll_lines() if polls % 3 else reader.poll()
+        if isinstance(result, list):
+            assert result, "a batch holds at least one line"
+            lines.extend(result)
+        elif isinstance(result, bytes):
+            lines.append(result)
+        elif result is ReaderEvent.END_OF_INPUT:
+            return lines, None, reader
+        elif result is ReaderEvent.EXHAUSTED:
+            return lines, reader.status.error, reader
+        else:
+            assert result is ReaderEvent.NEED_DATA
+            view = reader.writable()
+            n = min(len(view), sizes[calls % len(sizes)], len(data) - pos)
+            calls += 1
+            view[:n] = data[pos : pos + n]
+            pos += n
+            reader.commit(n)
+
+
+DRIVERS = [
+    pytest.param(drive_sans_io, id="sans-io"),
+    pytest.param(drive_source, id="source"),
+    pytest.param(drive_batches, id="batches"),
+]
 
 
 def exhausted_reader(max_line: int = 4) -> LineReader:
@@ -344,6 +377,38 @@ def test_empty_input_reads_as_none() -> None:
     assert reader.status == ReaderStatus(lines=0, bytes=0, state=ReaderState.EOF)
 
 
+def test_poll_lines_hands_out_the_buffered_lines_at_once_in_order_and_mixes_with_poll() -> None:
+    reader = LineReader()
+    assert reader.poll_lines() is ReaderEvent.NEED_DATA
+    data = b"a\nb\r\n\ncd\ne\nf"
+    reader.writable()[: len(data)] = data
+    reader.commit(len(data))
+    assert reader.poll() == b"a"
+    assert reader.poll_lines() == [b"b\r", b"", b"cd", b"e"]
+    assert reader.poll_lines() is ReaderEvent.NEED_DATA
+    reader.commit(0)
+    assert reader.poll_lines() == [b"f"]
+    assert reader.poll_lines() is ReaderEvent.END_OF_INPUT
+    assert reader.status == ReaderStatus(6, len(data), ReaderState.EOF)
+
+
+def test_poll_lines_cuts_at_most_one_batch_of_short_lines_at_a_time_or_one_longer_line() -> None:
+    reader = LineReader()
+    data = b"x" * 9 + b"\n"
+    count = 4 * 1024  # 40 KiB: more than two batches of 16 KiB
+    long_line = b"y" * 20_000
+    reader.writable()[: len(data) * count] = data * count
+    reader.commit(len(data) * count)
+    batches = []
+    while isinstance(batch := reader.poll_lines(), list):
+        batches.append(batch)
+    assert [line for batch in batches for line in batch] == [b"x" * 9] * count
+    assert all(len(batch) * len(data) <= 16 * 1024 for batch in batches)
+    reader.writable()[: len(long_line) + 1] = long_line + b"\n"
+    reader.commit(len(long_line) + 1)
+    assert reader.poll_lines() == [long_line]
+
+
 def test_writable_moves_a_partial_line_to_the_front_to_make_room() -> None:
     reader = LineReader(limits=ReaderLimits(4))
     reader.writable()[:5] = b"ab\ncd"
@@ -425,7 +490,7 @@ def test_any_chunking_yields_the_lines_of_split_or_stops_at_the_first_overlong_o
     limits = ReaderLimits(max_line)
     expected = expected_lines(data)
     overlong = next((i for i, line in enumerate(expected) if len(line) > max_line), None)
-    for drive in (drive_sans_io, drive_source):
+    for drive in (drive_sans_io, drive_source, drive_batches):
         lines, error, reader = drive(data, sizes, limits)
         assert reader.buffer_size == limits.capacity
         if overlong is None:

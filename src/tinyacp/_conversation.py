@@ -11,12 +11,18 @@ hot path: the driver records it with ``on_update`` and then calls :meth:`Convers
 with this value, send me its result) and :class:`Write` (record this line with ``on_send``, then write it), in
 exactly the order they must happen, and returns a :class:`Done` when the call in flight has its answer. So the
 order "record, then act" lives here once; :mod:`tinyacp._driver` runs it for both shells.
+
+The hottest path takes many lines at once: :meth:`Conversation.receive_updates` decodes the run of plain updates
+at the front of a batch of lines, with the limits checked once for the run, and
+:meth:`Conversation.updates_recorded` collects the run once the observer recorded all of it. It gives exactly
+what the same lines give one at a time through :meth:`Conversation.receive`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final, Generic, TypeVar, cast
 
@@ -102,7 +108,7 @@ Meta = dict[str, Any]
 """A ``_meta`` object: JSON values, and :class:`~tinyacp.Secret` anywhere among them."""
 
 _JOIN_EVERY: Final = 1024
-"""update_recorded joins the kept reply text into one string every this many chunks."""
+"""The kept reply text is joined into one string every time this many more parts were kept."""
 
 # msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
 # that is an unreadable line from the agent like any other, not our crash.
@@ -192,6 +198,7 @@ class _Turn:
     __slots__ = (
         "cancel_sent",
         "dropped_chunks",
+        "joined",
         "kept_bytes",
         "kept_chunks",
         "last_usage",
@@ -205,6 +212,10 @@ class _Turn:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.parts: list[str] = []
+        """The kept text: one string per kept chunk or run of chunks, the first ``joined`` of them blocks of
+        ``_JOIN_EVERY`` parts joined into one (a str object costs 49 bytes more than its ASCII text, which more
+        than doubles a reply of short chunks: a million 40-byte chunks are 89 MB as chunks, 40 MB joined)."""
+        self.joined = 0
         self.kept_bytes = 0
         self.kept_chunks = 0
         self.dropped_chunks = 0
@@ -262,6 +273,8 @@ class Conversation:
         self._loading: str | None = None
         """The session a ``session/load`` in flight replays."""
         self._replayed = 0
+        self._run_texts: list[str | None] = []
+        """The text of each kept chunk of the latest run from :meth:`receive_updates` (None: not text)."""
         self._encode = msgspec.json.Encoder().encode
         self._decode_update = msgspec.json.Decoder(UpdateLine).decode
         self._decode_envelope = msgspec.json.Decoder(Envelope).decode
@@ -776,6 +789,85 @@ class Conversation:
             return Update(self.epoch, seq, raw, payload.kind, params.session_id, payload)
         return self._accept(raw, params.session_id, params.update)
 
+    def receive_updates(self, lines: list[bytes], start: int) -> list[Update]:
+        """The hot path, a run of lines at a time: the updates at the front of ``lines[start:]``, decoded and
+        numbered in one pass, with the limits checked once for the run.
+
+        The run takes lines as long as they are updates that no limit can refuse or overflow (it holds as many
+        kept chunks, and as many bytes of kept text as there are bytes in its lines, as the reply limits leave
+        room for), and ends after the first update that is not a message chunk of the turn in flight, so that
+        what that one changes is in place before the next update is recorded. The line after the run, if any,
+        is for :meth:`receive`, which decides it exactly. The caller records each update of the run in order,
+        then calls :meth:`updates_recorded` with it.
+
+        Returns:
+            The run: empty when the line at ``start`` is for :meth:`receive`.
+        """
+        if not self.has_observer:
+            return []
+        seq = self.seq
+        stop = min(len(lines), start + self._max_updates - seq)
+        turn = self._turn
+        turn_session: str | None = None  # the session whose chunks are kept
+        room = sys.maxsize  # bytes of text the reply limit leaves room for
+        if turn is not None and turn.overflow is None:
+            turn_session = turn.session_id
+            stop = min(stop, start + self._max_reply_chunks - turn.kept_chunks)
+            room = self._max_reply_bytes - turn.kept_bytes
+        window = lines[start:stop]
+        # A chunk's text is shorter than its line: a run whose lines fit in the room left cannot overflow.
+        if window and (max(map(len, window)) > self._max_update_bytes or sum(map(len, window)) > room):
+            window = window[: self._fitting(window, room)]
+        texts: list[str | None] = []
+        self._run_texts = texts
+        keep = texts.append
+        decode = self._decode_update
+        epoch = self.epoch
+        run: list[Update] = []
+        append = run.append
+        for raw in window:
+            try:
+                params = decode(raw).params
+            except _UNREADABLE:
+                break
+            seq += 1
+            payload = params.update
+            session_id = params.session_id
+            append(Update(epoch, seq, raw, payload.kind, session_id, payload))
+            if payload.__class__ is not AgentMessageChunk or session_id != turn_session:
+                break
+            keep(payload.content.text)
+        self.seq = seq
+        return run
+
+    def _fitting(self, window: list[bytes], room: int) -> int:
+        """How many lines at the front of ``window`` are each within ``max_update_bytes`` and together within
+        ``room`` bytes."""
+        longest = self._max_update_bytes
+        for count, raw in enumerate(window):
+            room -= len(raw)
+            if len(raw) > longest or room < 0:
+                return count
+        return len(window)
+
+    def updates_recorded(self, run: list[Update]) -> None:
+        """Act on a run from :meth:`receive_updates` once the observer recorded all of it: collect the reply.
+        A run never reaches a reply limit, so it never asks for a cancel."""
+        texts = self._run_texts
+        if texts:
+            turn = self._turn
+            assert turn is not None, "a run keeps text only in a turn"
+            try:
+                text = "".join(texts)  # type: ignore[arg-type]  # a None is caught below
+            except TypeError:  # a chunk that is not text (an image, say) keeps no text
+                text = "".join([part for part in texts if part is not None])
+            turn.kept_bytes += len(text) if text.isascii() else len(text.encode())
+            turn.kept_chunks += len(texts)
+            assert turn.kept_bytes <= self._max_reply_bytes and turn.kept_chunks <= self._max_reply_chunks
+            self._keep(turn, text)
+        if len(texts) < len(run):  # the run's last update is not a kept chunk
+            self.update_recorded(run[-1])
+
     def update_recorded(self, update: Update) -> OutgoingMessage | None:
         """Act on an update the observer recorded: collect the reply; on overflow, the one cancel to send."""
         turn = self._turn
@@ -801,22 +893,23 @@ class Conversation:
         kept_bytes = turn.kept_bytes + size
         kept_chunks = turn.kept_chunks
         if kept_chunks < self._max_reply_chunks and kept_bytes <= self._max_reply_bytes:
-            # parts holds one string per kept chunk, except that every _JOIN_EVERY of them are joined into one:
-            # a str object costs 49 bytes more than its ASCII text, which more than doubles a reply of short
-            # chunks (a million 40-byte chunks: 89 MB as chunks, 40 MB joined).
-            parts = turn.parts
-            parts.append(text)
             turn.kept_bytes = kept_bytes
-            kept_chunks += 1
-            turn.kept_chunks = kept_chunks
-            if not kept_chunks % _JOIN_EVERY:
-                joined = kept_chunks // _JOIN_EVERY - 1  # blocks joined before this one
-                parts[joined:] = ["".join(parts[joined:])]
+            turn.kept_chunks = kept_chunks + 1
+            self._keep(turn, text)
             return None
         turn.dropped_chunks += 1
         kind = OverflowKind.REPLY_CHUNKS if kept_chunks >= self._max_reply_chunks else OverflowKind.REPLY_BYTES
         turn.overflow = Overflow(kind, turn.kept_bytes, kept_chunks, update.seq)
         return self.cancel_turn_once()
+
+    @staticmethod
+    def _keep(turn: _Turn, text: str) -> None:
+        parts = turn.parts
+        parts.append(text)
+        joined = turn.joined
+        if len(parts) - joined >= _JOIN_EVERY:
+            parts[joined:] = ["".join(parts[joined:])]
+            turn.joined = joined + 1
 
     def _other_recorded(self, update: Update, payload: SessionUpdate, turn: _Turn | None) -> None:
         """Any update but a message chunk, once recorded: count it, keep the session state and the usage."""

@@ -14,7 +14,9 @@ read batch. It yields to its shell only what a shell does its own way:
 * in a streamed prompt, each :class:`~tinyacp.Update` itself, after it was recorded: the stream hands it to its
   consumer and resumes the driver when asked for the next one.
 
-An update is recorded on the hot path without any yield. The driver writes while it reads (full duplex): our
+An update is recorded on the hot path without any yield, and with no frame of its own: the core decodes the
+updates of a read a run at a time (:meth:`~tinyacp._conversation.Conversation.receive_updates`), the observer
+records each, then the core collects the run. The driver writes while it reads (full duplex): our
 lines wait in a short queue, written as the agent takes them, while the agent's lines keep being read and
 recorded. Its state (the queue, the kill flag, the cancels asked for) lives as long as the client.
 """
@@ -148,6 +150,8 @@ class CallDriver:
         self._cooperative = cooperative
         self._clock = clock
         self._out: deque[memoryview] = deque()
+        self._held: list[bytes] = []
+        """Lines the reader handed out that no pump handled yet: a call ended before the end of their batch."""
         self._input_closed = False
         self._recorded = False
         self._flushed_seq = 0
@@ -254,45 +258,81 @@ class CallDriver:
     # ----------------------------------------------------------------------------------------------------------
     # The loop.
 
-    def _pump(self) -> Generator[Any, Any, Done]:  # noqa: C901  the hot path, inlined: one frame per line costs 5%
-        """Handle the agent's lines in order until the call has its answer. The hot path is the inner loop."""
-        reader = self.reader
-        poll = reader.poll
-        receive = self.core.receive
-        update_recorded = self.core.update_recorded
+    def _pump(self) -> Generator[Any, Any, Done]:
+        """Handle the agent's lines in order until the call has its answer.
+
+        The hot path is the run loop, with no frame per line: the core decodes a run of updates in one pass,
+        the observer records each in order, then the core collects the run. Every other line (and each update
+        of a streamed prompt) takes :meth:`_line`."""
+        poll_lines = self.reader.poll_lines
+        receive_updates = self.core.receive_updates
+        updates_recorded = self.core.updates_recorded
         on_update = self._on_update
         stream = self._stream and not self._salvage
-        line: Any  # bytes or a ReaderEvent, told apart by class: no isinstance on the hot path
-        event: Any  # an Update or a Reaction, likewise
-        while True:
-            line = poll()
-            while line.__class__ is bytes:
-                event = receive(line)
-                if event.__class__ is Update:
-                    try:
-                        result = on_update(event)
-                    except Exception as exc:
-                        raise observer_failed(on_update, exc) from exc
-                    if result is not None:
-                        yield from self._awaited(on_update, result)
-                    cancel = update_recorded(event)
-                    if cancel is not None:
-                        yield from self._stop_turn(cancel)
-                    if stream:
-                        stream = yield from self._hand_out(event)
-                else:
-                    done = yield from self._react(event)
-                    if done is not None:
-                        return done
-                    if len(self._out) > _MAX_QUEUED:  # a reaction may queue an answer; an update does not
-                        break
-                line = poll()
-            if line is not _NEED_DATA and line.__class__ is not bytes:
-                if line is _END_OF_INPUT:
-                    raise Gone("the agent closed its output before answering")
-                reader.writable()  # raises the ReaderExhaustion that stopped the reader
-            yield from self._batch()
-            yield from self._fill()
+        lines: list[bytes] = self._held
+        at = 0  # lines[:at] are handled
+        try:
+            while True:
+                if at == len(lines):
+                    polled = poll_lines()
+                    if polled.__class__ is list:
+                        lines = polled
+                        at = 0
+                    else:
+                        yield from self._need_data(polled)  # type: ignore[arg-type]  # a ReaderEvent
+                    continue
+                if not stream:
+                    run = receive_updates(lines, at)
+                    if run:
+                        at += len(run)
+                        for update in run:
+                            try:
+                                result = on_update(update)
+                            except Exception as exc:
+                                raise observer_failed(on_update, exc) from exc
+                            if result is not None:
+                                yield from self._awaited(on_update, result)
+                        updates_recorded(run)
+                        continue
+                at += 1
+                done = yield from self._line(lines[at - 1])
+                if done is not None:
+                    return done
+                stream = self._stream and not self._salvage
+        finally:
+            self._held = lines[at:]  # the next pump (or the close's) starts with them
+
+    def _line(self, line: bytes) -> Generator[Any, Any, Done | None]:
+        """Handle one line the way the core says; a :class:`Done` once the call has its answer."""
+        event: Any = self.core.receive(line)  # an Update or a Reaction, told apart by class
+        if event.__class__ is not Update:
+            done = yield from self._react(event)
+            if done is None and len(self._out) > _MAX_QUEUED:  # a reaction may queue an answer; an update not
+                yield from self._batch()
+                yield from self._fill()
+            return done
+        on_update = self._on_update
+        try:
+            result = on_update(event)
+        except Exception as exc:
+            raise observer_failed(on_update, exc) from exc
+        if result is not None:
+            yield from self._awaited(on_update, result)
+        cancel = self.core.update_recorded(event)
+        if cancel is not None:
+            yield from self._stop_turn(cancel)
+        if self._stream and not self._salvage:
+            self._stream = yield from self._hand_out(event)
+        return None
+
+    def _need_data(self, event: ReaderEvent) -> Driven[None]:
+        """No complete line is buffered: act once per read batch, then read more (or wait for it)."""
+        if event is not _NEED_DATA:
+            if event is _END_OF_INPUT:
+                raise Gone("the agent closed its output before answering")
+            self.reader.writable()  # raises the ReaderExhaustion that stopped the reader
+        yield from self._batch()
+        yield from self._fill()
 
     def _batch(self) -> Driven[None]:
         """Once per read batch: let the loop run, act on kill and cancels, write what we can, check the clock."""

@@ -114,7 +114,10 @@ class ShellBase:
 
     @property
     def last_seq(self) -> int:
-        """The seq of the last update received (0 before the first)."""
+        """The seq of the last update received (0 before the first).
+
+        The client decodes the updates of one read before it records them, so inside ``on_update`` this may be
+        ahead of the update being recorded: use ``update.seq`` there."""
         return self._core.seq
 
     @property

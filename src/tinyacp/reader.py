@@ -250,24 +250,45 @@ class LineReader:
         pending = self._pending
         if pending:
             return pending.pop()
-        start = self._start
-        scan = self._scan
-        stop = min(start + _BATCH, self._end)
-        if scan >= stop:
-            return self._poll_slow(scan)
-        last = self._buf.rfind(_NEWLINE, scan, stop)
-        if last < 0:
-            return self._poll_slow(stop)
-        self._start = last + 1
-        self._scan = stop  # no newline after `last` in the window: the search goes on from its end
-        lines = self._view[start:last].tobytes().split(_NEWLINE)
-        self._lines += len(lines)
+        lines = self.poll_lines()
+        if not isinstance(lines, list):
+            return lines
         if len(lines) == 1:
             return lines[0]
         lines.reverse()
         line = lines.pop()
         self._pending = lines
         return line
+
+    def poll_lines(self) -> list[bytes] | ReaderEvent:
+        """Hand out, in one list, the lines :meth:`poll` would return next: every complete line of up to 16 KiB
+        of buffered bytes (or one longer line), at least one.
+
+        A caller that handles lines in a loop saves a call per line; the two may be mixed.
+
+        Returns:
+            A non-empty list of lines, in order, each without its ``\\n``; or the :class:`ReaderEvent` that
+            :meth:`poll` would return.
+        """
+        pending = self._pending
+        if pending:
+            self._pending = []
+            pending.reverse()
+            return pending
+        start = self._start
+        scan = self._scan
+        stop = min(start + _BATCH, self._end)
+        if scan < stop:
+            last = self._buf.rfind(_NEWLINE, scan, stop)
+            if last >= 0:
+                self._start = last + 1
+                self._scan = stop  # no newline after `last` in the window: the search goes on from its end
+                lines = self._view[start:last].tobytes().split(_NEWLINE)
+                self._lines += len(lines)
+                return lines
+            scan = stop
+        found = self._poll_slow(scan)
+        return [found] if isinstance(found, bytes) else found
 
     def _poll_slow(self, scanned: int) -> ReaderEvent | bytes:
         # No newline in [scan, scanned): look on for a line longer than one batch, else say why there is none.
