@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -1327,5 +1329,98 @@ def test_async_fifty_agents_from_one_event_loop_each_with_its_own_observer(
             assert [(u.seq, u.session_id, u.text) for u in recorder.updates] == [
                 (seq, f"s{number}", text) for seq, text in enumerate(expected, start=1)
             ]
+
+    run_async(main)
+
+
+def _agent_fds(client: tinyacp.AsyncClient) -> set[int]:
+    """The numbers of the fds the client watches on the event loop: the agent's stdout, the wake-up, the exit."""
+    proc = client._proc
+    return {fd for fd in (proc.stdout_fd, proc.wake_fd, proc.exit_fd) if fd is not None and fd >= 0}
+
+
+def _settle(future: asyncio.Future[int], value: int) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+async def _reused_numbers_work_with_the_loop(numbers: set[int]) -> None:
+    """Take the freed numbers again (sockets; the lowest free number comes first) and check that a reader added
+    for each fires: had a number stayed registered, the loop would take the new reader for the old one, which
+    the kernel forgot when the fd closed, and it would never fire."""
+    loop = asyncio.get_running_loop()
+    held: list[socket.socket] = []
+    try:
+        by_number: dict[int, socket.socket] = {}
+        for _ in range(64):
+            if numbers <= by_number.keys():
+                break
+            pair = socket.socketpair()
+            held.extend(pair)
+            by_number.update((end.fileno(), peer) for end, peer in (pair, pair[::-1]))
+        assert numbers <= by_number.keys(), "the freed numbers were not reused"
+        for number in sorted(numbers):
+            fired: asyncio.Future[int] = loop.create_future()
+            loop.add_reader(number, _settle, fired, number)
+            try:
+                by_number[number].send(b"x")
+                assert await asyncio.wait_for(fired, TIMEOUT) == number
+            finally:
+                loop.remove_reader(number)
+    finally:
+        for end in held:
+            end.close()
+
+
+def test_async_the_agents_fds_leave_the_event_loop_before_they_are_closed(scripted: MakeScripted) -> None:
+    """The client keeps its readers registered between calls; closing it removes them before the fds close."""
+    agent = scripted(handshake())
+
+    async def main() -> None:
+        async with async_client(agent.argv) as client:
+            await client.initialize()
+            numbers = _agent_fds(client)
+            assert numbers <= client._watch.fds, "still watched between two calls"
+        await _reused_numbers_work_with_the_loop(numbers)
+
+    run_async(main)
+
+
+def test_async_a_client_dropped_without_close_stops_its_agent_and_leaves_no_fd_watched(scripted: MakeScripted) -> None:
+    agent = scripted(handshake())
+
+    async def main() -> None:
+        client = tinyacp.AsyncClient(tinyacp.Options(command=agent.argv, timeout=TIMEOUT))
+        await client.initialize()
+        numbers, pid = _agent_fds(client), client.pid
+        del client
+        gc.collect()
+        await until(lambda: not _live_group_members(pid), what=f"agent group {pid} gone")
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        await _reused_numbers_work_with_the_loop(numbers)
+
+    run_async(main)
+
+
+def test_async_output_between_calls_is_read_by_the_next_call_without_spinning_the_loop(
+    scripted: MakeScripted, tmp_path: Path
+) -> None:
+    """Readers are level-triggered: one left registered while the agent's unread output waits between two calls
+    would fire on every iteration of the loop. It is removed when it fires with nobody waiting, and the next call
+    reads what came."""
+    note = {"jsonrpc": "2.0", "method": "_vendor/note", "params": {}}
+    agent = scripted(
+        [*handshake()[:2], {"op": "sleep", "seconds": 0.2}, {"op": "send", "message": note}, *handshake()[2:]]
+    )
+    recorder = Recorder()
+
+    async def main() -> None:
+        async with async_client(agent.argv, observer=recorder) as client:
+            await client.initialize()
+            stdout = client._proc.stdout_fd
+            await until(lambda: stdout not in client._watch.fds, what="the idle reader removed once it fired")
+            await client.new_session(tmp_path)
+        assert "_vendor/note" in [message.method for message in recorder.of("message")]
 
     run_async(main)
