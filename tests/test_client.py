@@ -1424,3 +1424,48 @@ def test_async_output_between_calls_is_read_by_the_next_call_without_spinning_th
         assert "_vendor/note" in [message.method for message in recorder.of("message")]
 
     run_async(main)
+
+
+def _threads() -> set[int]:
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts this process's threads in /proc")
+def test_async_the_event_loop_reads_the_stderr_tail_no_thread_and_a_chatty_agent_still_answers(
+    scripted: MakeScripted, tmp_path: Path
+) -> None:
+    """Built in a running event loop, the client has the loop read the agent's stderr: no thread per agent, and 4 MiB
+    of stderr (64 pipes' worth) written before an answer do not block the agent."""
+    steps = handshake()
+    agent = scripted(
+        [*steps[:3], {"op": "stderr", "size": 4 << 20}, {"op": "stderr", "text": "last words"}, *steps[3:]]
+    )
+
+    async def main() -> None:
+        before = _threads()
+        async with async_client(agent.argv, stderr="tail") as client:
+            assert _threads() <= before, "no thread reads the tail"
+            await client.initialize()
+            await client.new_session(tmp_path)
+            tail = client.stderr_tail()
+            assert tail is not None and tail.endswith(b"last words") and len(tail) == STDERR_TAIL_BYTES
+        assert client.stderr_tail() == tail
+
+    run_async(main)
+
+
+def test_async_an_agent_that_ignores_sigterm_is_killed_after_the_grace_and_its_dying_words_are_kept(
+    scripted: MakeScripted,
+) -> None:
+    """The teardown waits for the exit on the event loop, which reads stderr meanwhile; past ``kill_grace`` the
+    rest (SIGKILL, the reap) goes on as ever."""
+    agent = scripted([{"op": "ignore_sigterm"}, {"op": "stderr", "text": "still here"}, {"op": "hang"}])
+
+    async def main() -> None:
+        started = time.monotonic()
+        async with async_client(agent.argv, stderr="tail", kill_grace=0.3) as client:
+            await until(lambda: client.stderr_tail() == b"still here", what="the agent's stderr")
+        assert client.returncode == -signal.SIGKILL
+        assert time.monotonic() - started >= 0.3
+
+    run_async(main)

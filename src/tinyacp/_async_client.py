@@ -69,7 +69,9 @@ class AsyncClient(ShellBase):
     """
 
     def __init__(self, options: Options) -> None:
-        super().__init__(options, cooperative=True)
+        # Built in a running event loop, the loop reads the agent's stderr (with stderr="tail"): no thread per agent.
+        loop = _running_loop()
+        super().__init__(options, cooperative=True, tail_thread=loop is None)
         self._busy = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -78,8 +80,15 @@ class AsyncClient(ShellBase):
         self._driving: asyncio.Task[Any] | None = None
         """The task inside the driver right now (whose observer methods run), to refuse a re-entrant close."""
         self._exit_seen = False
-        self._reaping: asyncio.Future[int] | None = None
+        self._reaping: asyncio.Future[None] | None = None
         self._watch = _Watch()
+        tail_fd = self._proc.tail_fd
+        if loop is not None and tail_fd is not None:
+            try:
+                self._watch.keep_reading(loop, tail_fd, self._proc.read_stderr)
+            except BaseException:
+                self._proc.terminate(0)
+                raise
 
     # ----------------------------------------------------------------------------------------------------------
     # The calls (each written once, in :mod:`tinyacp._calls`), and what only this shell has.
@@ -313,13 +322,30 @@ class AsyncClient(ShellBase):
             await self._teardown_async()
 
     async def _teardown_async(self) -> None:
-        """The teardown, in a worker thread; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
+        """The teardown; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
         self._closed = True
-        self._watch.forget()  # before terminate() closes the fds: a number reused later must not look watched
         self._core.end_call()
         if self._reaping is None and not self._proc.closed:
-            self._reaping = asyncio.ensure_future(asyncio.to_thread(self._proc.terminate, self.options.kill_grace))
+            self._reaping = asyncio.ensure_future(self._terminate())
         await self._reaped()
+
+    async def _terminate(self) -> None:
+        """``terminate()`` with the wait for the agent's exit on the event loop (which reads its stderr meanwhile):
+        close stdin, SIGTERM the group, wait up to ``kill_grace`` for the exit. Only what would block (a group that
+        outlives the agent, a kill timer, no pidfd) goes on in a worker thread."""
+        proc, grace = self._proc, self.options.kill_grace
+        deadline = time.monotonic() + grace
+        try:
+            if proc.exit_fd is not None:
+                proc.begin_terminate()
+                await self._watch.readable(asyncio.get_running_loop(), proc.exit_fd, grace)
+        except BaseException:  # cancelled (the loop is shutting down): the teardown is done here, blocking
+            self._watch.forget()
+            proc.terminate(max(0.0, deadline - time.monotonic()))
+            raise
+        self._watch.forget()  # before the fds close: a number reused later must not look watched
+        if not proc.terminate_if_gone():
+            await asyncio.to_thread(proc.terminate, max(0.0, deadline - time.monotonic()))
 
     async def _reaped(self) -> None:
         reaping = self._reaping
@@ -351,7 +377,7 @@ class _Watch:
     never the client, so a client dropped without ``close()`` is still collected (see ``AsyncClient.__del__``).
     """
 
-    __slots__ = ("fds", "loop", "waiter", "wanted")
+    __slots__ = ("fds", "loop", "read_tail", "tail", "waiter", "wanted")
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -360,12 +386,26 @@ class _Watch:
         self.waiter: asyncio.Future[int | None] | None = None
         self.wanted: list[int] = []
         """The fds the waiter waits for."""
+        self.tail = -1
+        """The agent's stderr, read whenever it is readable, waiter or not (-1: none)."""
+        self.read_tail: Callable[[], bool] = bool
+
+    def keep_reading(self, loop: asyncio.AbstractEventLoop, fd: int, read: Callable[[], bool]) -> None:
+        """Call ``read`` whenever ``fd`` is readable, until it returns False (EOF) or :meth:`forget`."""
+        self.tail, self.read_tail = fd, read
+        self._move(loop)
+
+    def _move(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self.loop:
+            self._remove_all()
+            self.loop = loop
+            if self.tail >= 0:
+                loop.add_reader(self.tail, self.ready, self.tail)
+                self.fds.add(self.tail)
 
     def wait_for(self, loop: asyncio.AbstractEventLoop, fds: list[int], waiter: asyncio.Future[int | None]) -> None:
         """Make ``waiter`` the one woken when one of ``fds`` is readable, registering those not registered yet."""
-        if loop is not self.loop:
-            self.forget()
-            self.loop = loop
+        self._move(loop)
         registered = self.fds
         for fd in fds:
             if fd not in registered:
@@ -376,13 +416,33 @@ class _Watch:
 
     def ready(self, fd: int) -> None:
         """The loop's callback: ``fd`` is readable."""
+        if fd == self.tail:
+            if not self.read_tail():  # EOF: readable for good
+                self.tail = -1
+                self._remove(fd)
+            return
         waiter = self.waiter
         if waiter is not None and fd in self.wanted:
             if not waiter.done():
                 waiter.set_result(fd)
-        elif self.loop is not None:  # nobody waits for it: it would fire on every iteration of the loop
+        else:  # nobody waits for it: it would fire on every iteration of the loop
+            self._remove(fd)
+
+    def _remove(self, fd: int) -> None:
+        if self.loop is not None:
             self.loop.remove_reader(fd)
-            self.fds.discard(fd)
+        self.fds.discard(fd)
+
+    async def readable(self, loop: asyncio.AbstractEventLoop, fd: int, timeout: float) -> None:
+        """Wait until ``fd`` is readable, at most ``timeout`` seconds."""
+        waiter: asyncio.Future[int | None] = loop.create_future()
+        self.wait_for(loop, [fd], waiter)
+        timer = loop.call_later(timeout, self.wake, None)
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+            timer.cancel()
 
     def wake(self, fd: int | None) -> None:
         """Wake the waiter (the writer's callback and the deadline's)."""
@@ -391,13 +451,17 @@ class _Watch:
             waiter.set_result(fd)
 
     def forget(self) -> None:
-        """Remove every reader (a no-op on a closed loop, whose selector is gone)."""
+        """Remove every reader for good (a no-op on a closed loop, whose selector is gone)."""
+        self.tail = -1
+        self._remove_all()
+        self.loop = None
+
+    def _remove_all(self) -> None:
         loop, fds = self.loop, self.fds
         if loop is not None:
             for fd in fds:
                 loop.remove_reader(fd)
         fds.clear()
-        self.loop = None
 
 
 class PromptStream:

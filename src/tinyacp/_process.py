@@ -133,6 +133,7 @@ class AgentProcess:
         stderr: StderrTarget = "discard",
         supervise: bool = False,
         kill_grace: float = 2.0,
+        tail_thread: bool = True,
     ) -> AgentProcess:
         """Start the agent in a new process group, with pipes for stdin and stdout.
 
@@ -151,6 +152,9 @@ class AgentProcess:
                 and is what ``pid`` names; it stops the agent's escaped descendants too, after half of
                 ``kill_grace``, and exits as the agent did. Returns once the agent itself was started.
             kill_grace: The grace the supervisor gives escaped descendants (halved); unused without it.
+            tail_thread: With ``stderr="tail"``, whether a thread reads the stderr pipe. False: the caller reads it
+                (an event loop that watches :attr:`tail_fd` and calls :meth:`read_stderr` when it is readable),
+                when the agent's exit can be watched too (``exit_fd``); else a thread reads it all the same.
 
         Returns:
             The running agent. Call :meth:`terminate` when done with it.
@@ -185,7 +189,6 @@ class AgentProcess:
                     pass_fds = (status_w,)
                 if keep_tail:
                     err_r, child_stderr = _pipe(tail_fds, theirs, child="write")
-                    stop_r, stop_w = _pipe(tail_fds, tail_fds)
                 proc = _popen(
                     command, stdin_r, stdout_w, child_stderr, program=args[0], cwd=cwd, env=env, pass_fds=pass_fds
                 )
@@ -198,9 +201,10 @@ class AgentProcess:
                     ours.callback(os.close, exit_fd)
                 tail = None
                 if keep_tail:
-                    tail = _StderrTail(err_r, stop_r, stop_w)
-                    tail.start()
-                    tail_fds.pop_all()  # from here on the thread owns err_r and its stop pipe
+                    tail = _StderrTail(err_r)
+                    if tail_thread or exit_fd is None:
+                        tail.start()
+                    tail_fds.pop_all()  # from here on the tail (its thread, if any) owns err_r
             except BaseException:
                 _kill_and_reap(proc)
                 raise
@@ -360,6 +364,60 @@ class AgentProcess:
                 self._closed = True
             return self._returncode_after_close()
 
+    def begin_terminate(self) -> None:
+        """The first step of :meth:`terminate`, which never blocks: close stdin, and SIGTERM (and SIGCONT) the group
+        unless it is gone. For a shell that waits for the exit itself (``exit_fd``), then calls :meth:`terminate`
+        or :meth:`terminate_if_gone`."""
+        if self._closed:
+            return
+        self._close_stdin()
+        if not self._group_gone_for_good():
+            self._signal_quietly(signal.SIGTERM)
+            self._signal_quietly(signal.SIGCONT)
+
+    def terminate_if_gone(self) -> bool:
+        """:meth:`terminate` when it would not block: the agent has exited and nothing is left in its group, no
+        kill timer is running and no thread reads the stderr tail. Reaps the agent and closes every fd.
+
+        Returns:
+            Whether the process is closed now; False: call :meth:`terminate`.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._closed:
+                return True
+            tail = self._stderr_tail
+            if not self._kill_once or (tail is not None and tail.threaded) or self._proc.poll() is None:
+                return False
+            if self.live_group_members():
+                return False
+            self._close_stdin()
+            self._stop_kill_timer(wait=False)
+            if tail is not None:
+                tail.stop(None)
+            self._close_fds()
+            self._closed = True
+            return True
+        finally:
+            self._lock.release()
+
+    @property
+    def tail_fd(self) -> int | None:
+        """The read end of the stderr pipe when the caller reads it (``spawn(tail_thread=False)``), else None.
+
+        Watch it while the agent runs and call :meth:`read_stderr` when it is readable; stop watching it before
+        :meth:`terminate` (which reads what is left and closes it).
+        """
+        tail = self._stderr_tail
+        return tail.fd if tail is not None and not tail.threaded and tail.fd >= 0 else None
+
+    def read_stderr(self) -> bool:
+        """Read what the agent wrote to stderr into the tail (see :attr:`tail_fd`); False at EOF, when watching
+        it is over."""
+        tail = self._stderr_tail
+        return tail is not None and tail.read()
+
     def stderr_tail(self) -> bytes | None:
         """The last :data:`STDERR_TAIL_BYTES` of the agent's stderr with ``stderr="tail"``, else None.
 
@@ -472,28 +530,41 @@ class AgentProcess:
 class _StderrTail:
     """Reads the agent's stderr as it comes and keeps the last :data:`STDERR_TAIL_BYTES`.
 
-    A thread rather than the shells' loops: the shells only wait while a call is in flight, and an agent
-    that logs between calls would block on the full pipe. It owns the read end and its stop pipe, and
-    closes both when it ends, so an fd is never closed under a blocked read. A raw ``_thread`` thread, as the
-    kill timer: a ``threading.Thread`` (its object, its start handshake, its join) costs about 0.2 ms more of
-    CPU per agent, which a batch pays on every turn.
+    By default a thread reads it (:meth:`start`), rather than the shells' loops: the sync shell only waits while
+    a call is in flight, and an agent that logs between calls would block on the full pipe. The thread owns the
+    read end and its stop pipe, and closes both when it ends, so an fd is never closed under a blocked read. A raw
+    ``_thread`` thread, as the kill timer: a ``threading.Thread`` (its object, its start handshake, its join)
+    costs about 0.2 ms more of CPU per agent, which a batch pays on every turn. Without :meth:`start`, the caller
+    (the asyncio shell's event loop, which runs between calls too) calls :meth:`read` whenever the fd is readable,
+    and :meth:`stop` reads what is left and closes it.
     """
 
-    def __init__(self, fd: int, stop_r: int, stop_w: int) -> None:
-        self._fd = fd
-        self._stop_r = stop_r
-        self._stop_w = stop_w
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._stop_r = self._stop_w = -1
         self._buf = bytearray()
         self._lock = threading.Lock()
         self._running = _thread.allocate_lock()  # held from start() until the thread ends
+        self.threaded = False
 
     def start(self) -> None:
+        """Read in a thread of its own from now on.
+
+        Raises:
+            OSError: no fd for the stop pipe.
+            RuntimeError: no thread could be started.
+        """
+        self._stop_r, self._stop_w = os.pipe()
         self._running.acquire()
         try:
             start_signal_free_thread(self._main, ())
         except BaseException:
             self._running.release()
+            os.close(self._stop_r)
+            os.close(self._stop_w)
+            self._stop_r = self._stop_w = -1
             raise
+        self.threaded = True
 
     def _main(self) -> None:
         try:
@@ -501,12 +572,26 @@ class _StderrTail:
         finally:
             self._running.release()
 
+    def read(self) -> bool:
+        """Without a thread: read what is waiting; False at EOF (or once stopped), when watching it is over."""
+        if self.threaded or self.fd < 0:
+            return False
+        return self._read() != 0
+
     def stop(self, timeout: float | None) -> None:
-        """Make the thread read what is left and end (closing the stop pipe wakes it); wait for it.
+        """Read what is left and end: the thread (closing the stop pipe wakes it; wait for it), else here.
 
         Needed because the agent's death alone need not bring EOF: a process that escaped its group can
         hold the pipe open.
         """
+        if not self.threaded:
+            fd, self.fd = self.fd, -1
+            if fd >= 0:
+                try:
+                    self._drain(fd)
+                finally:
+                    os.close(fd)
+            return
         stop_w, self._stop_w = self._stop_w, -1
         if stop_w >= 0:
             os.close(stop_w)
@@ -519,26 +604,29 @@ class _StderrTail:
 
     def _run(self) -> None:
         poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
+        poller.register(self.fd, select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
         try:
             while True:
                 ready = {fd for fd, _ in poller.poll()}
                 if self._stop_r in ready:
-                    for _ in range(_FINAL_DRAIN_CHUNKS):
-                        if self._read() <= 0:
-                            break
+                    self._drain(self.fd)
                     return
                 if self._read() == 0:
                     return
         finally:
-            os.close(self._fd)
+            os.close(self.fd)
             os.close(self._stop_r)
 
-    def _read(self) -> int:
+    def _drain(self, fd: int) -> None:
+        for _ in range(_FINAL_DRAIN_CHUNKS):
+            if self._read(fd) <= 0:
+                break
+
+    def _read(self, fd: int | None = None) -> int:
         """Read one chunk into the tail: its size, 0 at EOF, -1 when nothing is waiting."""
         try:
-            chunk = os.read(self._fd, _READ_CHUNK)
+            chunk = os.read(self.fd if fd is None else fd, _READ_CHUNK)
         except BlockingIOError:
             return -1
         with self._lock:

@@ -50,7 +50,7 @@ def resolve_callbacks(observer: object | None) -> dict[str, Callable[..., Any] |
 class ShellBase:
     """State and rules shared by :class:`~tinyacp.Client` and :class:`~tinyacp.AsyncClient`."""
 
-    def __init__(self, options: Options, *, cooperative: bool) -> None:
+    def __init__(self, options: Options, *, cooperative: bool, tail_thread: bool = True) -> None:
         if not isinstance(options, Options):
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
@@ -74,6 +74,7 @@ class ShellBase:
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
+            tail_thread=tail_thread,
         )
         stdout_fd = self._proc.stdout_fd
 
