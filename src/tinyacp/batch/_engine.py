@@ -347,25 +347,26 @@ async def _with_retries(run: Run, item: Item, attempt: int) -> TurnRecord:
 
 
 async def run_local(run: Run) -> None:
-    """The local engine: turns as tasks of this event loop, at most ``concurrency`` at once.
+    """The local engine: ``concurrency`` workers in this event loop, each running one turn after another.
 
     A malformed item stops new turns; those in flight finish and are recorded, then the error is raised.
     If this coroutine is cancelled (Ctrl-C), the turns in flight are cancelled: their agents are torn down
-    and no record is written for them, so a later run does them again.
+    and no record is written for them, so a later run does them again. A failure to write a record stops
+    the batch the same way and is raised.
     """
-    tasks: set[asyncio.Task[TurnRecord]] = set()
+    workers = [asyncio.create_task(_worker(run)) for _ in range(run.concurrency)]
     try:
-        while True:
-            while len(tasks) < run.concurrency and (planned := run.take()) is not None:
-                tasks.add(asyncio.create_task(_with_retries(run, *planned)))
-            if not tasks:
-                break
-            done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                run.sink(task.result())
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for worker in done:
+            worker.result()
     finally:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
     run.raise_stop()
+
+
+async def _worker(run: Run) -> None:
+    """Take the next item, run it, record it; until the items end (or a bad one stops the reading)."""
+    while (planned := run.take()) is not None:
+        run.sink(await _with_retries(run, *planned))

@@ -4,6 +4,7 @@ whatever happened into a :class:`TurnRecord`. The turn keeps its own journal, on
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import shlex
@@ -225,11 +226,11 @@ def resolve_agent(item: Item, settings: TurnSettings) -> ResolvedAgent:
         raise BatchItemError(f"item {item.id!r} names no agent and no default agent was given")
     if isinstance(agent, str):
         try:
-            words = shlex.split(agent)
+            words = _split(agent)
         except ValueError as exc:
             raise BatchItemError(f"item {item.id!r}: agent {agent!r}: {exc}") from None
     else:
-        words = list(agent)
+        words = tuple(agent)
     if not words:
         raise BatchItemError(f"item {item.id!r}: the agent is empty")
     known = settings.agents.get(words[0])
@@ -238,6 +239,12 @@ def resolve_agent(item: Item, settings: TurnSettings) -> ResolvedAgent:
     if known is not None:
         return ResolvedAgent(words[0], known[0] + tuple(words[1:]), known[1])
     return ResolvedAgent(os.path.basename(words[0]), tuple(words), {})
+
+
+@functools.lru_cache(maxsize=64)
+def _split(command: str) -> tuple[str, ...]:
+    """A command line's words: most items share their agent, which each turn resolves twice."""
+    return tuple(shlex.split(command))
 
 
 def check_item(item: Item, settings: TurnSettings) -> None:
