@@ -89,11 +89,15 @@ class TurnActor:
         _renice()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._node: str | None = None
+        self._settings = TurnSettings()
+        self._journals = Path()
 
-    async def info(self, probe: str, journals: str) -> dict[str, Any]:
-        """Who and where the actor is, and whether it sees the driver's probe file and can write journals."""
+    async def info(self, probe: str, journals: str, settings: TurnSettings) -> dict[str, Any]:
+        """Who and where the actor is, and whether it sees the driver's probe file and can write journals; keeps
+        the batch's settings and journal directory for its turns (sent once, not with every turn)."""
         import ray
 
+        self._settings, self._journals = settings, Path(journals)
         niceness = _renice()  # the event loop's thread, where the agents are started
         self._node = ray.get_runtime_context().get_node_id()
         problem = None
@@ -113,13 +117,13 @@ class TurnActor:
         """CPU seconds this process used so far (its agents not included)."""
         return cpu_seconds()
 
-    async def run(self, item: Item, settings: TurnSettings, journals: str, attempt: int) -> TurnRecord:
-        """Run one turn and return its record."""
+    async def run(self, item: Item, attempt: int) -> TurnRecord:
+        """Run one turn of the batch (see :meth:`info`) and return its record."""
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         try:
-            return await turn(item, Path(journals), settings, attempt, node=self._node)
+            return await turn(item, self._journals, self._settings, attempt, node=self._node)
         finally:
             self._tasks.discard(task)
 
@@ -202,7 +206,8 @@ class _Pool:
 
     def _check(self, slots: list[_Slot]) -> None:
         ray = self._ray
-        refs = [slot.handle.info.remote(str(self._probe), str(self._run.journals)) for slot in slots]
+        run = self._run
+        refs = [slot.handle.info.remote(str(self._probe), str(run.journals), run.settings) for slot in slots]
         _, pending = ray.wait(refs, num_returns=len(refs), timeout=_START_TIMEOUT)
         if pending:
             raise BatchEngineError(
@@ -310,7 +315,7 @@ class _Driver:
         self._flights: dict[Any, _Flight] = {}
 
     def _submit(self, slot: _Slot, item: Item, attempt: int, first: int) -> None:
-        ref = slot.handle.run.remote(item, self._run.settings, str(self._run.journals), attempt)
+        ref = slot.handle.run.remote(item, attempt)
         slot.running += 1
         self._flights[ref] = _Flight(slot, item, attempt, first)
 
