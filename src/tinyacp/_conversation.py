@@ -20,6 +20,7 @@ what the same lines give one at a time through :meth:`Conversation.receive`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sys
@@ -113,6 +114,8 @@ _JOIN_EVERY: Final = 1024
 # msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
 # that is an unreadable line from the agent like any other, not our crash.
 _UNREADABLE: Final = (msgspec.MsgspecError, RecursionError)
+_ENDS_A_RUN: Final = frozenset({CurrentModeUpdate, ConfigOptionUpdate, AvailableCommandsUpdate, UsageUpdate})
+"""Updates whose effect an observer may see (the session's state, the usage): a run of updates ends after one."""
 
 INVALID_REQUEST: Final = -32600
 """JSON-RPC's code for a message that is not a valid request."""
@@ -274,6 +277,7 @@ class Conversation:
         """The session a ``session/load`` in flight replays."""
         self._replayed = 0
         self._run_texts: list[str | None] = []
+        self._run_others: list[Update] = []
         """The text of each kept chunk of the latest run from :meth:`receive_updates` (None: not text)."""
         self._encode = msgspec.json.Encoder().encode
         self._decode_update = msgspec.json.Decoder(UpdateLine).decode
@@ -795,7 +799,9 @@ class Conversation:
 
         The run takes lines as long as they are updates that no limit can refuse or overflow (it holds as many
         kept chunks, and as many bytes of kept text as there are bytes in its lines, as the reply limits leave
-        room for), and ends after the first update that is not a message chunk of the turn in flight, so that
+        room for). Updates that change nothing an observer can see (a chunk kept, dropped past the reply limit
+        or of another session, a thought, a tool call: counted for the result) go on in the run; it ends after
+        the first one that changes the session's state (mode, config options, commands) or the usage, so that
         what that one changes is in place before the next update is recorded. The line after the run, if any,
         is for :meth:`receive`, which decides it exactly. The caller records each update of the run in order,
         then calls :meth:`updates_recorded` with it.
@@ -814,18 +820,25 @@ class Conversation:
             turn_session = turn.session_id
             stop = min(stop, start + self._max_reply_chunks - turn.kept_chunks)
             room = self._max_reply_bytes - turn.kept_bytes
-        window = lines[start:stop]
-        # A chunk's text is shorter than its line: a run whose lines fit in the room left cannot overflow.
-        if window and (max(map(len, window)) > self._max_update_bytes or sum(map(len, window)) > room):
-            window = window[: self._fitting(window, room)]
+        # A chunk's text is shorter than its line: a run whose lines fit in the room left cannot overflow. Each
+        # line is measured as the run reaches it (a run often ends after one update: measuring, or copying, the
+        # rest of the batch for each would make a batch cost its length squared).
+        longest = self._max_update_bytes
         texts: list[str | None] = []
         self._run_texts = texts
         keep = texts.append
+        others: list[Update] = []  # the updates of the run that are not kept chunks: counted once recorded
+        self._run_others = others
+        other = others.append
         decode = self._decode_update
         epoch = self.epoch
         run: list[Update] = []
         append = run.append
-        for raw in window:
+        for raw in itertools.islice(lines, start, stop):
+            size = len(raw)
+            room -= size
+            if size > longest or room < 0:
+                break
             try:
                 params = decode(raw).params
             except _UNREADABLE:
@@ -833,22 +846,16 @@ class Conversation:
             seq += 1
             payload = params.update
             session_id = params.session_id
-            append(Update(epoch, seq, raw, payload.kind, session_id, payload))
-            if payload.__class__ is not AgentMessageChunk or session_id != turn_session:
+            update = Update(epoch, seq, raw, payload.kind, session_id, payload)
+            append(update)
+            if payload.__class__ is AgentMessageChunk and session_id == turn_session:
+                keep(payload.content.text)
+                continue
+            other(update)
+            if payload.__class__ in _ENDS_A_RUN:
                 break
-            keep(payload.content.text)
         self.seq = seq
         return run
-
-    def _fitting(self, window: list[bytes], room: int) -> int:
-        """How many lines at the front of ``window`` are each within ``max_update_bytes`` and together within
-        ``room`` bytes."""
-        longest = self._max_update_bytes
-        for count, raw in enumerate(window):
-            room -= len(raw)
-            if len(raw) > longest or room < 0:
-                return count
-        return len(window)
 
     def updates_recorded(self, run: list[Update]) -> None:
         """Act on a run from :meth:`receive_updates` once the observer recorded all of it: collect the reply.
@@ -865,8 +872,8 @@ class Conversation:
             turn.kept_chunks += len(texts)
             assert turn.kept_bytes <= self._max_reply_bytes and turn.kept_chunks <= self._max_reply_chunks
             self._keep(turn, text)
-        if len(texts) < len(run):  # the run's last update is not a kept chunk
-            self.update_recorded(run[-1])
+        for update in self._run_others:
+            self.update_recorded(update)  # counted, or the state it changes (only the run's last one changes any)
 
     def update_recorded(self, update: Update) -> OutgoingMessage | None:
         """Act on an update the observer recorded: collect the reply; on overflow, the one cancel to send."""
