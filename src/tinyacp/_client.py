@@ -25,6 +25,10 @@ from ._shell import ShellBase
 
 __all__ = ["Client"]
 
+_SIGNAL_CHECK_MS = 200
+"""The longest one ``poll`` sleeps in a wait: a signal that arrives after Python last checked for one and before
+``poll`` sleeps cannot interrupt it, and its handler (Ctrl-C's ``KeyboardInterrupt``) runs when ``poll`` returns."""
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -211,11 +215,23 @@ class Client(ShellBase):
     def _wait(self, wait: Wait) -> bool:
         """Block until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
         deadline. True when the agent's exit was seen."""
-        remaining = wait.deadline - time.monotonic()
-        timeout = None if remaining == math.inf else max(0, math.ceil(remaining * 1000))
+        wait_for_events = self._polls[wait.read, wait.write].poll
+        while True:
+            remaining = wait.deadline - time.monotonic()
+            if remaining == math.inf:
+                ready = wait_for_events(_SIGNAL_CHECK_MS)
+                if ready:
+                    break
+                continue
+            timeout = max(0, math.ceil(remaining * 1000))
+            ready = wait_for_events(min(timeout, _SIGNAL_CHECK_MS))
+            if ready or timeout <= _SIGNAL_CHECK_MS:
+                break
+            # Nothing yet: back to Python for a moment, where a signal that landed just before poll() slept (too
+            # late to interrupt it) has its handler run, so Ctrl-C raises KeyboardInterrupt within this slice.
         proc = self._proc
         gone = False
-        for fd, _ in self._polls[wait.read, wait.write].poll(timeout):
+        for fd, _ in ready:
             if fd == proc.wake_fd:
                 proc.drain_wake()
             elif fd == proc.exit_fd:
