@@ -11,6 +11,7 @@ import inspect
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -92,6 +93,26 @@ def spread_slow_tests(items: list[pytest.Item], workers: int) -> list[pytest.Ite
         ordered += itertools.islice(quick, max(0, share - len(head)))
     ordered += quick
     return ordered
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """Every test leaves the process's signal handling as it found it: the handlers, the main thread's mask and
+    the wake-up fd. A test that leaves SIGINT blocked or handled breaks every later Ctrl-C test of its worker."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
+    handlers = [signal.getsignal(sig) for sig in watched]
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup)
+    yield
+    after_wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(after_wakeup)
+    assert [signal.getsignal(sig) for sig in watched] == handlers, "a signal handler was left changed"
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask, "the main thread's signal mask was left changed"
+    assert after_wakeup == wakeup, "the signal wake-up fd was left changed"
 
 
 UPDATE_KINDS = [

@@ -715,14 +715,20 @@ def keyboard_interrupt(run: Run) -> None:
         wait_for(lambda: len(run.ledger.updates()) >= 1, what="the first update")
         signal.pthread_kill(main, signal.SIGINT)
 
-    interrupter = Background(interrupt_once_working)
-    client = run.client
-    with pytest.raises(KeyboardInterrupt):
-        if isinstance(client, AsyncFacade):
-            run_like_asyncio_run(client._loop, client.inner.prompt(session, "go", timeout=TIMEOUT))
-        else:
-            client.prompt(session, "go", timeout=TIMEOUT)
-    interrupter.join()
+    # Python's own handler, whatever the process inherited: a shell that starts a job in the background (no job
+    # control) starts it with SIGINT ignored, and then the signal would never become a KeyboardInterrupt.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupter = Background(interrupt_once_working)
+        client = run.client
+        with pytest.raises(KeyboardInterrupt):
+            if isinstance(client, AsyncFacade):
+                run_like_asyncio_run(client._loop, client.inner.prompt(session, "go", timeout=TIMEOUT))
+            else:
+                client.prompt(session, "go", timeout=TIMEOUT)
+        interrupter.join()
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     cancels = [m for m in run.ledger.of("send") if m.method == "session/cancel"]
     # asyncio.run turns the interrupt into the task's cancellation, and a cancelled prompt asks the agent to stop.
     assert len(cancels) == (1 if isinstance(client, AsyncFacade) else 0)
