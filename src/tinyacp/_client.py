@@ -218,12 +218,7 @@ class Client(ShellBase):
         wait_for_events = self._polls[wait.read, wait.write].poll
         while True:
             remaining = wait.deadline - time.monotonic()
-            if remaining == math.inf:
-                ready = wait_for_events(_SIGNAL_CHECK_MS)
-                if ready:
-                    break
-                continue
-            timeout = max(0, math.ceil(remaining * 1000))
+            timeout = remaining if remaining == math.inf else max(0, math.ceil(remaining * 1000))
             ready = wait_for_events(min(timeout, _SIGNAL_CHECK_MS))
             if ready or timeout <= _SIGNAL_CHECK_MS:
                 break
