@@ -283,6 +283,37 @@ def test_arun_turn_turns_a_login_or_start_failure_into_a_record(tmp_path: Path) 
     assert not record.ok and record.error is not None and record.error.type == "SpawnError"
 
 
+def test_journal_fsyncs_stay_on_the_event_loop_while_quick_and_move_to_a_thread_while_slow(tmp_path: Path) -> None:
+    """A hop to a worker thread costs more CPU than a quick fsync; a slow disk must hold up only the turn that
+    waits for it. The place follows the directory's recent fsync times, both ways."""
+    import asyncio
+    import threading
+
+    from tinyacp.batch import _turn
+
+    def quick() -> int:
+        return threading.get_ident()
+
+    def slow() -> int:
+        time.sleep(0.03)
+        return threading.get_ident()
+
+    async def main() -> None:
+        loop_thread = threading.get_ident()
+        where = str(tmp_path)
+        assert await _turn._synced(where, quick) == loop_thread
+        places = [await _turn._synced(where, slow) for _ in range(4)]
+        assert places[0] == loop_thread, "nothing says the disk is slow yet"
+        assert places[-1] != loop_thread, "slow fsyncs still block the loop"
+        places = [await _turn._synced(where, quick) for _ in range(20)]
+        assert places[-1] == loop_thread, "quick again, but still sent to a thread"
+
+    try:
+        asyncio.run(main())
+    finally:
+        _turn._sync_seconds.pop(str(tmp_path), None)
+
+
 def test_a_turn_without_an_agent_is_the_callers_mistake(tmp_path: Path) -> None:
     with pytest.raises(tinyacp.BatchItemError, match="no agent"):
         run_turn({"id": 1, "prompt": "x"}, tmp_path)

@@ -1426,6 +1426,38 @@ def test_async_output_between_calls_is_read_by_the_next_call_without_spinning_th
     run_async(main)
 
 
+def test_async_a_line_written_while_the_loop_slept_wakes_the_waiting_client_once() -> None:
+    """The loop reports a readable pipe again in the iteration after the one that woke the waiter, from a poll made
+    before the woken task read the pipe dry. That report must not wake the task's next wait: it would cost a wake
+    for nothing with every line an agent writes while the loop sleeps."""
+    from tinyacp._async_client import _Watch
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        watch = _Watch()
+        try:
+            first: asyncio.Future[int | None] = loop.create_future()
+            watch.wait_for(loop, [read_end], first)
+            os.write(write_end, b"one line\n")
+            assert await asyncio.wait_for(first, TIMEOUT) == read_end
+            assert os.read(read_end, 100) == b"one line\n"  # read dry, as the client does before it waits again
+            second: asyncio.Future[int | None] = loop.create_future()
+            watch.wait_for(loop, [read_end], second)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not second.done(), "woken by the report of a line already read"
+            os.write(write_end, b"the next line\n")
+            assert await asyncio.wait_for(second, TIMEOUT) == read_end
+        finally:
+            watch.forget()
+            os.close(read_end)
+            os.close(write_end)
+
+    run_async(main)
+
+
 def _threads() -> set[int]:
     return {int(tid) for tid in os.listdir("/proc/self/task")}
 

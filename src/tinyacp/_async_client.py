@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import select
 import signal
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -360,6 +361,13 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` is readable (or at its end, or failed) right now: one ``poll`` that does not wait."""
+    probe = select.poll()
+    probe.register(fd, select.POLLIN)
+    return bool(probe.poll(0))
+
+
 def _forget_and_terminate(watch: _Watch, proc: AgentProcess) -> None:
     """A dropped client's last step, on the loop that watched its fds."""
     watch.forget()
@@ -375,9 +383,14 @@ class _Watch:
     client calls it before its fds are closed, since a closed number reused by the next ``open`` would otherwise
     look registered to the loop and its own reader would never fire. The loop's handles reference this object,
     never the client, so a client dropped without ``close()`` is still collected (see ``AsyncClient.__del__``).
+
+    A level-triggered reader also reports the fd that woke the waiter once more, in the loop's next iteration: the
+    loop polled before the woken task ran and read the fd dry, and it runs that report after the task, which is
+    waiting again by then. :meth:`ready` checks that one report with a poll of the fd before it wakes anyone: a wake
+    for nothing costs a task step and a failed read, and came with every line an agent wrote while the loop slept.
     """
 
-    __slots__ = ("fds", "loop", "read_tail", "tail", "waiter", "wanted")
+    __slots__ = ("fds", "loop", "read_tail", "stale", "tail", "waiter", "wanted")
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -389,6 +402,8 @@ class _Watch:
         self.tail = -1
         """The agent's stderr, read whenever it is readable, waiter or not (-1: none)."""
         self.read_tail: Callable[[], bool] = bool
+        self.stale = -1
+        """The fd that woke the waiter last: its reports are checked until one finds it read dry."""
 
     def keep_reading(self, loop: asyncio.AbstractEventLoop, fd: int, read: Callable[[], bool]) -> None:
         """Call ``read`` whenever ``fd`` is readable, until it returns False (EOF) or :meth:`forget`."""
@@ -421,10 +436,14 @@ class _Watch:
                 self.tail = -1
                 self._remove(fd)
             return
+        if fd == self.stale and not _readable(fd):  # polled before the task it woke read it dry
+            self.stale = -1
+            return
         waiter = self.waiter
         if waiter is not None and fd in self.wanted:
             if not waiter.done():
                 waiter.set_result(fd)
+                self.stale = fd
         else:  # nobody waits for it: it would fire on every iteration of the loop
             self._remove(fd)
 

@@ -11,10 +11,10 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -38,6 +38,8 @@ __all__ = [
     "arun_turn",
     "run_turn",
 ]
+
+_T = TypeVar("_T")
 
 # An error message in a record keeps the agent's last words (the stderr tail) but not 64 KiB of them.
 _MAX_MESSAGE = 4096
@@ -256,17 +258,46 @@ def check_item(item: Item, settings: TurnSettings) -> None:
     resolve_agent(item, settings)
 
 
+_SLOW_SYNC = 0.010
+"""Seconds: when a journal directory's fsyncs take longer than this on average, they move to a worker thread."""
+
+_sync_seconds: dict[str, float] = {}
+"""How long each journal directory's fsyncs took lately, in seconds: a moving average, one entry per directory."""
+
+
+async def _synced(journal_dir: str, call: Callable[..., _T], *args: Any) -> _T:
+    """Run ``call``, which fsyncs a journal in ``journal_dir``, where it costs least.
+
+    On the event loop while the directory's fsyncs are quick: a hop to a worker thread and back costs more CPU
+    than a quick fsync. In a worker thread while they take longer than 10 ms on average, so that a slow disk
+    holds up the turn that waits for it, not every turn of the loop.
+    """
+    if _sync_seconds.get(journal_dir, 0.0) > _SLOW_SYNC:
+        return await asyncio.to_thread(_timed, journal_dir, call, *args)
+    return _timed(journal_dir, call, *args)
+
+
+def _timed(journal_dir: str, call: Callable[..., _T], *args: Any) -> _T:
+    started = time.monotonic()
+    try:
+        return call(*args)
+    finally:
+        took = time.monotonic() - started
+        _sync_seconds[journal_dir] = 0.8 * _sync_seconds.get(journal_dir, took) + 0.2 * took
+
+
 class _TurnJournal(BaseObserver):
     """The turn's observer: its journal, counting what the record reports. The fsync'ed writes (the permission
-    decisions) run in a worker thread, so a slow disk holds up this turn only, not every turn of the loop."""
+    decisions) go through :func:`_synced`."""
 
-    def __init__(self, journal: JsonlJournal) -> None:
+    def __init__(self, journal: JsonlJournal, journal_dir: str) -> None:
         self.journal = journal
         self.on_message = journal.on_message  # type: ignore[method-assign]
         self.on_send = journal.on_send  # type: ignore[method-assign]
         self.on_permission_request = journal.on_permission_request  # type: ignore[method-assign]
         self.flush = journal.flush
         self._record_update = journal.on_update
+        self._dir = journal_dir
         self.updates = 0
         self.allowed = 0
         self.rejected = 0
@@ -282,7 +313,7 @@ class _TurnJournal(BaseObserver):
         return self._decided(request)
 
     async def _decided(self, request: PermissionRequest) -> None:
-        await asyncio.to_thread(self.journal.on_permission_decision, request)
+        await _synced(self._dir, self.journal.on_permission_decision, request)
         if request.allowed:
             self.allowed += 1
         else:
@@ -385,9 +416,10 @@ async def turn(
     result: PromptResult | None = None
     error: TurnError | None = None
     try:
-        # Creating the file and beginning the epoch fsync: off the event loop, as the decisions.
-        opened, begun = await asyncio.to_thread(_open_journal, journal_dir, path, settings.sync_journal)
-        journal, epoch, observer = opened, begun, _TurnJournal(opened)
+        # Creating the file and beginning the epoch fsync, as the decisions do.
+        where = str(journal_dir)
+        opened, begun = await _synced(where, _open_journal, journal_dir, path, settings.sync_journal)
+        journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
         result = await _converse(item, agent, settings, observer, begun)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _error(exc)
