@@ -314,6 +314,54 @@ def test_journal_fsyncs_stay_on_the_event_loop_while_quick_and_move_to_a_thread_
         _turn._sync_seconds.pop(str(tmp_path), None)
 
 
+def test_a_connection_to_the_ray_driver_without_the_batchs_secret_is_closed_and_gets_no_turn() -> None:
+    """The Ray engine's driver listens for its actors' connections; anyone else who connects is turned away."""
+    import socket
+    from typing import cast
+
+    from tinyacp.batch import _ray
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    contact = _ray._Contact("127.0.0.1", listener.getsockname()[1], "s" * 32)
+    slot = _ray._Slot(handle=None, node="n", capacity=1, key=1)
+
+    class Pool:
+        def __init__(self) -> None:
+            self.slots = [slot]
+
+        def live(self) -> list[_ray._Slot]:
+            return self.slots
+
+    driver = _ray._ConnectionDriver(None, cast(Any, None), cast(Any, Pool()), listener, contact)
+
+    def answer(hello: bytes) -> str:
+        with socket.create_connection(("127.0.0.1", contact.port), timeout=10) as client:
+            client.sendall(hello)
+            client.shutdown(socket.SHUT_WR)
+            client.setblocking(False)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                driver._step()  # waits at most a second when nothing is ready
+                if slot.link is not None:
+                    return "taken"
+                try:
+                    if client.recv(1) == b"":
+                        return "closed"
+                except ConnectionResetError:  # closed with our bytes unread
+                    return "closed"
+                except BlockingIOError:
+                    continue
+            return "still open"
+
+    try:
+        for hello in (b'["wrong",1]\n', b"not json\n", b"x" * 5000, b'["' + b"s" * 32 + b'",2]\n'):
+            assert answer(hello) == "closed", f"{hello[:20]!r} was not turned away"
+        assert answer(b'["' + b"s" * 32 + b'",1]\n') == "taken"
+    finally:
+        driver._end()
+
+
 def test_a_turn_without_an_agent_is_the_callers_mistake(tmp_path: Path) -> None:
     with pytest.raises(tinyacp.BatchItemError, match="no agent"):
         run_turn({"id": 1, "prompt": "x"}, tmp_path)

@@ -113,7 +113,9 @@ def no_agent_left_in(work: Path) -> None:
 
 # One test: under pytest-xdist, tests of this module could go to different workers, each starting a cluster.
 @pytest.mark.slow
-def test_the_ray_engine_on_a_two_node_loopback_cluster(cluster: Path, tmp_path: Path) -> None:
+def test_the_ray_engine_on_a_two_node_loopback_cluster(
+    cluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     addresses = listening_addresses(ray_processes(cluster))
     assert addresses
     assert {address[-8:] for address in addresses} == {"0100007F"}  # 127.0.0.1, as IPv4 or IPv4-mapped IPv6
@@ -124,11 +126,27 @@ def test_the_ray_engine_on_a_two_node_loopback_cluster(cluster: Path, tmp_path: 
     no_agent_left_in(work)
     a_killed_actor_gives_error_records_and_nothing_runs_again(tmp_path / "killed", work)
     no_agent_left_in(work)
+    from tinyacp.batch import _ray
+
+    monkeypatch.setattr(_ray, "_CONNECTIONS", False)  # as for a Ray Client, which the actors cannot reach
+    turns_go_as_ray_calls_when_the_actors_cannot_reach_the_driver(tmp_path / "calls", work)
+    no_agent_left_in(work)
 
 
 def turns_are_placed_on_both_nodes_and_each_id_gets_one_record(out: Path, work: Path) -> None:
     items = [{"id": n, "prompt": f"p{n}"} for n in range(10)]
-    summary = run_batch(items, out, engine="ray", agent="demo", cwd=work, policy=ALLOW, concurrency=6)
+    listening: set[str] = set()  # this process's listening sockets, the driver's among them, while turns run
+    summary = run_batch(
+        items,
+        out,
+        engine="ray",
+        agent="demo",
+        cwd=work,
+        policy=ALLOW,
+        concurrency=6,
+        on_progress=lambda _: listening.update(listening_addresses([os.getpid()])),
+    )
+    assert listening and {address[-8:] for address in listening} == {"0100007F"}, "the driver listens on loopback"
     got = records(out)
     assert sorted(record.id for record in got) == list(range(10))
     assert summary.all_ok and summary.ran == 10 and summary.client_cpu_seconds > 0
@@ -171,3 +189,11 @@ def a_killed_actor_gives_error_records_and_nothing_runs_again(out: Path, work: P
         assert ran in ([], [1]), "a lost turn is not run again"
         assert record.epoch == (ran[0] if ran else None), "the record names the attempt's epoch, if it began"
     assert summary.failed == len(lost) and summary.ok == len(items) - len(lost)
+
+
+def turns_go_as_ray_calls_when_the_actors_cannot_reach_the_driver(out: Path, work: Path) -> None:
+    items = [{"id": n, "prompt": f"p{n}"} for n in range(4)]
+    summary = run_batch(items, out, engine="ray", agent="demo", cwd=work, policy=ALLOW, concurrency=4)
+    got = records(out)
+    assert sorted(record.id for record in got) == list(range(4)) and summary.all_ok
+    assert len({record.node for record in got}) == 2, "the turns are spread over both nodes"
