@@ -25,6 +25,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from conftest import UPDATE_KINDS
+from tinyacp import demo
 from tinyacp._version import __version__
 
 TESTS = Path(__file__).resolve().parent
@@ -611,6 +612,102 @@ def test_exits_when_stdin_closes_mid_turn(spawn: Spawn, tmp_path: Path) -> None:
     while agent.read().get("method") != "session/request_permission":
         pass
     assert agent.close() == 0
+
+
+# -- the command line and the state files, in process ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--chunks", "1"],
+        ["--delay=0.05", "--chunks", "50", "--chunks=2", "--delay", "1e-3"],
+        ["--state-dir", "a dir", "--require-auth", "--verbose", "--all-kinds", "--verbose"],
+        ["--state-dir=", "--state-dir=a=b"],
+        ["--chunks", " 7 ", "--delay", "0"],
+    ],
+)
+def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(argv: list[str]) -> None:
+    plain = demo._plain_settings(argv)
+    assert plain is not None
+    assert vars(plain) == vars(demo._argparse_settings(argv))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["-h"],
+        ["--chunk", "1"],
+        ["--delay", "-1"],
+        ["--delay=-1", "--delay", "1"],
+        ["--chunks", "0"],
+        ["--chunks", "x", "--chunks", "2"],
+        ["--verbose=yes"],
+        ["--state-dir"],
+        ["--state-dir", "-x"],
+        ["--", "--verbose"],
+        ["extra"],
+    ],
+)
+def test_any_other_command_line_is_left_to_argparse(argv: list[str]) -> None:
+    assert demo._plain_settings(argv) is None
+
+
+def test_the_agent_starts_without_the_modules_it_only_needs_for_help(tmp_path: Path) -> None:
+    """argparse (with locale and shutil), dataclasses and typing once cost more CPU than the rest of the start,
+    which every test and every batch turn pays."""
+
+    def imported(*argv: str) -> set[str]:
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", *argv],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=READ_TIMEOUT,
+            check=True,
+        )
+        return {line.rpartition(b"|")[2].strip().decode() for line in done.stderr.splitlines()}
+
+    agent = imported("-m", "tinyacp.demo", "--chunks", "1", "--state-dir", str(tmp_path))
+    assert "json" in agent  # -X importtime reported the imports
+    heavy = {"argparse", "dataclasses", "locale", "shutil", "typing"}
+    assert sorted(heavy & (agent - imported("-c", "pass"))) == []
+
+
+def test_a_session_file_keeps_every_field_but_the_system_prompt(tmp_path: Path) -> None:
+    store = demo._Store(str(tmp_path))
+    history = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}]
+    session = demo._Session("demo-7", "/w", title="hi", used=3, cost=0.5, history=history, system_prompt="terse")
+    store.save(session)
+    assert (tmp_path / "demo-7.json").read_text(encoding="utf-8") == (
+        '{"session_id": "demo-7", "cwd": "/w", "title": "hi", "updated_at": "", "mode": "default", '
+        '"model": "demo-small", "used": 3, "cost": 0.5, "history": ' + json.dumps(history) + "}"
+    )
+    loaded = store.load("demo-7")
+    assert loaded is not None
+    assert (loaded.record(), loaded.system_prompt) == (session.record(), None)
+    assert store.next_number() == 8
+
+
+@pytest.mark.parametrize(
+    ("session_id", "number"),
+    [
+        ("demo-1", 1),
+        ("demo-007", 7),
+        ("demo-123456789", 123456789),
+        ("demo-", None),
+        ("demo-1234567890", None),
+        ("demo-\u0663", None),
+        ("demo-+1", None),
+        ("demo-1\n", None),
+        ("../demo-1", None),
+        ("other-1", None),
+    ],
+)
+def test_only_the_ids_the_demo_makes_name_a_session_file(session_id: str, number: int | None) -> None:
+    assert demo._session_number(session_id) == number
+    assert (demo._Store("state")._path(session_id) is None) == (number is None)
 
 
 # -- the agent built on the official SDK ---------------------------------------------------------------------

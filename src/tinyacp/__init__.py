@@ -10,7 +10,6 @@ Protocol: https://agentclientprotocol.com/
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AgentError,
@@ -41,7 +40,10 @@ from ._errors import (
 )
 from ._version import __version__
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every `import tinyacp` several ms
 if TYPE_CHECKING:  # the names that load on first use, for type checkers and the API reference
+    from typing import Any
+
     from ._async_client import AsyncClient
     from ._client import Client
     from ._journal import JsonlJournal

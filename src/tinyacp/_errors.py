@@ -36,7 +36,9 @@ library does for bad arguments.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs several ms at import, which every `import tinyacp` would pay
+    from typing import Any
 
 __all__ = [
     "AgentError",

@@ -63,22 +63,22 @@ permission answer (no prompt response is written then), after the turn if the tu
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import json
 import os
-import re
 import select
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, TextIO
 
 from tinyacp._version import __version__
 
-JsonObject = dict[str, Any]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs several ms at start-up, paid by every test and batch turn
+    from collections.abc import Callable, Sequence
+    from typing import Any, TextIO
+
+    JsonObject = dict[str, Any]
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -109,7 +109,6 @@ MODELS: list[JsonObject] = [
 PRICES = {"demo-small": 0.000002, "demo-large": 0.00003}
 CONTEXT_SIZE = 200000
 PAGE_SIZE = 20
-_SESSION_ID = re.compile(r"demo-([0-9]{1,9})")
 
 PERMISSION_OPTIONS: list[JsonObject] = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -124,55 +123,93 @@ ALL_KINDS_KEYWORD = "all-kinds"
 _READ_SIZE = 65536
 
 
-@dataclass
 class DemoSettings:
     """Command-line settings."""
 
-    delay: float = 0.0
-    chunks: int = 3
-    all_kinds: bool = False
-    verbose: bool = False
-    state_dir: str | None = None
-    require_auth: bool = False
+    def __init__(
+        self,
+        *,
+        delay: float = 0.0,
+        chunks: int = 3,
+        all_kinds: bool = False,
+        verbose: bool = False,
+        state_dir: str | None = None,
+        require_auth: bool = False,
+    ) -> None:
+        self.delay = delay
+        self.chunks = chunks
+        self.all_kinds = all_kinds
+        self.verbose = verbose
+        self.state_dir = state_dir
+        self.require_auth = require_auth
 
 
-@dataclass
 class _Session:
-    session_id: str
-    cwd: str
-    title: str | None = None
-    updated_at: str = ""
-    mode: str = "default"
-    model: str = "demo-small"
-    used: int = 0
-    cost: float = 0.0
-    history: list[JsonObject] = field(default_factory=list)
-    system_prompt: str | None = field(default=None, metadata={"transient": True})
+    """A session; its state file keeps every attribute but the system prompt (see `record`)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        title: str | None = None,
+        updated_at: str = "",
+        mode: str = "default",
+        model: str = "demo-small",
+        used: int = 0,
+        cost: float = 0.0,
+        history: list[JsonObject] | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.title = title
+        self.updated_at = updated_at
+        self.mode = mode
+        self.model = model
+        self.used = used
+        self.cost = cost
+        self.history = [] if history is None else history
+        self.system_prompt = system_prompt
+
+    def record(self) -> JsonObject:
+        """What the state file keeps, in this order; `_Session(**record)` makes the session again."""
+        return {
+            "session_id": self.session_id,
+            "cwd": self.cwd,
+            "title": self.title,
+            "updated_at": self.updated_at,
+            "mode": self.mode,
+            "model": self.model,
+            "used": self.used,
+            "cost": self.cost,
+            "history": self.history,
+        }
 
 
-@dataclass
 class _Turn:
     """State of the one prompt turn in progress."""
 
-    session: _Session
-    cancelled: bool = False
-    updates_sent: int = 0
-    open_tool_call: str | None = None
-    reply: list[str] = field(default_factory=list)
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+        self.cancelled = False
+        self.updates_sent = 0
+        self.open_tool_call: str | None = None
+        self.reply: list[str] = []
 
 
-@dataclass
 class _FileRow:
-    name: str
-    size: int
-    lines: int
+    def __init__(self, name: str, size: int, lines: int) -> None:
+        self.name = name
+        self.size = size
+        self.lines = lines
 
 
-@dataclass
 class _Listing:
-    rows: list[_FileRow] = field(default_factory=list)
-    skipped: int = 0
-    error: str | None = None
+    def __init__(self) -> None:
+        self.rows: list[_FileRow] = []
+        self.skipped = 0
+        self.error: str | None = None
 
 
 class _RpcError(Exception):
@@ -737,16 +774,17 @@ class _Store:
         self.directory = directory
 
     def _path(self, session_id: str) -> str | None:
-        return os.path.join(self.directory, session_id + ".json") if _SESSION_ID.fullmatch(session_id) else None
+        if _session_number(session_id) is None:
+            return None
+        return os.path.join(self.directory, session_id + ".json")
 
     def save(self, session: _Session) -> None:
         path = self._path(session.session_id)
         assert path is not None, "the demo names its own sessions"
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        record = {k: v for k, v in asdict(session).items() if k != "system_prompt"}
         temporary = f"{path}.{os.getpid()}.tmp"
         with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(record, file)
+            json.dump(session.record(), file)
         os.replace(temporary, path)
 
     def load(self, session_id: str) -> _Session | None:
@@ -775,8 +813,16 @@ class _Store:
         return [session for session in found if session is not None]
 
     def next_number(self) -> int:
-        numbers = [int(match.group(1)) for s in self.all() if (match := _SESSION_ID.fullmatch(s.session_id))]
+        numbers = [number for s in self.all() if (number := _session_number(s.session_id)) is not None]
         return max(numbers, default=0) + 1
+
+
+def _session_number(session_id: str) -> int | None:
+    """N of a session id the demo makes, ``demo-N`` with 1 to 9 digits (0-9); None for any other id."""
+    digits = session_id.removeprefix("demo-")
+    if digits != session_id and 0 < len(digits) <= 9 and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return None
 
 
 def _now() -> str:
@@ -1005,7 +1051,59 @@ def _all_kinds_updates(cwd: str, tool_call_id: str, text: str) -> list[JsonObjec
     ]
 
 
+# What `_plain_settings` knows of each option: its DemoSettings attribute, and how its value is read (None: a flag).
+_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
+    "--delay": ("delay", float),
+    "--chunks": ("chunks", int),
+    "--state-dir": ("state_dir", str),
+    "--all-kinds": ("all_kinds", None),
+    "--verbose": ("verbose", None),
+    "--require-auth": ("require_auth", None),
+}
+
+
 def _parse_args(argv: Sequence[str] | None) -> DemoSettings:
+    args = sys.argv[1:] if argv is None else argv
+    settings = _plain_settings(args)
+    if settings is None:
+        settings = _argparse_settings(args)
+    settings.require_auth = settings.require_auth or os.environ.get(REQUIRE_AUTH_ENV) == "1"
+    return settings
+
+
+def _plain_settings(args: Sequence[str]) -> DemoSettings | None:
+    """The settings of a plain, valid command line, read without argparse: with what it imports (gettext, locale,
+    shutil), argparse would cost a quarter of the agent's start.
+
+    Plain: whole option names, values given as ``--name VALUE`` or ``--name=VALUE``, none starting with ``-``.
+    Returns None for anything else (``--help``, an abbreviation, a mistake): argparse reads those, as it always did.
+    """
+    settings = DemoSettings()
+    words = iter(args)
+    for word in words:
+        name, equals, value = word.partition("=")
+        if name not in _OPTIONS:
+            return None
+        attribute, read = _OPTIONS[name]
+        if read is None:
+            if equals:
+                return None
+            setattr(settings, attribute, True)
+            continue
+        if not equals:
+            value = next(words, "-")
+        if value.startswith("-"):
+            return None
+        try:
+            setattr(settings, attribute, read(value))
+        except ValueError:
+            return None
+    return settings if settings.delay >= 0 and settings.chunks >= 1 else None
+
+
+def _argparse_settings(args: Sequence[str]) -> DemoSettings:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m tinyacp.demo",
         description="A deterministic ACP v1 agent on stdio, with no model: it lists the session's files.",
@@ -1020,18 +1118,18 @@ def _parse_args(argv: Sequence[str] | None) -> DemoSettings:
     parser.add_argument(
         "--require-auth", action="store_true", help=f"answer -32000 until authenticate (also ${REQUIRE_AUTH_ENV}=1)"
     )
-    args = parser.parse_args(argv)
-    if args.delay < 0:
+    parsed = parser.parse_args(args)
+    if parsed.delay < 0:
         parser.error("--delay must be >= 0")
-    if args.chunks < 1:
+    if parsed.chunks < 1:
         parser.error("--chunks must be >= 1")
     return DemoSettings(
-        delay=args.delay,
-        chunks=args.chunks,
-        all_kinds=args.all_kinds,
-        verbose=args.verbose,
-        state_dir=args.state_dir,
-        require_auth=args.require_auth or os.environ.get(REQUIRE_AUTH_ENV) == "1",
+        delay=parsed.delay,
+        chunks=parsed.chunks,
+        all_kinds=parsed.all_kinds,
+        verbose=parsed.verbose,
+        state_dir=parsed.state_dir,
+        require_auth=parsed.require_auth,
     )
 
 
