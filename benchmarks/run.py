@@ -94,9 +94,13 @@ def child_env() -> dict[str, str]:
     """Our environment, with the tinyacp we imported first on the path: the rows measure the same code.
 
     Bytecode is cached in a directory of this run's own, whatever PYTHONDONTWRITEBYTECODE says: an installed
-    package has its .pyc files, and compiling on every start would be timed as importing.
+    package has its .pyc files, and compiling on every start would be timed as importing. The demo agent keeps
+    its sessions there too (unless ``TINYACP_DEMO_STATE_DIR`` says where), not in the user's state directory: a
+    run adds hundreds.
     """
     env = dict(os.environ)
+    if PYCACHE:
+        env.setdefault("TINYACP_DEMO_STATE_DIR", os.path.join(PYCACHE[0], "demo-sessions"))
     src = str(Path(tinyacp.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -710,6 +710,16 @@ def test_only_the_ids_the_demo_makes_name_a_session_file(session_id: str, number
     assert (demo._Store("state")._path(session_id) is None) == (number is None)
 
 
+def test_a_new_sessions_number_comes_from_the_stored_file_names_without_reading_the_files(tmp_path: Path) -> None:
+    """Each new session would cost more than the one before if every stored session were read to number it."""
+    (tmp_path / "demo-41.json").write_text("not even JSON", encoding="utf-8")
+    (tmp_path / "demo-7.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "demo-99.txt").write_text("", encoding="utf-8")
+    (tmp_path / "other-500.json").write_text("", encoding="utf-8")
+    assert demo._Store(str(tmp_path)).next_number() == 42
+    assert demo._Store(str(tmp_path / "missing")).next_number() == 1
+
+
 # -- the agent built on the official SDK ---------------------------------------------------------------------
 
 

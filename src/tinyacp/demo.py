@@ -813,8 +813,14 @@ class _Store:
         return [session for session in found if session is not None]
 
     def next_number(self) -> int:
-        numbers = [number for s in self.all() if (number := _session_number(s.session_id)) is not None]
-        return max(numbers, default=0) + 1
+        """One more than the highest N of the stored sessions, read from the file names (``demo-N.json``): reading
+        every file would make each new session cost more than the one before."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return 1
+        numbers = [_session_number(name[:-5]) for name in names if name.endswith(".json")]
+        return max((number for number in numbers if number is not None), default=0) + 1
 
 
 def _session_number(session_id: str) -> int | None:
