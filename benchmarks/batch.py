@@ -181,7 +181,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--turns", type=int, default=64, help="turns per batch (default 64)")
+    parser.add_argument("--turns", type=int, default=256, help="turns per batch (default 256)")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
     parser.add_argument("--engines", default="bare,local,ray", help="bare (the asyncio client alone), local, ray")
     parser.add_argument("--quick", action="store_true", help="8 turns at 2 and 8, local only: checks that it runs")
