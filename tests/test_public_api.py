@@ -116,6 +116,30 @@ def test_import_tinyacp_loads_the_errors_and_the_version_and_the_rest_on_first_u
     assert done.stdout.splitlines() == ["[]", "tinyacp._client True", "True"]
 
 
+def test_tinyacp_help_loads_neither_msgspec_nor_the_limits_nor_typing() -> None:
+    """``tinyacp --help`` is what a newcomer runs first: it imports the parser's light modules only. msgspec, the
+    limits and the line reader (with their dataclasses and ``inspect``) and ``typing`` load when a subcommand that
+    needs them runs."""
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['tinyacp', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('tinyacp', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('msgspec', 'tinyacp._limits', 'tinyacp.reader', 'dataclasses', 'inspect', 'typing')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    src = str(Path(tinyacp.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=src)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: tinyacp" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 # -- one API, both ways ---------------------------------------------------------------------------------------
 
 PLAIN_IN_BOTH = {"kill", "session_state", "stderr_tail"}

@@ -20,18 +20,18 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._constants import SYSTEM_PROMPT_MODES
-from .._limits import TransferLimits
 from .._version import __version__
-from ..reader import DEFAULT_MAX_LINE
 from ._dirs import default_config_path
 from ._exit import BATCH_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 
+TYPE_CHECKING = False  # `typing` only for the type checker: `tinyacp --help` does without it
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["main"]
 
-_DEFAULT_LIMITS = TransferLimits()
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
 _STARTUP_TIMEOUT = 120.0
 
@@ -341,14 +341,19 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     )
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
+    # Imported here, for the subcommands that take them: `tinyacp --help` needs neither (nor their dataclasses).
+    from .._limits import TransferLimits
+    from ..reader import DEFAULT_MAX_LINE
+
+    defaults = TransferLimits()
     limits = parser.add_argument_group("limits (sizes in bytes; K, M, G suffixes)")
     limits.add_argument("--max-line", type=_size, default=DEFAULT_MAX_LINE, metavar="SIZE")
     for name, default in (
-        ("max-message-bytes", _DEFAULT_LIMITS.max_message_bytes),
+        ("max-message-bytes", defaults.max_message_bytes),
         ("max-update-bytes", None),
-        ("max-updates", _DEFAULT_LIMITS.max_updates),
-        ("max-reply-bytes", _DEFAULT_LIMITS.max_reply_bytes),
-        ("max-reply-chunks", _DEFAULT_LIMITS.max_reply_chunks),
+        ("max-updates", defaults.max_updates),
+        ("max-reply-bytes", defaults.max_reply_bytes),
+        ("max-reply-chunks", defaults.max_reply_chunks),
     ):
         limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
     shown = parser.add_argument_group("display")
