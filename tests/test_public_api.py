@@ -96,6 +96,17 @@ def test_lazy_names_are_served_and_unknown_names_raise_attribute_error() -> None
         tinyacp.Nope  # noqa: B018
 
 
+def _fresh_interpreter(probe: str) -> subprocess.CompletedProcess[str]:
+    """Run ``probe`` in a new interpreter with this tinyacp on its path; it must exit 0."""
+    src = str(Path(tinyacp.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=src)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_import_tinyacp_loads_the_errors_and_the_version_and_the_rest_on_first_use() -> None:
     """A program (or ``tinyacp --help``) that imports the package pays for msgspec and the clients only when it
     first touches them; then every name is the same object as before."""
@@ -107,12 +118,7 @@ def test_import_tinyacp_loads_the_errors_and_the_version_and_the_rest_on_first_u
         "import tinyacp._client\n"
         "print(tinyacp.Client is tinyacp._client.Client)\n"
     )
-    src = str(Path(tinyacp.__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=src)
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = _fresh_interpreter(probe)
     assert done.stdout.splitlines() == ["[]", "tinyacp._client True", "True"]
 
 
@@ -130,12 +136,7 @@ def test_tinyacp_help_loads_neither_msgspec_nor_the_limits_nor_typing() -> None:
         "heavy = ('msgspec', 'tinyacp._limits', 'tinyacp.reader', 'dataclasses', 'inspect', 'typing')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
-    src = str(Path(tinyacp.__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=src)
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = _fresh_interpreter(probe)
     assert "usage: tinyacp" in done.stdout
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
