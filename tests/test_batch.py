@@ -314,6 +314,54 @@ def test_journal_fsyncs_stay_on_the_event_loop_while_quick_and_move_to_a_thread_
         _turn._sync_seconds.pop(str(tmp_path), None)
 
 
+_COUNT_FSYNCS = """
+import os, stat, sys
+real, counts = os.fsync, {"file": 0, "dir": 0}
+def fsync(fd):
+    counts["dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"] += 1
+    real(fd)
+os.fsync = fsync
+from tinyacp.cli import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    out.write(f"{counts['file']} {counts['dir']} {code}")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX")
+def test_a_batch_fsyncs_each_journal_at_its_decisions_and_every_record_with_sync_journal(
+    tmp_path: Path, work: Path
+) -> None:
+    """By default a turn's journal is fsync'ed at its permission decision (the demo agent asks once a turn), its
+    epoch with it; the journals share their directory's fsyncs. ``--sync-journal`` fsyncs every record."""
+    items = write_items(tmp_path / "items.jsonl", [{"id": n, "prompt": "list the files"} for n in range(3)])
+    counted = {}
+    for flags in ([], ["--sync-journal"]):
+        out = tmp_path / f"out{len(flags)}"
+        command = ["batch", str(items), "--out", str(out), "--cwd", str(work), "--agent", "demo", "-y", "-q", *flags]
+        done = subprocess.run(
+            [sys.executable, "-c", _COUNT_FSYNCS, str(tmp_path / "counts"), *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        files, dirs, code = map(int, (tmp_path / "counts").read_text().split())
+        assert code == 0
+        journals = sorted((out / "journals").iterdir())
+        lines = sum(len(tinyacp.JsonlJournal.read(journal)) for journal in journals)
+        assert [epochs(journal) for journal in journals] == [[1]] * 3
+        assert all(record.permissions.allowed == 1 for record in records(out))
+        counted[bool(flags)] = (files, dirs, lines)
+    files, dirs, _ = counted[False]
+    assert files == 3, "one fsync per decision, none for the epoch"
+    assert 1 <= dirs <= 3
+    files, dirs, lines = counted[True]
+    assert files == lines, "every record fsync'ed on its own"
+    assert 1 <= dirs <= 3
+
+
 def test_a_connection_to_the_ray_driver_without_the_batchs_secret_is_closed_and_gets_no_turn() -> None:
     """The Ray engine's driver listens for its actors' connections; anyone else who connects is turned away."""
     import socket

@@ -165,15 +165,133 @@ def test_journal_file_is_readable_by_its_owner_only_whatever_the_umask(tmp_path:
 
 
 class FsyncSpy:
-    """Records fsync calls in the order of an event list shared with an observer."""
+    """Records fsync calls in the order of an event list shared with an observer: ``fsync`` for a file's,
+    ``fsync dir`` for a directory's."""
 
     def __init__(self, events: list[str], real: Any) -> None:
         self.events = events
         self.real = real
 
     def __call__(self, fd: int) -> None:
-        self.events.append("fsync")
+        self.events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync")
         self.real(fd)
+
+
+class FsyncsOf:
+    """Records fsync calls by what they sync: the file's name (``a.jsonl``), or its directory's (``dir d``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        self.real = os.fsync
+        monkeypatch.setattr(os, "fsync", self)
+
+    def __call__(self, fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        self.calls.append(f"dir {name}" if stat.S_ISDIR(os.fstat(fd).st_mode) else name)
+        self.real(fd)
+
+    def take(self) -> list[str]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
+def test_a_new_journals_directory_is_fsynced_after_its_first_fsync_and_never_at_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing in a new file is promised to survive a crash of the machine until its first fsync; then its name
+    must be durable too, before that promise is kept: POSIX makes a file's name durable with its directory's fsync,
+    not the file's."""
+    (tmp_path / "d").mkdir()
+    fsyncs = FsyncsOf(monkeypatch)
+    journal = tinyacp.JsonlJournal(tmp_path / "d" / "a.jsonl")
+    journal.on_send(tinyacp.OutgoingMessage(epoch=1, method="x", id=1, raw=b'{"id":1}'))  # written, not synced
+    assert fsyncs.take() == []
+    journal.begin_epoch()
+    assert fsyncs.take() == ["a.jsonl", "dir d"]
+    journal.begin_epoch()
+    assert fsyncs.take() == ["a.jsonl"]  # the name is durable already
+    journal.close()
+    with tinyacp.JsonlJournal(tmp_path / "d" / "a.jsonl") as again:  # an existing file: its name is durable
+        again.begin_epoch()
+    assert fsyncs.take() == ["a.jsonl"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
+def test_journals_in_one_directory_share_its_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An fsync of a directory makes durable the name of every file made in it before the fsync began: a batch's
+    turns, whose journals share a directory, need far fewer of them than one each."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "e").mkdir()
+    fsyncs = FsyncsOf(monkeypatch)
+    a, b = tinyacp.JsonlJournal(tmp_path / "d" / "a.jsonl"), tinyacp.JsonlJournal(tmp_path / "d" / "b.jsonl")
+    other = tinyacp.JsonlJournal(tmp_path / "e" / "o.jsonl")
+    a.begin_epoch()
+    assert fsyncs.take() == ["a.jsonl", "dir d"]
+    c = tinyacp.JsonlJournal(tmp_path / "d" / "c.jsonl")  # made after d's fsync began
+    b.begin_epoch()
+    assert fsyncs.take() == ["b.jsonl"]  # made before it: covered
+    c.begin_epoch()
+    assert fsyncs.take() == ["c.jsonl", "dir d"]
+    other.begin_epoch()
+    assert fsyncs.take() == ["o.jsonl", "dir e"]  # another directory's fsync covers nothing here
+    for journal in (a, b, c, other):
+        journal.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
+def test_an_epoch_begun_not_durable_is_written_and_made_durable_by_the_next_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.jsonl"
+    fsyncs = FsyncsOf(monkeypatch)
+    with tinyacp.JsonlJournal(path) as journal:
+        assert journal.begin_epoch(durable=False) == 1
+        assert fsyncs.take() == []
+        assert [record["epoch"] for record in tinyacp.JsonlJournal.read(path)] == [1]  # written: a crash of
+        # this process keeps it
+        assert journal.begin_epoch() == 2
+        assert fsyncs.take() == ["a.jsonl", f"dir {tmp_path.name}"]  # the first epoch and the file's name with it
+    with tinyacp.JsonlJournal(tmp_path / "s.jsonl", sync=True) as synced:
+        synced.begin_epoch(durable=False)
+        assert fsyncs.take() == ["s.jsonl", f"dir {tmp_path.name}"]  # sync=True: every record, the epoch too
+
+
+def test_forgetting_a_directorys_last_fsync_costs_an_fsync_and_never_misses_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most a few hundred directories are remembered. Against a model of what is durable (a name is durable
+    once an fsync of its directory that began after the file was made has finished), over random steps in more
+    directories than are remembered: every entry made durable is durable."""
+    import random
+
+    from tinyacp import _journal
+
+    fsynced: list[tuple[str, int]] = []  # (directory, the step at which its fsync began)
+    step = [0]
+
+    def fsync_dir(directory: Path) -> None:
+        step[0] += 1
+        fsynced.append((str(directory), step[0]))
+
+    monkeypatch.setattr(_journal, "_fsync_dir", fsync_dir)
+    entries = _journal._Entries()
+    count = _journal._Entries._REMEMBERED + 50
+    rng = random.Random(7)
+    made: list[tuple[tuple[str, int], int]] = []  # (entry, the step at which the file was made)
+    calls = 0
+    for _ in range(6000):
+        step[0] += 1
+        if rng.random() < 0.5 or not made:
+            entry = entries.created(tmp_path / f"d{rng.randrange(count)}" / "j.jsonl")
+            made.append((entry, step[0]))
+            continue
+        entry, at = made.pop(rng.randrange(len(made)))
+        entries.make_durable(entry)
+        calls += 1
+        assert any(d == entry[0] and began > at for d, began in fsynced), "made durable without an fsync after it"
+        assert len(entries._covered) <= _journal._Entries._REMEMBERED
+    assert len(fsynced) < calls  # shared: fewer fsyncs than entries made durable
 
 
 def test_a_permission_decision_is_fsynced_before_the_answer_goes_out(
@@ -202,6 +320,7 @@ def test_a_permission_decision_is_fsynced_before_the_answer_goes_out(
         "send session/prompt",
         "decision",
         "fsync",
+        "fsync dir",  # the journal's first fsync: its name is made durable too, before the answer
         "send None",  # the answer to the permission request
     ]
 
@@ -215,7 +334,7 @@ def test_sync_true_fsyncs_every_line(tmp_path: Path, make_client: Any, monkeypat
     client.close()
     records = tinyacp.JsonlJournal.read(tmp_path / "j.jsonl")
     assert len(records) == 2  # initialize, and its answer
-    assert events.count("fsync") == len(records)
+    assert events == ["fsync", "fsync dir", "fsync"]  # each line; the new file's name with the first
 
 
 def test_the_journal_decides_nothing(tmp_path: Path, make_client: Any, scripted: Any) -> None:

@@ -137,15 +137,25 @@ class JsonlJournal(BaseObserver):
         """The time of the records to be written together."""
         self._head = _NO_HEAD
         """An epoch, and the format of its update records (``ts`` included) while the batch lasts."""
-        self._fd = _open_for_append(self.path, exclusive=exclusive)
+        self._fd, created = _open_for_append(self.path, exclusive=exclusive)
+        self._new_entry = _DIRECTORIES.created(self.path) if created else None
+        """The file's directory entry, while no fsync of its directory made it durable (see :class:`_Entries`)."""
 
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self) -> int:
-        """Read the last epoch in the file, record the next one durably, and return it (1 for a new file).
+    def begin_epoch(self, *, durable: bool = True) -> int:
+        """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
+        new file).
 
         The file is locked (``flock``) meanwhile, so two processes sharing a journal get different epochs.
+
+        Args:
+            durable: fsync the epoch record (and, for a new file, its directory entry) before returning. False
+                writes it only (it survives a crash of this process): it becomes durable with the journal's next
+                fsync, a permission decision's, since an fsync covers every record before it. Until then a crash
+                of the machine may lose it together with every later record of the epoch, and the epoch's number
+                would be given again. ``sync=True`` fsyncs it all the same.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -159,7 +169,7 @@ class JsonlJournal(BaseObserver):
                     self._write_pending()
                 epoch = last_epoch(self._fd) + 1
                 record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
-                self._add(self._encode(record) + b"\n", sync=True)
+                self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         return epoch
@@ -405,6 +415,10 @@ class JsonlJournal(BaseObserver):
             self._head = _NO_HEAD  # the next record starts a batch: it takes the time
         if sync:
             os.fsync(fd)
+            entry = self._new_entry
+            if entry is not None:  # what was just made durable must be reachable by name
+                _DIRECTORIES.make_durable(entry)
+                self._new_entry = None
 
     def _check_open(self) -> None:
         if self._fd < 0:
@@ -436,9 +450,10 @@ def _parses(raw: bytes) -> bool:
     return True
 
 
-def _open_for_append(path: Path, *, exclusive: bool = False) -> int:
+def _open_for_append(path: Path, *, exclusive: bool = False) -> tuple[int, bool]:
     """Open for appending (and reading back the last epoch), never through a symbolic link and only a regular
-    file; a new file is 0600 and its directory entry is fsync'ed; a torn tail is sealed."""
+    file; a new file is 0600; a torn tail is sealed. Returns the fd and whether the file was created (its
+    directory entry is not durable yet: see :class:`_Entries`)."""
     # O_NONBLOCK only for the open itself: a FIFO planted under the name must not block us; it is refused below.
     flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     created = True
@@ -460,13 +475,12 @@ def _open_for_append(path: Path, *, exclusive: bool = False) -> int:
         os.set_blocking(fd, True)
         if created:
             os.fchmod(fd, 0o600)  # whatever the umask said
-            _fsync_dir(path.parent)
         else:
             _seal_torn_tail(fd)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, created
 
 
 def _seal_torn_tail(fd: int) -> None:
@@ -475,6 +489,61 @@ def _seal_torn_tail(fd: int) -> None:
         return
     os.write(fd, b"\n")
     os.fsync(fd)
+
+
+class _Entries:
+    """The new journal files' directory entries, and which of them are durable, for the journals of a process.
+
+    A new file's name must be durable before anything in it is promised to be: an fsync of the file does not make
+    its directory entry durable (POSIX), an fsync of the directory does. Every journal defers it to its own first
+    fsync (many never make one: a journal whose records only need to be written), and journals in one directory
+    share it: an fsync of a directory makes durable every entry made in it before the fsync began. So the files
+    get increasing numbers as they are made, and each directory keeps the number its last fsync covered. A batch's
+    turns, which make their journals in one directory, need about one directory fsync per two turns at two at a
+    time, and fewer the more run at once.
+    """
+
+    _REMEMBERED: Final = 256
+    """Directories whose last fsync is kept; one forgotten costs an fsync more, never a missed one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made = 0
+        """The number of the last file made (in any directory)."""
+        self._covered: dict[str, int] = {}
+        """Per directory (an absolute path): every file made in it up to this number is durably named."""
+
+    def created(self, path: Path) -> tuple[str, int]:
+        """Note a file just created at ``path``; returns its entry, for :meth:`make_durable`."""
+        directory = os.path.dirname(os.path.abspath(path))
+        with self._lock:
+            self._made += 1
+            return directory, self._made
+
+    def make_durable(self, entry: tuple[str, int]) -> None:
+        """Return once the entry is durable: at once if an fsync of its directory that began after the file was
+        made has finished, else after one more."""
+        directory, number = entry
+        covered = self._covered
+        with self._lock:
+            if covered.get(directory, 0) >= number:
+                return
+            upto = self._made  # every file up to this one exists: the fsync below covers them all
+        _fsync_dir(Path(directory))
+        with self._lock:
+            covered[directory] = max(covered.pop(directory, 0), upto)  # last in the dict's order: kept longest
+            if len(covered) > self._REMEMBERED:
+                del covered[next(iter(covered))]
+
+    def after_fork(self) -> None:
+        """In a forked child: a thread of the parent may have held the lock at the fork, and no thread will
+        release it here. What is known stays true: a fork writes nothing to disk, nor forgets anything there."""
+        self._lock = threading.Lock()
+
+
+_DIRECTORIES: Final = _Entries()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_DIRECTORIES.after_fork)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -124,7 +124,8 @@ class TurnOptions(TypedDict, total=False):
         env: the agent's environment (default: inherited), to which an agent entry's ``env`` is added.
         kill_grace, cancel_grace: as in :class:`tinyacp.Options`.
         reader_limits, transfer_limits: as in :class:`tinyacp.Options`.
-        sync_journal: fsync every journal line.
+        sync_journal: fsync every journal record as it is made (default: at each permission decision, with
+            every record before it; the epoch record is not fsync'ed on its own).
         supervise: as in :class:`tinyacp.Options` (Linux).
         attempt: the attempt number to record (default 1).
     """
@@ -327,7 +328,9 @@ def _open_journal(journal_dir: Path, path: Path, sync: bool) -> tuple[JsonlJourn
     journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     journal = JsonlJournal(path, sync=sync)
     try:
-        return journal, journal.begin_epoch()
+        # Not fsync'ed on its own: the epoch becomes durable with the turn's first permission decision, with the
+        # file's name (see docs/batch.md, "What is durable").
+        return journal, journal.begin_epoch(durable=False)
     except BaseException:
         journal.close()
         raise
@@ -416,9 +419,11 @@ async def turn(
     result: PromptResult | None = None
     error: TurnError | None = None
     try:
-        # Creating the file and beginning the epoch fsync, as the decisions do.
         where = str(journal_dir)
-        opened, begun = await _synced(where, _open_journal, journal_dir, path, settings.sync_journal)
+        if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
+            opened, begun = await _synced(where, _open_journal, journal_dir, path, True)
+        else:
+            opened, begun = _open_journal(journal_dir, path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
         result = await _converse(item, agent, settings, observer, begun)
     except Exception as exc:  # a turn's own failure is its record, whatever it was

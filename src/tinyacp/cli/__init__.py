@@ -271,6 +271,9 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-failed", action="store_true", help="run again the items whose record is not ok")
     parser.add_argument("--retries", type=_count, default=0, metavar="N", help="extra attempts per failed turn")
     parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline of each turn")
+    parser.add_argument(
+        "--sync-journal", action="store_true", help="fsync every journal record (default: at permission decisions)"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")

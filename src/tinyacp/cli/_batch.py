@@ -138,6 +138,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
             cwd=args.cwd,
             timeout=args.timeout,
+            sync_journal=args.sync_journal,
             policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
         )
     except BatchEngineError as exc:
