@@ -2,13 +2,16 @@
 --batch``).
 
 Each engine runs ``--turns`` turns of the demo agent (``python -m tinyacp.demo``, which lists a directory of three
-files) at each concurrency, in a child process of its own per engine. The ``bare`` rows run the same turns with
-``AsyncClient`` and a ``JsonlJournal`` each in a loop of their own: what a batch adds to the client is the
-difference. Measured per row: turns per second (wall clock) and tinyacp's client CPU per turn (the batch's
-``BatchSummary.client_cpu_seconds``: the batch process during the call, plus with Ray the actors from the end of
-their start-up; the agents' own CPU is not counted). The driver's share of starting and stopping a batch's actors
-is in the Ray figures; the local cluster's start-up is reported apart (once for the Ray rows, in their process:
-loopback, no dashboard). Output is Markdown. Nothing here asserts a time.
+files) at each concurrency, ``--rounds`` times, in a child process of its own per engine; the levels take turns
+within a round, and each row gives the median over the rounds (and the range), since the same batch's CPU spreads
+by a fifth or more from one minute to the next on a shared machine. The ``bare`` rows run the same turns with
+``AsyncClient`` and a ``JsonlJournal`` each (its epoch fsync'ed with the decision, as a batch turn's is) in a loop
+of their own: what a batch adds to the client is the difference. Measured per batch: turns per second (wall
+clock) and tinyacp's client CPU per turn (the batch's ``BatchSummary.client_cpu_seconds``: the batch process during
+the call, plus with Ray the actors from the end of their start-up; the agents' own CPU is not counted). The
+driver's share of starting and stopping a batch's actors is in the Ray figures; the local cluster's start-up is
+reported apart (once for the Ray rows, in their process: loopback, no dashboard). Output is Markdown. Nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,14 +31,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = (2, 8, 32)
 _WARM_TURNS = 2
+_ROUNDS = 3
 
 
-def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
-    """Run in the child: one batch per concurrency, the same engine; returns a row per batch."""
+def _row(engine: str, level: int, turns: int) -> dict[str, Any]:
+    return {"engine": engine, "concurrency": level, "turns": turns, "walls": [], "cpus": []}
+
+
+def _rows(engine: str, turns: int, concurrency: Sequence[int], rounds: int) -> list[dict[str, Any]]:
+    """Run in the child: per round, one batch per concurrency, the same engine; returns a row per concurrency."""
     import tinyacp
     from tinyacp.batch import run_batch
 
-    rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     if engine == "ray":
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -56,12 +64,13 @@ def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str,
             policy=tinyacp.PermissionPolicy(allow_all=True),
         )
         extra["first_batch_cpu"] = warm.client_cpu_seconds
-        for level in concurrency:
+        rows = {level: {**_row(engine, level, turns), **extra} for level in concurrency}
+        for level in (level for _ in range(rounds) for level in concurrency):
             items = [{"id": n, "prompt": "list the files"} for n in range(turns)]
             started = time.monotonic()
             summary = run_batch(
                 items,
-                Path(tmp) / f"out-{level}",
+                Path(tmp) / f"out-{level}-{len(rows[level]['walls'])}",
                 engine=engine,  # type: ignore[arg-type]
                 concurrency=level,
                 agent="demo",
@@ -71,14 +80,14 @@ def _rows(engine: str, turns: int, concurrency: Sequence[int]) -> list[dict[str,
             wall = time.monotonic() - started
             if not summary.all_ok:
                 raise RuntimeError(f"{engine} at {level}: {summary.failed} turns failed")
-            rows.append({"engine": engine, "concurrency": level, "turns": turns, "wall": wall, **extra})
-            rows[-1]["cpu"] = summary.client_cpu_seconds
+            rows[level]["walls"].append(wall)
+            rows[level]["cpus"].append(summary.client_cpu_seconds)
     if engine == "ray":
         ray.shutdown()
-    return rows
+    return list(rows.values())
 
 
-def _bare_rows(turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
+def _bare_rows(turns: int, concurrency: Sequence[int], rounds: int) -> list[dict[str, Any]]:
     """The same turns with the asyncio client and a journal each, in a loop of our own: what a batch adds."""
     import asyncio
 
@@ -91,7 +100,7 @@ def _bare_rows(turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
             command=[sys.executable, "-m", "tinyacp.demo"],
             cwd=work,
             observer=journal,
-            epoch=journal.begin_epoch(),
+            epoch=journal.begin_epoch(durable=False),
             policy=tinyacp.PermissionPolicy(allow_all=True),
             stderr="tail",
         )
@@ -110,7 +119,6 @@ def _bare_rows(turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
 
         await asyncio.gather(*(guarded(number) for number in range(count)))
 
-    rows = []
     with tempfile.TemporaryDirectory(prefix="tinyacp-bench-batch-") as tmp:
         work = _work(Path(tmp))
         journals = Path(tmp) / "journals-warm"
@@ -118,15 +126,15 @@ def _bare_rows(turns: int, concurrency: Sequence[int]) -> list[dict[str, Any]]:
         cpu = cpu_seconds()
         asyncio.run(batch(_WARM_TURNS, work, journals, _WARM_TURNS))
         warm = cpu_seconds() - cpu
-        for level in concurrency:
-            journals = Path(tmp) / f"journals-{level}"
+        rows = {level: {**_row("bare", level, turns), "first_batch_cpu": warm} for level in concurrency}
+        for level in (level for _ in range(rounds) for level in concurrency):
+            journals = Path(tmp) / f"journals-{level}-{len(rows[level]['walls'])}"
             journals.mkdir()
             started, cpu = time.monotonic(), cpu_seconds()
             asyncio.run(batch(level, work, journals))
-            wall, used = time.monotonic() - started, cpu_seconds() - cpu
-            rows.append({"engine": "bare", "concurrency": level, "turns": turns, "wall": wall, "cpu": used})
-            rows[-1]["first_batch_cpu"] = warm
-    return rows
+            rows[level]["walls"].append(time.monotonic() - started)
+            rows[level]["cpus"].append(cpu_seconds() - cpu)
+    return list(rows.values())
 
 
 def _work(tmp: Path) -> Path:
@@ -137,8 +145,11 @@ def _work(tmp: Path) -> Path:
     return work
 
 
-def _child(engine: str, turns: int, concurrency: Sequence[int], env: dict[str, str]) -> list[dict[str, Any]]:
+def _child(
+    engine: str, turns: int, concurrency: Sequence[int], rounds: int, env: dict[str, str]
+) -> list[dict[str, Any]]:
     command = [sys.executable, "-m", "benchmarks.batch", "--child", engine, "--turns", str(turns)]
+    command += ["--rounds", str(rounds)]
     command += ["--concurrency", ",".join(map(str, concurrency))]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=1800, check=False)
     if done.returncode != 0:
@@ -157,13 +168,16 @@ def have_ray() -> bool:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The Markdown table of the rows."""
     lines = [
-        "| engine | concurrency | turns | turns/s | client CPU per turn |",
-        "|---|---:|---:|---:|---:|",
+        "| engine | concurrency | turns per batch | rounds | turns/s, median | client CPU per turn, median (min-max) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
+        turns = row["turns"]
+        rate = statistics.median(turns / wall for wall in row["walls"])
+        cpu = [1000 * used / turns for used in row["cpus"]]
         lines.append(
-            f"| {row['engine']} | {row['concurrency']} | {row['turns']} | {row['turns'] / row['wall']:.1f} "
-            f"| {1000 * row['cpu'] / row['turns']:.1f} ms |"
+            f"| {row['engine']} | {row['concurrency']} | {turns} | {len(cpu)} | {rate:.1f} "
+            f"| {statistics.median(cpu):.1f} ms ({min(cpu):.1f}-{max(cpu):.1f}) |"
         )
     lines.append("")
     firsts = {row["engine"]: row["first_batch_cpu"] for row in rows if "first_batch_cpu" in row}
@@ -182,19 +196,25 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=256, help="turns per batch (default 256)")
+    parser.add_argument("--rounds", type=int, default=_ROUNDS, help=f"batches per row (default {_ROUNDS})")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
     parser.add_argument("--engines", default="bare,local,ray", help="bare (the asyncio client alone), local, ray")
-    parser.add_argument("--quick", action="store_true", help="8 turns at 2 and 8, local only: checks that it runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="one round of 8 turns at 2 and 8, bare and local: checks that it runs"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     levels = [int(level) for level in args.concurrency.split(",")]
     if args.child:
-        rows = _bare_rows(args.turns, levels) if args.child == "bare" else _rows(args.child, args.turns, levels)
+        if args.child == "bare":
+            rows = _bare_rows(args.turns, levels, args.rounds)
+        else:
+            rows = _rows(args.child, args.turns, levels, args.rounds)
         print(json.dumps(rows))
         return 0
     engines = args.engines.split(",")
     if args.quick:
-        args.turns, levels, engines = 8, [2, 8], ["bare", "local"]
+        args.turns, args.rounds, levels, engines = 8, 1, [2, 8], ["bare", "local"]
     if "ray" in engines and not have_ray():
         print("(Ray is not installed: the Ray rows are left out; pip install -e '.[ray]')", file=sys.stderr)
         engines.remove("ray")
@@ -206,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.PYCACHE[:] = [pycache]
         try:
             env = run.child_env()
-            rows = [row for engine in engines for row in _child(engine, args.turns, levels, env)]
+            rows = [row for engine in engines for row in _child(engine, args.turns, levels, args.rounds, env)]
         finally:
             run.PYCACHE.clear()
     print("\n".join(["## Batches: the demo agent's turns, local and on Ray", "", *table(rows)]))

@@ -95,6 +95,31 @@ def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path:
             assert default.endswith("processes left: 0"), (what, default)
 
 
+def test_the_batch_benchmark_runs_and_prints_a_row_per_engine_and_concurrency() -> None:
+    env = dict(os.environ)
+    src = str(Path(tinyacp.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.batch", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    lines = done.stdout.decode().splitlines()
+    rows = [line.split("|")[1:-1] for line in lines if line.startswith(("| bare ", "| local "))]
+    assert [(cells[0].strip(), cells[1].strip(), cells[2].strip()) for cells in rows] == [
+        ("bare", "2", "8"),
+        ("bare", "8", "8"),
+        ("local", "2", "8"),
+        ("local", "8", "8"),
+    ]
+    for cells in rows:
+        assert float(cells[4]) > 0 and cells[5].strip().endswith(")") and " ms (" in cells[5]
+
+
 def retained_and_peak(client: ClientLike, session_id: str, updates: int) -> tuple[int, int]:
     """Blocks left allocated by one flooded prompt, and the peak of traced memory while it ran."""
     gc.collect()
