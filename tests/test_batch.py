@@ -328,7 +328,6 @@ with open(sys.argv[1], "w") as out:
 """
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX")
 def test_a_batch_fsyncs_each_journal_at_its_decisions_and_every_record_with_sync_journal(
     tmp_path: Path, work: Path
 ) -> None:

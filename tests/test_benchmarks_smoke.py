@@ -34,20 +34,19 @@ KiB = 1024
 SMALL, LARGE = 10_000, 100_000
 
 
-@pytest.mark.slow
-def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path: Path) -> None:
+def run_benchmark(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -m benchmarks.<args>`` from the repository, with this tinyacp on the path."""
     env = dict(os.environ)
     src = str(Path(tinyacp.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", f"benchmarks.{args[0]}", *args[1:]]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=120, check=False)
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path: Path) -> None:
     output = tmp_path / "report.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--quick", "--output", str(output)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_benchmark("run", "--quick", "--output", str(output))
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = done.stdout.decode()
     assert output.read_text().strip() == report.strip()
@@ -96,17 +95,7 @@ def test_the_benchmark_runs_end_to_end_and_prints_every_row_and_target(tmp_path:
 
 
 def test_the_batch_benchmark_runs_and_prints_a_row_per_engine_and_concurrency() -> None:
-    env = dict(os.environ)
-    src = str(Path(tinyacp.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.batch", "--quick"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_benchmark("batch", "--quick")
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     lines = done.stdout.decode().splitlines()
     rows = [line.split("|")[1:-1] for line in lines if line.startswith(("| bare ", "| local "))]

@@ -178,16 +178,24 @@ class FsyncSpy:
 
 
 class FsyncsOf:
-    """Records fsync calls by what they sync: the file's name (``a.jsonl``), or its directory's (``dir d``)."""
+    """Records fsync calls under ``root`` by what they sync: the file's name (``a.jsonl``), or its directory's
+    (``dir d``), found by inode."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
         self.calls: list[str] = []
+        self.root = root
         self.real = os.fsync
         monkeypatch.setattr(os, "fsync", self)
 
     def __call__(self, fd: int) -> None:
-        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
-        self.calls.append(f"dir {name}" if stat.S_ISDIR(os.fstat(fd).st_mode) else name)
+        synced = os.fstat(fd)
+        for path in [self.root, *self.root.rglob("*")]:
+            found = path.stat()
+            if (found.st_dev, found.st_ino) == (synced.st_dev, synced.st_ino):
+                self.calls.append(f"dir {path.name}" if path.is_dir() else path.name)
+                break
+        else:
+            raise AssertionError(f"an fsync of something outside {self.root}")
         self.real(fd)
 
     def take(self) -> list[str]:
@@ -195,7 +203,6 @@ class FsyncsOf:
         return calls
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
 def test_a_new_journals_directory_is_fsynced_after_its_first_fsync_and_never_at_creation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,7 +210,7 @@ def test_a_new_journals_directory_is_fsynced_after_its_first_fsync_and_never_at_
     must be durable too, before that promise is kept: POSIX makes a file's name durable with its directory's fsync,
     not the file's."""
     (tmp_path / "d").mkdir()
-    fsyncs = FsyncsOf(monkeypatch)
+    fsyncs = FsyncsOf(monkeypatch, tmp_path)
     journal = tinyacp.JsonlJournal(tmp_path / "d" / "a.jsonl")
     journal.on_send(tinyacp.OutgoingMessage(epoch=1, method="x", id=1, raw=b'{"id":1}'))  # written, not synced
     assert fsyncs.take() == []
@@ -217,13 +224,12 @@ def test_a_new_journals_directory_is_fsynced_after_its_first_fsync_and_never_at_
     assert fsyncs.take() == ["a.jsonl"]
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
 def test_journals_in_one_directory_share_its_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An fsync of a directory makes durable the name of every file made in it before the fsync began: a batch's
     turns, whose journals share a directory, need far fewer of them than one each."""
     (tmp_path / "d").mkdir()
     (tmp_path / "e").mkdir()
-    fsyncs = FsyncsOf(monkeypatch)
+    fsyncs = FsyncsOf(monkeypatch, tmp_path)
     a, b = tinyacp.JsonlJournal(tmp_path / "d" / "a.jsonl"), tinyacp.JsonlJournal(tmp_path / "d" / "b.jsonl")
     other = tinyacp.JsonlJournal(tmp_path / "e" / "o.jsonl")
     a.begin_epoch()
@@ -239,12 +245,11 @@ def test_journals_in_one_directory_share_its_fsyncs(tmp_path: Path, monkeypatch:
         journal.close()
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc (Linux)")
 def test_an_epoch_begun_not_durable_is_written_and_made_durable_by_the_next_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "a.jsonl"
-    fsyncs = FsyncsOf(monkeypatch)
+    fsyncs = FsyncsOf(monkeypatch, tmp_path)
     with tinyacp.JsonlJournal(path) as journal:
         assert journal.begin_epoch(durable=False) == 1
         assert fsyncs.take() == []
