@@ -720,6 +720,42 @@ def test_a_new_sessions_number_comes_from_the_stored_file_names_without_reading_
     assert demo._Store(str(tmp_path / "missing")).next_number() == 1
 
 
+def test_agents_sharing_a_state_directory_never_get_the_same_session_number(tmp_path: Path) -> None:
+    """A batch runs many demo agents on one state directory: each new session claims its number by creating its
+    file exclusively, so no session's file is another's, even when the suggested next number is stale."""
+    first, second = demo._Store(str(tmp_path)), demo._Store(str(tmp_path))
+    assert [first.claim(1), second.claim(1), first.claim(1)] == [1, 2, 3]
+    (tmp_path / "next-number").write_text("2", encoding="ascii")  # stale: an older agent's suggestion
+    assert second.claim(1) == 4
+    (tmp_path / "next-number").write_text("not a number", encoding="ascii")  # damaged: the names are read
+    assert first.claim(1) == 5
+    assert first.claim(9) == 9  # an agent's own counter ahead of the directory wins
+    assert sorted(path.name for path in tmp_path.iterdir() if path.suffix == ".json") == [
+        f"demo-{n}.json" for n in (1, 2, 3, 4, 5, 9)
+    ]
+
+
+def test_a_new_session_number_costs_no_listing_of_the_stored_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new session would cost more than the one before if the stored sessions were listed to number it."""
+    store = demo._Store(str(tmp_path))
+    for _ in range(50):
+        store.claim(1)
+
+    def listed(path: object) -> list[str]:
+        raise AssertionError("the stored sessions were listed")
+
+    monkeypatch.setattr(os, "listdir", listed)
+    assert store.claim(1) == 51
+
+
+def test_an_unwritable_state_directory_still_numbers_sessions(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")  # a directory cannot be made under a file
+    assert demo._Store(str(blocked / "state")).claim(3) == 3
+
+
 # -- the agent built on the official SDK ---------------------------------------------------------------------
 
 
@@ -795,7 +831,7 @@ def test_every_answer_beyond_one_turn_fits_the_schema_and_sessions_outlive_the_p
     first.request("logout", {})
     assert first.read()["result"] == {}
     assert first.close() == 0
-    assert [path.name for path in state.iterdir()] == [f"{session_id}.json"]
+    assert sorted(path.name for path in state.iterdir()) == [f"{session_id}.json", "next-number"]
 
     second = spawn("--state-dir", str(state))
     second.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
@@ -818,5 +854,5 @@ def test_every_answer_beyond_one_turn_fits_the_schema_and_sessions_outlive_the_p
     assert second.read()["result"] == {}
     second.request("session/delete", {"sessionId": session_id})
     assert second.read()["result"] == {}
-    assert list(state.iterdir()) == []
+    assert [path.name for path in state.iterdir()] == ["next-number"]  # deleted; its number is not given again
     assert second.close() == 0

@@ -380,7 +380,7 @@ class DemoAgent:
         cwd = _cwd(params)
         if not isinstance(params.get("mcpServers"), list):
             raise _RpcError(INVALID_PARAMS, "Invalid params: mcpServers must be a list")
-        number = max(self._next_session, self._store.next_number())
+        number = self._store.claim(self._next_session)
         self._next_session = number + 1
         session = _Session(f"demo-{number}", cwd, updated_at=_now())
         self._open(session, params)
@@ -811,6 +811,44 @@ class _Store:
             return []
         found = (self.load(name[:-5]) for name in names if name.endswith(".json"))
         return [session for session in found if session is not None]
+
+    def claim(self, at_least: int) -> int:
+        """A session number N >= ``at_least`` that no other session in the directory has, held by creating
+        ``demo-N.json`` exclusively: agents that share the directory (a batch runs many at once) never get the same
+        one. The search starts from the number the directory's ``next-number`` file suggests, so a new session
+        costs a few system calls however many are stored; the file names are read only when that file is missing
+        or damaged. A directory that cannot be written to gives ``at_least``: the session just won't be saved."""
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            number = max(at_least, self._suggested())
+            while True:
+                try:
+                    os.close(os.open(self._path_of(number), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                    break
+                except FileExistsError:
+                    number += 1
+        except OSError:
+            return at_least
+        with contextlib.suppress(OSError):  # a stale suggestion (an older one, another agent's) costs a few tries
+            temporary = f"{self._hint}.{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="ascii") as file:
+                file.write(str(number + 1))
+            os.replace(temporary, self._hint)
+        return number
+
+    @property
+    def _hint(self) -> str:
+        return os.path.join(self.directory, "next-number")
+
+    def _suggested(self) -> int:
+        try:
+            with open(self._hint, "rb") as file:
+                return int(file.read(16))
+        except (OSError, ValueError):
+            return self.next_number()
+
+    def _path_of(self, number: int) -> str:
+        return os.path.join(self.directory, f"demo-{number}.json")
 
     def next_number(self) -> int:
         """One more than the highest N of the stored sessions, read from the file names (``demo-N.json``): reading
