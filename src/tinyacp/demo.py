@@ -48,6 +48,8 @@ offline:
   ``~/.local/state/tinyacp-demo``), so a second agent process can ``session/load`` it (the history is replayed
   as ``user_message_chunk`` and ``agent_message_chunk`` updates, then the answer), ``session/resume`` it (no
   replay), ``session/list``, ``session/close`` and ``session/delete`` it. An unknown session gets ``-32002``.
+  Agents may share the directory: each new session claims its number ``demo-N`` by creating its file, starting
+  from the number the directory's ``next-number`` file suggests, so no two sessions get the same one.
 - **Modes and config options**: modes ``default`` (asks before reading) and ``auto`` (reads without asking),
   and config options ``mode`` and ``model`` (``demo-small``, ``demo-large``); a change is reported as
   ``current_mode_update`` / ``config_option_update`` before the answer.
