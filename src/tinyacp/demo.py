@@ -784,10 +784,7 @@ class _Store:
         path = self._path(session.session_id)
         assert path is not None, "the demo names its own sessions"
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(session.record(), file)
-        os.replace(temporary, path)
+        _replace(path, json.dumps(session.record()))
 
     def load(self, session_id: str) -> _Session | None:
         path = self._path(session_id)
@@ -832,10 +829,7 @@ class _Store:
         except OSError:
             return at_least
         with contextlib.suppress(OSError):  # a stale suggestion (an older one, another agent's) costs a few tries
-            temporary = f"{self._hint}.{os.getpid()}.tmp"
-            with open(temporary, "w", encoding="ascii") as file:
-                file.write(str(number + 1))
-            os.replace(temporary, self._hint)
+            _replace(self._hint, str(number + 1))
         return number
 
     @property
@@ -861,6 +855,14 @@ class _Store:
             return 1
         numbers = [_session_number(name[:-5]) for name in names if name.endswith(".json")]
         return max((number for number in numbers if number is not None), default=0) + 1
+
+
+def _replace(path: str, text: str) -> None:
+    """Write ``path`` whole or not at all: a reader (another agent) never sees it half written."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(temporary, path)
 
 
 def _session_number(session_id: str) -> int | None:
