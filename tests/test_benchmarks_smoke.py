@@ -98,8 +98,10 @@ def test_the_batch_benchmark_runs_and_prints_a_row_per_engine_and_concurrency() 
     done = run_benchmark("batch", "--quick")
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     lines = done.stdout.decode().splitlines()
-    rows = [line.split("|")[1:-1] for line in lines if line.startswith(("| bare ", "| local "))]
+    rows = [line.split("|")[1:-1] for line in lines if line.startswith(("| minimal ", "| bare ", "| local "))]
     assert [(cells[0].strip(), cells[1].strip(), cells[2].strip()) for cells in rows] == [
+        ("minimal", "2", "8"),
+        ("minimal", "8", "8"),
         ("bare", "2", "8"),
         ("bare", "8", "8"),
         ("local", "2", "8"),
@@ -107,6 +109,8 @@ def test_the_batch_benchmark_runs_and_prints_a_row_per_engine_and_concurrency() 
     ]
     for cells in rows:
         assert float(cells[4]) > 0 and cells[5].strip().endswith(")") and " ms (" in cells[5]
+    probe = next(line for line in lines if line.startswith("Creating an empty file"))
+    assert probe.endswith("µs (each turn creates its journal file)."), probe
 
 
 def retained_and_peak(client: ClientLike, session_id: str, updates: int) -> tuple[int, int]:

@@ -735,6 +735,29 @@ def test_agents_sharing_a_state_directory_never_get_the_same_session_number(tmp_
     ]
 
 
+def test_a_new_session_is_written_into_the_file_that_claimed_its_number_and_the_hint_in_place(
+    tmp_path: Path,
+) -> None:
+    """Every file made and thrown away frees an inode, and on ext4 without a journal each file made later nearby
+    (a batch's journals) skips the recently freed ones one by one: a new session makes no file it throws away."""
+    store = demo._Store(str(tmp_path))
+    number = store.claim(1)
+    claimed = (tmp_path / f"demo-{number}.json").stat().st_ino
+    hint = (tmp_path / "next-number").stat().st_ino
+    store.save(demo._Session(f"demo-{number}", str(tmp_path), updated_at="2026-12-01T00:00:00.000000Z"))
+    assert (tmp_path / f"demo-{number}.json").stat().st_ino == claimed
+    loaded = store.load(f"demo-{number}")
+    assert loaded is not None and loaded.session_id == f"demo-{number}" and loaded.cwd == str(tmp_path)
+    assert store.claim(1) == number + 1
+    assert (tmp_path / "next-number").stat().st_ino == hint
+    assert int((tmp_path / "next-number").read_bytes()) == number + 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        f"demo-{number}.json",
+        f"demo-{number + 1}.json",
+        "next-number",
+    ]
+
+
 def test_a_new_session_number_costs_no_listing_of_the_stored_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -770,10 +770,19 @@ def default_state_dir() -> str:
 
 
 class _Store:
-    """Sessions as ``<id>.json`` files in one directory (created 0700 on the first save)."""
+    """Sessions as ``<id>.json`` files in one directory (created 0700 on the first save).
+
+    A session's first record is written into the file that claimed its number, and the ``next-number`` hint is
+    overwritten in place: only a session's later saves replace its file. Each file made and replaced costs the
+    filesystem an inode, and on ext4 without a journal every file made later in the directory's group skips, one
+    by one, the inodes freed in the last minutes: a batch runs many agents, and the client makes a journal file
+    per turn.
+    """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        self._claimed: set[str] = set()
+        """Paths this store claimed and has not written yet: their first save writes into them."""
 
     def _path(self, session_id: str) -> str | None:
         if _session_number(session_id) is None:
@@ -784,7 +793,14 @@ class _Store:
         path = self._path(session.session_id)
         assert path is not None, "the demo names its own sessions"
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        _replace(path, json.dumps(session.record()))
+        text = json.dumps(session.record())
+        if path not in self._claimed:
+            _replace(path, text)
+            return
+        self._claimed.discard(path)
+        # Claimed by us and empty: a reader meanwhile finds no session, as it would find an empty file.
+        with open(path, "r+", encoding="utf-8") as file:
+            file.write(text)
 
     def load(self, session_id: str) -> _Session | None:
         path = self._path(session_id)
@@ -828,9 +844,19 @@ class _Store:
                     number += 1
         except OSError:
             return at_least
+        self._claimed.add(self._path_of(number))
         with contextlib.suppress(OSError):  # a stale suggestion (an older one, another agent's) costs a few tries
-            _replace(self._hint, str(number + 1))
+            self._suggest(number + 1)
         return number
+
+    def _suggest(self, number: int) -> None:
+        """Overwrite the hint in place, at a fixed width: a reader that meets a write halfway gets a wrong number
+        or none, which costs a few more tries or one listing, never a shared one (the claim decides)."""
+        fd = os.open(self._hint, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.pwrite(fd, b"%-15d\n" % number, 0)
+        finally:
+            os.close(fd)
 
     @property
     def _hint(self) -> str:
