@@ -76,8 +76,8 @@ def _child_rows(engine: str, directory: Path, turns: int, concurrency: Sequence[
         ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         extra["cluster_start"] = time.monotonic() - started
     work = _work(directory)
-    run = _loop(_minimal_turn, work) if engine == "minimal" else _loop(_bare_turn, work) if engine == "bare" else None
-    run = run or _engine(engine, work)
+    loops: dict[str, Turn] = {"minimal": _minimal_turn, "bare": _bare_turn}
+    run = _loop(loops[engine], work) if engine in loops else _engine(engine, work)
     extra["first_batch_cpu"] = run(_WARM_TURNS, _WARM_TURNS, directory / "warm")
     rows = []
     for level in concurrency:
