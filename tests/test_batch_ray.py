@@ -102,9 +102,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             del os.environ["RAY_TMPDIR"]
         else:
             os.environ["RAY_TMPDIR"] = saved
-        wait_for(lambda: not ray_processes(tmp), timeout=60, what="every Ray process to exit")
-        (short / "t").unlink()
-        short.rmdir()
+        try:
+            wait_for(lambda: not ray_processes(tmp), timeout=60, what="every Ray process to exit")
+        finally:
+            (short / "t").unlink()
+            short.rmdir()
 
 
 def no_agent_left_in(work: Path) -> None:
