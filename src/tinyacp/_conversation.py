@@ -1,8 +1,10 @@
-"""The conversation core: every decision of the protocol, and no I/O.
+"""The conversation core: the protocol's state machine, with no I/O.
 
-The core takes the agent's lines in and says what happens next; the shells (:mod:`tinyacp._client` and
-:mod:`tinyacp._async_client`) only move bytes and call the observer. It owns the JSON-RPC ids, classifies each
-line, decides permission requests, applies the transfer limits and knows when to send the one ``session/cancel``.
+It owns the JSON-RPC ids, the request in flight, the turn's reply within the transfer limits and the sessions'
+state; it classifies each line of the agent, decides permission requests and knows when to send the one
+``session/cancel``. What each request carries is shaped by the pure functions of :mod:`tinyacp._requests`; a
+line the strict decoders refuse is read by :mod:`tinyacp._tolerant_json`. The call driver (:mod:`tinyacp._driver`)
+runs the core for both shells: it moves the bytes and calls the observer in the order the core says.
 
 Our requests come out as a typed :class:`Call` (``Call[Session]`` for ``session/new``), so a shell's call
 returns what the request's answer decodes to. ``receive(line)`` returns either an :class:`~tinyacp.Update` (the
@@ -10,7 +12,7 @@ hot path: the driver records it with ``on_update`` and then calls :meth:`Convers
 :data:`Reaction` generator for everything else. A reaction yields :class:`Record` (call this observer method
 with this value, send me its result) and :class:`Write` (record this line with ``on_send``, then write it), in
 exactly the order they must happen, and returns a :class:`Done` when the call in flight has its answer. So the
-order "record, then act" lives here once; :mod:`tinyacp._driver` runs it for both shells.
+order "record, then act" lives here once.
 
 The hottest path takes many lines at once: :meth:`Conversation.receive_updates` decodes the run of plain updates
 at the front of a batch of lines, with the limits checked once for the run, and
@@ -21,14 +23,14 @@ what the same lines give one at a time through :meth:`Conversation.receive`.
 from __future__ import annotations
 
 import itertools
-import os
-import re
 import sys
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
+from . import _requests as requests
+from . import _tolerant_json as tolerant_json
 from ._errors import (
     AuthRequired,
     MissingDurableObserver,
@@ -38,17 +40,13 @@ from ._errors import (
     RequestError,
     SessionNotFound,
     TransferLimitExceeded,
-    UnsupportedContent,
-    UnsupportedProtocolVersion,
     UsageError,
 )
 from ._limits import Overflow, OverflowKind, TransferLimits
 from ._messages import (
     AUTH_REQUIRED,
-    CLIENT_CAPABILITIES,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
-    PROTOCOL_VERSION,
     RESOURCE_NOT_FOUND,
     AgentMessageChunk,
     AnyMcpServer,
@@ -68,13 +66,11 @@ from ._messages import (
     OutRequest,
     OutResult,
     PermissionParams,
-    PromptCapabilities,
     PromptContent,
     RequestId,
     Secret,
     Session,
     SessionAnswer,
-    SessionInfo,
     SessionPage,
     SessionState,
     SessionUpdate,
@@ -82,20 +78,18 @@ from ._messages import (
     UnknownUpdate,
     UpdateLine,
     UsageUpdate,
-    VersionProbe,
     config_options,
-    prompt_blocks,
-    required_capability,
     session_from,
     stop_reason,
     turn_usage,
-    wire_blocks,
 )
 from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
+from ._requests import Meta
+from ._tolerant_json import parseable
 from .reader import ReaderLimits
 
-__all__ = ["Call", "Conversation", "Done", "Reaction", "Record", "Write"]
+__all__ = ["Call", "Conversation", "Done", "Meta", "Reaction", "Record", "Write"]
 
 T = TypeVar("T")
 
@@ -104,9 +98,6 @@ ON_PERMISSION_REQUEST: Final = "on_permission_request"
 ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
-
-Meta = dict[str, Any]
-"""A ``_meta`` object: JSON values, and :class:`~tinyacp.Secret` anywhere among them."""
 
 _JOIN_EVERY: Final = 1024
 """The kept reply text is joined into one string every time this many more parts were kept."""
@@ -119,23 +110,6 @@ _ENDS_A_RUN: Final = frozenset({CurrentModeUpdate, ConfigOptionUpdate, Available
 
 INVALID_REQUEST: Final = -32600
 """JSON-RPC's code for a message that is not a valid request."""
-
-_BOM: Final = b"\xef\xbb\xbf"
-"""A UTF-8 byte-order mark, which some agents' runtimes write before their first line."""
-
-_SURROGATES: Final = re.compile(
-    rb"(\\\\)|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-)
-"""An escaped backslash (kept), a surrogate pair (kept), or a lone surrogate escape (replaced): what a JavaScript
-agent writes when it cuts a string between the two halves of an emoji, and what msgspec refuses."""
-
-_MAX_SCAN_DEPTH: Final = 64
-"""How deep :func:`_scan_request_id` follows a line nested too deeply to decode, looking for its id."""
-
-
-class _Probe(msgspec.Struct):
-    id: Any = None
-    method: Any = None
 
 
 class Record:
@@ -289,16 +263,12 @@ class Conversation:
         self._max_reply_chunks = transfer_limits.max_reply_chunks
 
     # ----------------------------------------------------------------------------------------------------------
-    # What we write.
+    # What we write: each request's params are shaped by :mod:`tinyacp._requests`; here they are numbered,
+    # encoded and remembered until their answer.
 
     def initialize(self, meta: Meta | None = None) -> Call[Initialize]:
         """The ``initialize`` request: protocol version 1, our info, and our client capabilities."""
-        params = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": CLIENT_CAPABILITIES,
-            "clientInfo": self.client_info,
-        }
-        return self._request("initialize", _with_meta(params, meta), self._finish_initialize)
+        return self._request("initialize", requests.initialize_params(self.client_info, meta), self._initialized)
 
     def new_session(
         self,
@@ -314,7 +284,8 @@ class Conversation:
         Raises:
             NotAdvertised: a system prompt or additional directories the agent did not advertise.
         """
-        params = self._session_params(
+        params = requests.session_params(
+            self.agent,
             None,
             cwd,
             mcp_servers,
@@ -339,9 +310,9 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for).
         """
-        if not self._agent_for("session/load").load_session:
-            raise NotAdvertised("the agent did not advertise loadSession; nothing was written")
-        params = self._session_params(
+        requests.require_load(self.agent)
+        params = requests.session_params(
+            self.agent,
             session_id,
             cwd,
             mcp_servers,
@@ -369,8 +340,9 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for).
         """
-        self._require_session_capability("resume", "session/resume")
-        params = self._session_params(
+        requests.session_capability(self.agent, "resume", "session/resume")
+        params = requests.session_params(
+            self.agent,
             session_id,
             cwd,
             mcp_servers,
@@ -386,7 +358,7 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.close``.
         """
-        self._require_session_capability("close", "session/close")
+        requests.session_capability(self.agent, "close", "session/close")
         return self._request("session/close", {"sessionId": session_id}, lambda raw: self._forget(session_id))
 
     def delete_session(self, session_id: str) -> Call[None]:
@@ -395,7 +367,7 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.delete``.
         """
-        self._require_session_capability("delete", "session/delete")
+        requests.session_capability(self.agent, "delete", "session/delete")
         return self._request("session/delete", {"sessionId": session_id}, lambda raw: self._forget(session_id))
 
     def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> Call[SessionPage]:
@@ -404,13 +376,8 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.list``.
         """
-        self._require_session_capability("list", "session/list")
-        params: dict[str, Any] = {}
-        if cwd is not None:
-            params["cwd"] = _absolute(cwd)
-        if cursor is not None:
-            params["cursor"] = cursor
-        return self._request("session/list", params, _finish_list)
+        requests.session_capability(self.agent, "list", "session/list")
+        return self._request("session/list", requests.list_params(cwd, cursor), requests.decode_session_page)
 
     def authenticate(self, method_id: str, meta: Meta | None = None) -> Call[None]:
         """The ``authenticate`` request with one of the methods the agent offered.
@@ -419,19 +386,8 @@ class Conversation:
             NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (which the
                 user runs themselves, outside the protocol).
         """
-        agent = self._agent_for("authenticate")
-        offered = {method.id: method for method in agent.auth_methods}
-        method = offered.get(method_id)
-        if method is None:
-            raise NotAdvertised(
-                f"the agent offers no auth method {method_id!r} (it offers {sorted(offered)}); nothing was written"
-            )
-        if method.type == "terminal":
-            raise NotAdvertised(
-                f"auth method {method_id!r} is a terminal method: the user runs the agent's own login; "
-                "nothing was written"
-            )
-        return self._request("authenticate", _with_meta({"methodId": method_id}, meta), _finish_nothing)
+        params = requests.authenticate_params(self.agent, method_id, meta)
+        return self._request("authenticate", params, _finish_nothing)
 
     def logout(self) -> Call[None]:
         """The ``logout`` request.
@@ -439,8 +395,7 @@ class Conversation:
         Raises:
             NotAdvertised: the agent did not advertise ``agentCapabilities.auth.logout``.
         """
-        if self._agent_for("logout").agent_capabilities.auth.get("logout") is None:
-            raise NotAdvertised("the agent did not advertise auth.logout; nothing was written")
+        requests.require_logout(self.agent)
         return self._request("logout", {}, _finish_nothing)
 
     def set_mode(self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
@@ -449,12 +404,7 @@ class Conversation:
         Raises:
             NotAdvertised: ``mode_id`` is not among the session's available modes (unless ``force``).
         """
-        modes = self._state(session_id).modes
-        refusal = None
-        if modes is None or all(mode.id != mode_id for mode in modes.available_modes):
-            offered = [mode.id for mode in modes.available_modes] if modes is not None else []
-            refusal = f"mode {mode_id!r} is not among the session's available modes {offered}"
-        params = _with_meta({"sessionId": session_id, "modeId": mode_id}, meta)
+        params, refusal = requests.mode_params(self._state(session_id), mode_id, meta)
         finish = lambda raw: self._mode_set(session_id, mode_id)  # noqa: E731
         return self._request("session/set_mode", params, finish, refusal=refusal, force=force)
 
@@ -468,9 +418,9 @@ class Conversation:
                 not offer (unless ``force``).
             TypeError: ``value`` is neither a str nor a bool.
         """
-        # The answer is the options: the call asks for them (return_options=True).
-        call = self._set_config(session_id, config_id, value, meta, force, return_options=True)
-        return cast("Call[tuple[ConfigOption, ...]]", call)
+        params, refusal = requests.config_params(self._state(session_id), config_id, value, meta)
+        finish = lambda raw: self._options_set(session_id, raw)  # noqa: E731
+        return self._request("session/set_config_option", params, finish, refusal=refusal, force=force)
 
     def set_model(self, session_id: str, model_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
         """Choose the session's model: through its ``model`` config option, else the legacy ``session/set_model``.
@@ -482,15 +432,13 @@ class Conversation:
         state = self._state(session_id)
         option = state.model_option()
         if option is not None:
-            # The answer is None: the call leaves the options out (return_options=False).
-            return cast(
-                "Call[None]", self._set_config(session_id, option.id, model_id, meta, force, return_options=False)
-            )
-        models = state.models
-        refusal = None
-        if models is None or all(model.model_id != model_id for model in models.available_models):
-            refusal = f"the session has no model config option and does not list model {model_id!r} in its models"
-        params = _with_meta({"sessionId": session_id, "modelId": model_id}, meta)
+            params, refusal = requests.config_params(state, option.id, model_id, meta)
+
+            def options_set(raw: msgspec.Raw) -> None:  # the answer is None: the options are left out
+                self._options_set(session_id, raw)
+
+            return self._request("session/set_config_option", params, options_set, refusal=refusal, force=force)
+        params, refusal = requests.model_params(state, model_id, meta)
         finish = lambda raw: self._model_set(session_id, model_id)  # noqa: E731
         return self._request("session/set_model", params, finish, refusal=refusal, force=force)
 
@@ -514,13 +462,7 @@ class Conversation:
             UnsupportedContent: a block needs a capability the agent did not advertise.
             TransferLimitExceeded: the line is longer than ``max_message_bytes``.
         """
-        blocks = prompt_blocks(content)
-        capabilities = self.agent.prompt_capabilities if self.agent is not None else PromptCapabilities()
-        for block in blocks:
-            needed = required_capability(block)
-            if needed is not None and not capabilities.allows(needed):
-                raise UnsupportedContent(type(block).__name__, needed)
-        params = _with_meta({"sessionId": session_id, "prompt": wire_blocks(blocks)}, meta)
+        params = requests.prompt_params(self.agent, session_id, content, meta)
         call = self._request("session/prompt", params, self._finish_prompt)
         self._turn = _Turn(session_id)
         return call
@@ -617,75 +559,8 @@ class Conversation:
             raise TransferLimitExceeded("max_message_bytes", self.limits.max_message_bytes, len(raw))
         return OutgoingMessage(self.epoch, raw, method, request_id, tuple(dict.fromkeys(found)), forced)
 
-    def _agent_for(self, method: str) -> Initialize:
-        if self.agent is None:
-            raise NotAdvertised(f"{method} needs the agent's initialize answer first; nothing was written")
-        return self.agent
-
-    def _require_session_capability(self, name: str, method: str) -> Any:
-        capability = self._agent_for(method).agent_capabilities.session_capabilities.get(name)
-        if capability is None:
-            raise NotAdvertised(f"the agent did not advertise sessionCapabilities.{name}; nothing was written")
-        return capability
-
-    def _session_params(
-        self,
-        session_id: str | None,
-        cwd: str,
-        mcp_servers: Sequence[AnyMcpServer],
-        *,
-        meta: Meta | None,
-        system_prompt: SystemPrompt | None,
-        additional_directories: Sequence[str],
-    ) -> dict[str, Any]:
-        params: dict[str, Any] = {} if session_id is None else {"sessionId": session_id}
-        params["cwd"] = _absolute(cwd)
-        params["mcpServers"] = list(mcp_servers)
-        if additional_directories:
-            self._require_session_capability("additionalDirectories", "additionalDirectories")
-            params["additionalDirectories"] = [_absolute(path) for path in additional_directories]
-        if system_prompt is not None:
-            if not isinstance(system_prompt, SystemPrompt):
-                raise TypeError("system_prompt must be a tinyacp.SystemPrompt")
-            capability = self._require_session_capability("systemPrompt", "systemPrompt")
-            if system_prompt.mode == "override" and (
-                not isinstance(capability, dict) or capability.get("override") is None
-            ):
-                raise NotAdvertised(
-                    "the agent did not advertise sessionCapabilities.systemPrompt.override; nothing was written"
-                )
-            params["systemPrompt"] = system_prompt._wire()
-        return _with_meta(params, meta)
-
     def _state(self, session_id: str) -> SessionState:
         return self._sessions.get(session_id) or SessionState(session_id)
-
-    def _set_config(
-        self,
-        session_id: str,
-        config_id: str,
-        value: str | bool,
-        meta: Meta | None,
-        force: bool,
-        *,
-        return_options: bool,
-    ) -> Call[tuple[ConfigOption, ...] | None]:
-        if not isinstance(value, str | bool):
-            raise TypeError(f"a config value is a value id (str) or a bool, not {type(value).__name__}")
-        option = self._state(session_id).option(config_id)
-        refusal = _config_refusal(option, config_id, value)
-        params: dict[str, Any] = {"sessionId": session_id, "configId": config_id}
-        if isinstance(value, bool):
-            params["type"] = "boolean"
-        params["value"] = value
-
-        def finish(raw: msgspec.Raw) -> tuple[ConfigOption, ...] | None:
-            options = self._options_set(session_id, raw)
-            return options if return_options else None
-
-        return self._request(
-            "session/set_config_option", _with_meta(params, meta), finish, refusal=refusal, force=force
-        )
 
     def _response(self, request_id: RequestId, result: Any) -> OutgoingMessage:
         return OutgoingMessage(self.epoch, self._encode(OutResult("2.0", request_id, result)), None, request_id)
@@ -697,13 +572,8 @@ class Conversation:
     # ----------------------------------------------------------------------------------------------------------
     # Answers to our requests.
 
-    def _finish_initialize(self, result: msgspec.Raw) -> Initialize:
-        version = msgspec.json.decode(result, type=VersionProbe).protocol_version
-        if version is msgspec.UNSET:
-            raise ProtocolViolation("the initialize answer has no protocolVersion")
-        if type(version) is not int or version != PROTOCOL_VERSION:
-            raise UnsupportedProtocolVersion(version)
-        self.agent = msgspec.json.decode(result, type=Initialize)
+    def _initialized(self, result: msgspec.Raw) -> Initialize:
+        self.agent = requests.decode_initialize(result)
         return self.agent
 
     def _opened(self, result: msgspec.Raw, session_id: str | None) -> Session:
@@ -740,10 +610,7 @@ class Conversation:
             self._sessions[session_id] = msgspec.structs.replace(state, models=models)
 
     def _options_set(self, session_id: str, result: msgspec.Raw) -> tuple[ConfigOption, ...]:
-        answer = msgspec.json.decode(result, type=dict[str, Any])
-        if not isinstance(answer.get("configOptions"), list):
-            raise ProtocolViolation(f"the set_config_option answer has no configOptions list: {bytes(result)[:200]!r}")
-        options = config_options(answer["configOptions"])
+        options = requests.decode_options(result)
         self._sessions[session_id] = msgspec.structs.replace(self._state(session_id), config_options=options)
         return options
 
@@ -946,13 +813,8 @@ class Conversation:
     def _unusual(self, raw: bytes) -> Update | Reaction:
         """A line the update decoder refused. A byte-order mark before the agent's first line, and lone surrogate
         escapes, are set aside for parsing only: records keep ``raw`` exactly, a text gets U+FFFD in their place."""
-        text = raw
-        if self._first_line:
-            self._first_line = False
-            if self.seq == 0 and raw.startswith(_BOM):
-                text = raw[len(_BOM) :]
-        if b"\\u" in text:
-            text = _SURROGATES.sub(_lone_surrogate_replaced, text)
+        text = parseable(raw, first_line=self._first_line and self.seq == 0)
+        self._first_line = False
         if text != raw:
             try:
                 params = self._decode_update(text).params
@@ -1005,7 +867,7 @@ class Conversation:
     def _malformed(self, raw: bytes, text: bytes, detail: str, code: int) -> Reaction:
         """A line we cannot use: a request whose id can be read is answered with ``code``, so that the agent
         never waits for ever; anything else is recorded as invalid."""
-        request_id = _request_id(text)
+        request_id = tolerant_json.request_id(text)
         if request_id is None:
             return self._invalid(raw, detail)
         return self._answer_malformed(raw, request_id, detail, code)
@@ -1105,52 +967,8 @@ class Conversation:
         return RequestError(method, error.code, error.message, error.data)
 
 
-def _with_meta(params: dict[str, Any], meta: Meta | None) -> dict[str, Any]:
-    """``params`` with ``_meta`` set to ``meta`` (a JSON object), when given."""
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise TypeError(f"meta must be a dict (a JSON object), not {type(meta).__name__}")
-        params["_meta"] = meta
-    return params
-
-
-def _absolute(path: str) -> str:
-    if not os.path.isabs(path):
-        raise ValueError(f"a session's directories must be absolute paths, not {path!r}")
-    return path
-
-
 def _finish_nothing(result: msgspec.Raw) -> None:
     return None
-
-
-class _ListAnswer(msgspec.Struct, frozen=True, rename="camel"):
-    sessions: list[Any]
-    next_cursor: str | None = None
-
-
-def _finish_list(result: msgspec.Raw) -> SessionPage:
-    answer = msgspec.json.decode(result, type=_ListAnswer)
-    sessions: list[SessionInfo] = []
-    for item in answer.sessions:
-        try:
-            sessions.append(msgspec.convert(item, SessionInfo))
-        except msgspec.ValidationError:
-            continue  # an unreadable entry is skipped, as the schema allows
-    return SessionPage(tuple(sessions), answer.next_cursor)
-
-
-def _config_refusal(option: ConfigOption | None, config_id: str, value: str | bool) -> str | None:
-    """Why the session's options do not allow this value (None: they do)."""
-    if option is None:
-        return f"the session has no config option {config_id!r}"
-    if option.type == "select":
-        if isinstance(value, bool) or value not in option.values:
-            return f"config option {config_id!r} does not offer the value {value!r} (it offers {list(option.values)})"
-        return None
-    if option.type == "boolean":
-        return None if isinstance(value, bool) else f"config option {config_id!r} is boolean, not {value!r}"
-    return f"config option {config_id!r} is of a type tinyacp does not know ({option.type!r})"
 
 
 def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:
@@ -1162,58 +980,3 @@ def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:
         return msgspec.structs.replace(state, config_options=config_options(payload.config_options))
     assert isinstance(payload, AvailableCommandsUpdate)
     return msgspec.structs.replace(state, available_commands=tuple(payload.available_commands))
-
-
-def _lone_surrogate_replaced(match: re.Match[bytes]) -> bytes:
-    whole = match.group(0)
-    return whole if match.group(1) is not None or len(whole) == 12 else b"\\ufffd"
-
-
-def _request_id(text: bytes) -> int | str | None:
-    """The id of a request we cannot decode, if it can be read: an int or str ``id`` beside a ``method``."""
-    try:
-        probe = msgspec.json.decode(text, type=_Probe)
-    except RecursionError:
-        return _scan_request_id(text)
-    except msgspec.MsgspecError:
-        return None
-    if probe.method is None or isinstance(probe.id, bool) or not isinstance(probe.id, int | str):
-        return None
-    return probe.id
-
-
-_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]')
-_ID_VALUE: Final = re.compile(rb'\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")')
-
-
-def _scan_request_id(text: bytes) -> int | str | None:  # noqa: C901  a tokenizer: one branch per kind of token
-    """:func:`_request_id` for a line nested past the decoder's limit: walk its top-level keys without decoding
-    the values (up to :data:`_MAX_SCAN_DEPTH` deep), for an ``id`` and a ``method``."""
-    depth = 0
-    key_next = False
-    request_id: int | str | None = None
-    has_method = False
-    for token in _TOKEN.finditer(text):
-        part = token.group()
-        first = part[0]
-        if first == 0x22:  # a string: a key when it follows "{" or "," at the top level
-            if depth == 1 and key_next:
-                if part == b'"id"':
-                    value = _ID_VALUE.match(text, token.end())
-                    if value is not None:
-                        request_id = msgspec.json.decode(value.group(1))
-                elif part == b'"method"':
-                    has_method = True
-            key_next = False
-        elif first in b"{[":
-            depth += 1
-            key_next = depth == 1 and first == 0x7B
-            if depth > _MAX_SCAN_DEPTH:
-                break
-        elif first in b"}]":
-            depth -= 1
-        elif first == 0x2C:  # ","
-            key_next = depth == 1
-        if request_id is not None and has_method:
-            return request_id
-    return None

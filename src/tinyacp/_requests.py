@@ -1,0 +1,332 @@
+"""Our requests' shapes: pure functions from what the caller asked (and what the agent advertised) to each
+request's ``params``, and from an answer's bytes to what it decodes to. No I/O, no state.
+
+The conversation core (:mod:`tinyacp._conversation`) numbers, encodes and tracks the requests; here is only what
+each one carries: the checks against the agent's ``initialize`` answer (a method or capability it did not
+advertise raises :class:`~tinyacp.NotAdvertised` before anything is written), the checks of the caller's values,
+and ``_meta``. A check that the caller may override with ``force=True`` is returned as a *refusal* (why the
+agent would not take it) beside the params, rather than raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ._errors import NotAdvertised, ProtocolViolation, UnsupportedContent, UnsupportedProtocolVersion
+from ._messages import (
+    CLIENT_CAPABILITIES,
+    PROTOCOL_VERSION,
+    AnyMcpServer,
+    ClientInfo,
+    ConfigOption,
+    Initialize,
+    PromptCapabilities,
+    PromptContent,
+    SessionInfo,
+    SessionPage,
+    SessionState,
+    SystemPrompt,
+    VersionProbe,
+    config_options,
+    prompt_blocks,
+    required_capability,
+    wire_blocks,
+)
+
+__all__ = [
+    "Meta",
+    "Params",
+    "Refusal",
+    "absolute",
+    "agent_for",
+    "authenticate_params",
+    "config_params",
+    "decode_initialize",
+    "decode_options",
+    "decode_session_page",
+    "initialize_params",
+    "list_params",
+    "mode_params",
+    "model_params",
+    "prompt_params",
+    "require_load",
+    "require_logout",
+    "session_capability",
+    "session_params",
+    "with_meta",
+]
+
+Meta = dict[str, Any]
+"""A ``_meta`` object: JSON values, and :class:`~tinyacp.Secret` anywhere among them."""
+
+Params = dict[str, Any]
+"""A request's ``params`` object, ready to encode."""
+
+Refusal = str | None
+"""Why the agent did not advertise what a request asks for (None: it did); ``force=True`` sends it anyway."""
+
+
+def with_meta(params: Params, meta: Meta | None) -> Params:
+    """``params`` with ``_meta`` set to ``meta`` (a JSON object), when given.
+
+    Raises:
+        TypeError: ``meta`` is not a dict.
+    """
+    if meta is not None:
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict (a JSON object), not {type(meta).__name__}")
+        params["_meta"] = meta
+    return params
+
+
+def absolute(path: str) -> str:
+    """``path``, which the protocol requires to be absolute.
+
+    Raises:
+        ValueError: ``path`` is relative.
+    """
+    if not os.path.isabs(path):
+        raise ValueError(f"a session's directories must be absolute paths, not {path!r}")
+    return path
+
+
+def agent_for(agent: Initialize | None, method: str) -> Initialize:
+    """The agent's ``initialize`` answer, which ``method`` needs to be checked against.
+
+    Raises:
+        NotAdvertised: there is no answer yet.
+    """
+    if agent is None:
+        raise NotAdvertised(f"{method} needs the agent's initialize answer first; nothing was written")
+    return agent
+
+
+def session_capability(agent: Initialize | None, name: str, method: str) -> Any:
+    """The value the agent advertised for ``sessionCapabilities.<name>``.
+
+    Raises:
+        NotAdvertised: the agent did not advertise it (or did not answer ``initialize``).
+    """
+    capability = agent_for(agent, method).agent_capabilities.session_capabilities.get(name)
+    if capability is None:
+        raise NotAdvertised(f"the agent did not advertise sessionCapabilities.{name}; nothing was written")
+    return capability
+
+
+def require_load(agent: Initialize | None) -> None:
+    """Check that ``session/load`` may be sent.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``loadSession``.
+    """
+    if not agent_for(agent, "session/load").load_session:
+        raise NotAdvertised("the agent did not advertise loadSession; nothing was written")
+
+
+def require_logout(agent: Initialize | None) -> None:
+    """Check that ``logout`` may be sent.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``agentCapabilities.auth.logout``.
+    """
+    if agent_for(agent, "logout").agent_capabilities.auth.get("logout") is None:
+        raise NotAdvertised("the agent did not advertise auth.logout; nothing was written")
+
+
+def initialize_params(client_info: ClientInfo, meta: Meta | None) -> Params:
+    """``initialize``: protocol version 1, our info, and our client capabilities."""
+    params = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "clientCapabilities": CLIENT_CAPABILITIES,
+        "clientInfo": client_info,
+    }
+    return with_meta(params, meta)
+
+
+def session_params(
+    agent: Initialize | None,
+    session_id: str | None,
+    cwd: str,
+    mcp_servers: Sequence[AnyMcpServer],
+    *,
+    meta: Meta | None,
+    system_prompt: SystemPrompt | None,
+    additional_directories: Sequence[str],
+) -> Params:
+    """``session/new`` (no ``session_id``), ``session/load`` and ``session/resume``.
+
+    Raises:
+        NotAdvertised: a system prompt (or its override mode) or additional directories the agent did not
+            advertise.
+        TypeError: ``system_prompt`` is not a :class:`~tinyacp.SystemPrompt`.
+        ValueError: a directory is not absolute.
+    """
+    params: Params = {} if session_id is None else {"sessionId": session_id}
+    params["cwd"] = absolute(cwd)
+    params["mcpServers"] = list(mcp_servers)
+    if additional_directories:
+        session_capability(agent, "additionalDirectories", "additionalDirectories")
+        params["additionalDirectories"] = [absolute(path) for path in additional_directories]
+    if system_prompt is not None:
+        if not isinstance(system_prompt, SystemPrompt):
+            raise TypeError("system_prompt must be a tinyacp.SystemPrompt")
+        capability = session_capability(agent, "systemPrompt", "systemPrompt")
+        if system_prompt.mode == "override" and (
+            not isinstance(capability, dict) or capability.get("override") is None
+        ):
+            raise NotAdvertised(
+                "the agent did not advertise sessionCapabilities.systemPrompt.override; nothing was written"
+            )
+        params["systemPrompt"] = system_prompt._wire()
+    return with_meta(params, meta)
+
+
+def list_params(cwd: str | None, cursor: str | None) -> Params:
+    """``session/list``, filtered by ``cwd`` and continued from ``cursor``.
+
+    Raises:
+        ValueError: ``cwd`` is not absolute.
+    """
+    params: Params = {}
+    if cwd is not None:
+        params["cwd"] = absolute(cwd)
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params
+
+
+def authenticate_params(agent: Initialize | None, method_id: str, meta: Meta | None) -> Params:
+    """``authenticate`` with one of the methods the agent offered.
+
+    Raises:
+        NotAdvertised: the agent did not offer ``method_id``, or it is a ``terminal`` method (which the user runs
+            themselves, outside the protocol).
+    """
+    offered = {method.id: method for method in agent_for(agent, "authenticate").auth_methods}
+    method = offered.get(method_id)
+    if method is None:
+        raise NotAdvertised(
+            f"the agent offers no auth method {method_id!r} (it offers {sorted(offered)}); nothing was written"
+        )
+    if method.type == "terminal":
+        raise NotAdvertised(
+            f"auth method {method_id!r} is a terminal method: the user runs the agent's own login; nothing was written"
+        )
+    return with_meta({"methodId": method_id}, meta)
+
+
+def mode_params(state: SessionState, mode_id: str, meta: Meta | None) -> tuple[Params, Refusal]:
+    """``session/set_mode``, refused if ``mode_id`` is not among the session's available modes."""
+    modes = state.modes
+    refusal = None
+    if modes is None or all(mode.id != mode_id for mode in modes.available_modes):
+        offered = [mode.id for mode in modes.available_modes] if modes is not None else []
+        refusal = f"mode {mode_id!r} is not among the session's available modes {offered}"
+    return with_meta({"sessionId": state.session_id, "modeId": mode_id}, meta), refusal
+
+
+def model_params(state: SessionState, model_id: str, meta: Meta | None) -> tuple[Params, Refusal]:
+    """The legacy ``session/set_model``, refused if the session does not list ``model_id`` in its models."""
+    models = state.models
+    refusal = None
+    if models is None or all(model.model_id != model_id for model in models.available_models):
+        refusal = f"the session has no model config option and does not list model {model_id!r} in its models"
+    return with_meta({"sessionId": state.session_id, "modelId": model_id}, meta), refusal
+
+
+def config_params(state: SessionState, config_id: str, value: str | bool, meta: Meta | None) -> tuple[Params, Refusal]:
+    """``session/set_config_option``: a value id for a select option, a bool for a boolean one; refused if the
+    session's options do not allow the value.
+
+    Raises:
+        TypeError: ``value`` is neither a str nor a bool.
+    """
+    if not isinstance(value, str | bool):
+        raise TypeError(f"a config value is a value id (str) or a bool, not {type(value).__name__}")
+    params: Params = {"sessionId": state.session_id, "configId": config_id}
+    if isinstance(value, bool):
+        params["type"] = "boolean"
+    params["value"] = value
+    return with_meta(params, meta), _config_refusal(state.option(config_id), config_id, value)
+
+
+def _config_refusal(option: ConfigOption | None, config_id: str, value: str | bool) -> Refusal:
+    if option is None:
+        return f"the session has no config option {config_id!r}"
+    if option.type == "select":
+        if isinstance(value, bool) or value not in option.values:
+            return f"config option {config_id!r} does not offer the value {value!r} (it offers {list(option.values)})"
+        return None
+    if option.type == "boolean":
+        return None if isinstance(value, bool) else f"config option {config_id!r} is boolean, not {value!r}"
+    return f"config option {config_id!r} is of a type tinyacp does not know ({option.type!r})"
+
+
+def prompt_params(
+    agent: Initialize | None, session_id: str, content: str | Sequence[PromptContent], meta: Meta | None
+) -> Params:
+    """``session/prompt``: the content as blocks, each allowed by the agent's prompt capabilities.
+
+    Raises:
+        UnsupportedContent: a block needs a capability the agent did not advertise.
+        TypeError: ``content`` is neither a str nor a sequence of content blocks.
+    """
+    blocks = prompt_blocks(content)
+    capabilities = agent.prompt_capabilities if agent is not None else PromptCapabilities()
+    for block in blocks:
+        needed = required_capability(block)
+        if needed is not None and not capabilities.allows(needed):
+            raise UnsupportedContent(type(block).__name__, needed)
+    return with_meta({"sessionId": session_id, "prompt": wire_blocks(blocks)}, meta)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Answers: a decoder's error (msgspec's) is the core's to map to ProtocolViolation.
+
+
+def decode_initialize(result: msgspec.Raw) -> Initialize:
+    """The ``initialize`` answer, once its protocol version is ours.
+
+    Raises:
+        ProtocolViolation: the answer has no ``protocolVersion``.
+        UnsupportedProtocolVersion: the agent speaks another version.
+    """
+    version = msgspec.json.decode(result, type=VersionProbe).protocol_version
+    if version is msgspec.UNSET:
+        raise ProtocolViolation("the initialize answer has no protocolVersion")
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise UnsupportedProtocolVersion(version)
+    return msgspec.json.decode(result, type=Initialize)
+
+
+class _ListAnswer(msgspec.Struct, frozen=True, rename="camel"):
+    sessions: list[Any]
+    next_cursor: str | None = None
+
+
+def decode_session_page(result: msgspec.Raw) -> SessionPage:
+    """The ``session/list`` answer; an unreadable entry is skipped, as the schema allows."""
+    answer = msgspec.json.decode(result, type=_ListAnswer)
+    sessions: list[SessionInfo] = []
+    for item in answer.sessions:
+        try:
+            sessions.append(msgspec.convert(item, SessionInfo))
+        except msgspec.ValidationError:
+            continue
+    return SessionPage(tuple(sessions), answer.next_cursor)
+
+
+def decode_options(result: msgspec.Raw) -> tuple[ConfigOption, ...]:
+    """The config options a ``session/set_config_option`` answer carries.
+
+    Raises:
+        ProtocolViolation: the answer has no ``configOptions`` list.
+    """
+    answer = msgspec.json.decode(result, type=dict[str, Any])
+    if not isinstance(answer.get("configOptions"), list):
+        raise ProtocolViolation(f"the set_config_option answer has no configOptions list: {bytes(result)[:200]!r}")
+    return config_options(answer["configOptions"])
