@@ -536,7 +536,7 @@ class _Question:
 
     def __init__(self) -> None:
         from tinyacp.cli._display import Display
-        from tinyacp.cli._run import Asker, Interrupts
+        from tinyacp.cli._terminal import Asker, Interrupts
 
         self.display = Display(io.StringIO(), None)
         self.wake_r, self.wake_w = os.pipe()
@@ -575,7 +575,7 @@ def test_ctrl_c_landing_just_before_the_question_waits_still_interrupts_it(monke
     # The Python handler runs only between two bytecodes: a SIGINT that lands after the interpreter last looked
     # for signals and before select() sleeps is seen by no one until select() returns. Here it lands exactly
     # there: raise() and select() run one after the other in C, with no bytecode between them.
-    from tinyacp.cli import _run
+    from tinyacp.cli import _terminal
 
     raise_signal = getattr(ctypes.CDLL(None), "raise")  # signal.raise_signal would run the handler at once
     real_select = select.select
@@ -587,7 +587,7 @@ def test_ctrl_c_landing_just_before_the_question_waits_still_interrupts_it(monke
             calls.insert(0, functools.partial(raise_signal, pending.pop()))
         return list(map(operator.call, calls))[-1]
 
-    monkeypatch.setattr(_run, "select", types.SimpleNamespace(select=select_after_a_signal))
+    monkeypatch.setattr(_terminal, "select", types.SimpleNamespace(select=select_after_a_signal))
     question = _Question()
     try:
         assert question.ask() == "interrupted"
@@ -796,7 +796,8 @@ def test_files_are_embedded_and_images_linked_when_the_agent_cannot_take_them(cl
 def test_import_tinyacp_does_not_import_the_cli() -> None:
     code = (
         "import sys, tinyacp; tinyacp.JsonlJournal; "
-        "bad = [m for m in ('tinyacp.cli', 'tinyacp._run', 'tinyacp.cli._display', 'argparse') if m in sys.modules]; "
+        "bad = [m for m in ('tinyacp.cli', 'tinyacp.cli._run', 'tinyacp.cli._display', 'argparse') "
+        "if m in sys.modules]; "
         "print(bad)"
     )
     env = dict(os.environ, PYTHONPATH=str(SRC))
@@ -817,15 +818,20 @@ _NOT_FOR_HELP = (
     "tinyacp._journal",
     "tinyacp.batch",
     "tinyacp.cli._agents",
+    "tinyacp.cli._attachments",
     "tinyacp.cli._batch",
     "tinyacp.cli._chat",
     "tinyacp.cli._commands",
     "tinyacp.cli._display",
+    "tinyacp.cli._events",
     "tinyacp.cli._explain",
     "tinyacp.cli._index",
+    "tinyacp.cli._outcome",
     "tinyacp.cli._run",
+    "tinyacp.cli._run_observer",
     "tinyacp.cli._session",
     "tinyacp.cli._show",
+    "tinyacp.cli._terminal",
 )
 
 

@@ -1,9 +1,9 @@
 """The ``tinyacp`` command: send a prompt to a coding agent from a terminal or a CI job, watch what it does,
 decide what it may run, and keep a record.
 
-Subcommands: ``prompt`` (the main job), ``batch``, ``probe``, ``agents``, ``show``, ``replay`` and ``demo-agent``; run
-``tinyacp COMMAND --help`` for each. The exit status of ``prompt`` and ``probe`` is listed in ``EXIT_STATUS``
-(shown by ``--help``) and defined by :class:`tinyacp.cli._run.Exit`.
+Subcommands: ``prompt`` (the main job), ``chat``, ``probe``, ``sessions``, ``agents``, ``show``, ``batch``,
+``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of ``prompt``, ``chat``
+and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by :class:`tinyacp.cli._exit.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command. It builds the parser
 from light modules alone and imports a subcommand's module when that subcommand runs, so ``tinyacp --help`` and a

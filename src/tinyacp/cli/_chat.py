@@ -21,8 +21,11 @@ from ._dirs import private_dir, state_dir
 from ._display import one_line
 from ._exit import Exit
 from ._explain import SettingUnavailable
-from ._run import Interrupts, Outcome, PromptRun, PromptSettings, RunObserver, _Deadline, _outcome_of_result
+from ._outcome import Outcome, outcome_of_result
+from ._run import Deadline, PromptRun, PromptSettings
+from ._run_observer import RunObserver
 from ._session import set_one
+from ._terminal import Interrupts
 
 __all__ = ["ChatRun", "run_chat"]
 
@@ -68,7 +71,7 @@ class ChatRun(PromptRun):
         assert isinstance(interrupts, ChatInterrupts)
         try:
             with contextlib.ExitStack() as stack:
-                client = self._open(stack, observer, interrupts, _Deadline(self.settings.startup_timeout))
+                client = self._open(stack, observer, interrupts, Deadline(self.settings.startup_timeout))
                 self.display.stop()
                 self.display.info("type a prompt; /help for commands; Ctrl-C cancels a turn, Ctrl-D ends the chat")
                 with _History():
@@ -128,7 +131,7 @@ class ChatRun(PromptRun):
             self.display.stop()
             self.display.end_reply()
             interrupts.next_turn()
-        outcome = _outcome_of_result(result)
+        outcome = outcome_of_result(result)
         code = "32" if outcome.code == Exit.OK else "33"
         self.display.lines([self._done_line(result, observer, self.display.elapsed)], code)
 

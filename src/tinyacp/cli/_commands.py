@@ -27,13 +27,14 @@ from .._permissions import PermissionPolicy
 from .._records import AgentMessage, MessageKind
 from ..reader import ReaderLimits
 from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolve_agent
+from ._attachments import Attachment, read_attachment
 from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_private_file, private_dir
 from ._display import isatty, one_line, print_error, sanitize
 from ._exit import Exit, UsageProblem
 from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
-from ._run import Attachment, PromptSettings, read_attachment, run_prompt
+from ._run import PromptSettings, run_prompt
 from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
 
 __all__ = ["cmd_agents", "cmd_chat", "cmd_probe", "cmd_prompt", "cmd_sessions", "cmd_show"]

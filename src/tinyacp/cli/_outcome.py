@@ -1,0 +1,81 @@
+"""How a run of ``tinyacp prompt`` (or a turn of ``tinyacp chat``) ended: its exit status and the usage the agent
+reported, as values and as the words of the ``done`` line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .._messages import StopReason, UsageUpdate
+from .._records import PromptResult
+from ._display import one_line
+from ._exit import Exit
+
+__all__ = ["Outcome", "outcome_of_result", "reported_usage", "usage_words"]
+
+
+@dataclass
+class Outcome:
+    """How the run ended."""
+
+    code: int
+    result: PromptResult | None = None
+    error: str | None = None
+    error_type: str | None = None
+    hint: str | None = None
+    error_data: Any = None
+    """The ``data`` of the agent's error answer, as the agent sent it."""
+
+
+def outcome_of_result(result: PromptResult) -> Outcome:
+    """The outcome of a turn the agent answered: its exit status by how it ended."""
+    reason = str(result.stop_reason)
+    if result.timed_out:
+        code = Exit.TIMEOUT
+    elif result.overflow is not None:
+        code = Exit.LIMIT
+    elif reason == StopReason.END_TURN:
+        code = Exit.OK
+    elif reason == StopReason.REFUSAL:
+        code = Exit.REFUSAL
+    elif reason == StopReason.CANCELLED:
+        code = Exit.CANCELLED
+    else:
+        code = Exit.INCOMPLETE
+    return Outcome(int(code), result)
+
+
+def reported_usage(result: PromptResult) -> dict[str, Any] | None:
+    """The token usage the agent reported with its answer to the prompt (Claude's and OpenCode's do)."""
+    if result.usage is not None:  # read by the client: the token counts as the agent named them
+        counts = msgspec.to_builtins(result.usage)
+        return {key: counts[key] for key in _TOKEN_KEYS if counts.get(key) is not None} or None
+    usage = (result.meta or {}).get("usage")
+    return usage if isinstance(usage, dict) else None
+
+
+_TOKEN_KEYS = ("inputTokens", "outputTokens", "totalTokens", "thoughtTokens", "cachedReadTokens", "cachedWriteTokens")
+
+
+def usage_words(usage: dict[str, Any] | None, update: UsageUpdate | None) -> list[str]:
+    """The ``done`` line's words for tokens and cost, when the agent reported them."""
+    words = []
+    if usage:
+        counts = [
+            f"{value:,} {label}"
+            for key, label in (("inputTokens", "in"), ("outputTokens", "out"), ("thoughtTokens", "thought"))
+            if isinstance(value := usage.get(key), int)
+        ]
+        total = usage.get("totalTokens")
+        if counts:
+            words.append("tokens " + ", ".join(counts))
+        elif isinstance(total, int):
+            words.append(f"{total:,} tokens")
+    if update is not None and update.size > 0:
+        words.append(f"context {100 * update.used // update.size}%")
+    if update is not None and update.cost is not None:
+        amount, currency = update.cost.amount, one_line(update.cost.currency, 8)
+        words.append(f"cost ${amount:.4f}" if currency == "USD" else f"cost {amount:.4f} {currency}")
+    return words
