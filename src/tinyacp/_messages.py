@@ -584,12 +584,6 @@ def session_from(answer: SessionAnswer, session_id: str) -> Session:
     )
 
 
-class PromptResponse(_In, frozen=True):
-    """The agent's answer to ``session/prompt``."""
-
-    stop_reason: str
-
-
 class TurnUsage(msgspec.Struct, frozen=True, rename="camel"):
     """What a prompt turn used, from the answer's ``usage`` and from the turn's last ``usage_update``.
 

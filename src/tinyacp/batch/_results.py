@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -116,14 +115,3 @@ class ResultsFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def record_sink(results: ResultsFile, then: Callable[[TurnRecord], Any] | None) -> Callable[[TurnRecord], None]:
-    """Write each record, then hand it on."""
-
-    def sink(record: TurnRecord) -> None:
-        results.append(record)
-        if then is not None:
-            then(record)
-
-    return sink
