@@ -410,7 +410,9 @@ def run_many(clients: int) -> dict[str, Any]:
 def run_initialize(supervise: bool) -> dict[str, Any]:
     import tinyacp
 
-    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"], supervise=supervise)
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"], supervise=supervise, observer=tinyacp.BaseObserver()
+    )
     start = time.perf_counter()
     client = tinyacp.Client(options)
     try:
@@ -430,7 +432,12 @@ def run_teardown(grandchildren: int, stubborn: int, kill_grace: float, supervise
         extra = ["--grandchildren", str(grandchildren), "--stubborn", str(stubborn)]
         if escaped:
             extra += ["--escaped", str(escaped), "--pid-file", str(pid_file)]
-        options = tinyacp.Options(command=flood_command(0, *extra), kill_grace=kill_grace, supervise=supervise)
+        options = tinyacp.Options(
+            command=flood_command(0, *extra),
+            kill_grace=kill_grace,
+            supervise=supervise,
+            observer=tinyacp.BaseObserver(),
+        )
         client = tinyacp.Client(options)
         try:
             client.initialize()  # answered once every grandchild runs and the escaped ones' pids are written

@@ -5,7 +5,7 @@ The first test records a turn of an agent into a journal (here the demo agent, s
 ``tinyacp replay --strict`` as the agent: the replay answers every line the client sends with what the recorded
 agent sent at that point, byte for byte, and fails loudly when the client's lines differ from the recording.
 
-Run it with ``python -m pytest examples/test_record_replay.py``.
+Run it with ``python -m pytest examples/test_record_replay.py``: it needs pytest and tinyacp, nothing more.
 """
 
 from __future__ import annotations

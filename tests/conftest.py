@@ -411,6 +411,7 @@ def make_client(client_kind: str) -> Iterator[Callable[..., ClientLike]]:
 
     def make(options: tinyacp.Options | None = None, **kwargs: Any) -> ClientLike:
         if options is None:
+            kwargs.setdefault("observer", tinyacp.BaseObserver())
             options = tinyacp.Options(**kwargs)
         client: ClientLike = tinyacp.Client(options) if client_kind == "sync" else AsyncFacade(options)
         made.append(client)

@@ -346,7 +346,7 @@ def test_a_close_after_a_cancelled_close_still_waits_until_the_agents_group_is_g
     agent = scripted([{"op": "ignore_sigterm"}, *handshake()[:2], {"op": "hang"}])
 
     async def main() -> int:
-        client = tinyacp.AsyncClient(Options(command=agent.argv, kill_grace=1.0))
+        client = tinyacp.AsyncClient(Options(command=agent.argv, kill_grace=1.0, observer=tinyacp.BaseObserver()))
         await client.initialize()  # the agent ignores SIGTERM from now on
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(client.close(), 0.1)  # cancelled while the agent ignores SIGTERM

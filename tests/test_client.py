@@ -34,6 +34,7 @@ from conftest import (
     ACP,
     AGENTS,
     INIT_RESULT,
+    AsyncFacade,
     Background,
     ClientLike,
     MakeClient,
@@ -749,24 +750,23 @@ def test_an_observer_that_raises_stops_everything_before_the_client_acts(
         client.prompt(session.id, "again")
 
 
-@pytest.mark.parametrize("first", ["update", "permission request"])
-def test_without_an_observer_the_first_update_or_permission_request_raises(
-    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path, first: str
+def test_a_client_without_an_observer_is_refused_when_made_with_a_message_that_says_what_to_pass(
+    client_kind: str, tmp_path: Path
 ) -> None:
-    step = update(chunk("hello")) if first == "update" else ask(0, CLAUDE_OPTIONS)
-    agent = scripted([{"op": "ignore_sigterm"}, *handshake(), step, end_turn()])
-    client = make_client(command=agent.argv, observer=None, timeout=TIMEOUT, kill_grace=5.0)
-    client.initialize()  # the handshake needs no observer
-    session = client.new_session(tmp_path)
+    marker = tmp_path / "started"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    options = tinyacp.Options(command=command)  # the options alone may lack it, to be completed later
 
-    with pytest.raises(tinyacp.MissingDurableObserver):
-        client.prompt(session.id, "go")
+    with pytest.raises(tinyacp.MissingDurableObserver) as caught:
+        if client_kind == "sync":
+            tinyacp.Client(options)
+        else:
+            AsyncFacade(options)
 
-    assert client.closed
-    assert client.returncode is not None and client.returncode >= 0
-    assert id_key(0) not in answers(agent)
-    with pytest.raises(ClientClosed):
-        client.prompt(session.id, "again")
+    message = str(caught.value)
+    assert "observer=tinyacp.JsonlJournal(" in message and "observer=tinyacp.BaseObserver()" in message
+    assert isinstance(caught.value, tinyacp.UsageError)
+    assert not marker.exists()  # nothing was started
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1090,6 +1090,7 @@ async def until(condition: Callable[[], bool], timeout: float = 10.0, what: str 
 async def async_client(command: list[str], **options: Any) -> AsyncIterator[tinyacp.AsyncClient]:
     """An AsyncClient, closed after; then no process of its agent's group may be left, and the agent is reaped."""
     options.setdefault("timeout", TIMEOUT)
+    options.setdefault("observer", tinyacp.BaseObserver())
     client = tinyacp.AsyncClient(tinyacp.Options(command=command, **options))
     try:
         yield client
@@ -1390,7 +1391,9 @@ def test_async_a_client_dropped_without_close_stops_its_agent_and_leaves_no_fd_w
     agent = scripted(handshake())
 
     async def main() -> None:
-        client = tinyacp.AsyncClient(tinyacp.Options(command=agent.argv, timeout=TIMEOUT))
+        client = tinyacp.AsyncClient(
+            tinyacp.Options(command=agent.argv, timeout=TIMEOUT, observer=tinyacp.BaseObserver())
+        )
         await client.initialize()
         numbers, pid = _agent_fds(client), client.pid
         del client

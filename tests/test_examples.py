@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
+import tinyacp
 from conftest import TESTS
 
 EXAMPLES = TESTS.parent / "examples"
@@ -80,17 +82,69 @@ def test_the_eval_harness_fails_when_a_reply_misses_what_is_expected(tmp_path: P
     assert "FAIL x" in done.stdout
 
 
-def test_the_readmes_library_in_ten_lines_runs(tmp_path: Path) -> None:
-    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
-    (code,) = readme.split("```python\n")[1:]  # the one Python block
-    program = tmp_path / "ten_lines.py"
-    program.write_text(code.split("```")[0])
+def first_programs() -> dict[str, str]:
+    """The first program as each place that teaches it writes it."""
+    root = TESTS.parent
+
+    def block(page: str, heading: str) -> str:
+        text = (root / page).read_text(encoding="utf-8")
+        return text.split(heading, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+    docstring = textwrap.dedent(tinyacp.__doc__ or "").split("package:\n\n", 1)[1].split("\n\nProtocol:", 1)[0]
+    return {
+        "README.md": block("README.md", "## The library in ten lines"),
+        "docs/getting-started.md": block("docs/getting-started.md", "## A first program"),
+        "docs/library.md": block("docs/library.md", "## A turn, synchronously"),
+        "the package docstring": textwrap.dedent(docstring) + "\n",
+    }
+
+
+def test_the_first_program_is_written_one_way_everywhere() -> None:
+    programs = first_programs()
+    readme = programs.pop("README.md")
+    assert "tinyacp.Client(options)" in readme and "observer=journal" in readme
+    assert programs == dict.fromkeys(programs, readme)
+
+
+def test_the_first_program_runs_as_written_in_a_fresh_directory(tmp_path: Path) -> None:
+    program = tmp_path / "first.py"
+    program.write_text(first_programs()["README.md"])
     (tmp_path / "hello.txt").write_text("hello\n")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
+    env.pop("TINYACP_DEMO_STATE_DIR", None)  # as a new user runs it: the demo agent keeps its state where it would
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
     done = subprocess.run(
         [sys.executable, str(program)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("end_turn You said: What is in this folder?\n")
     assert "hello.txt" in done.stdout
-    assert (tmp_path / "run.jsonl").stat().st_size > 0
+    shown = subprocess.run(
+        [sys.executable, "-m", "tinyacp.cli", "show", "run.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "end_turn" in shown.stdout
+
+
+def test_the_record_replay_example_runs_as_documented_without_pytest_timeout(tmp_path: Path) -> None:
+    # `python -m pytest examples/test_record_replay.py` inside the repository, where the repository's settings name
+    # pytest-timeout's option: a reader who installed pytest alone has no such plugin (here: disabled).
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:timeout", "-p", "no:xdist", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*command, "-q", "examples/test_record_replay.py"],
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout and "failed" not in done.stdout

@@ -1455,14 +1455,18 @@ def test_under_the_supervisor_a_program_that_cannot_start_is_still_a_spawn_error
     missing = tmp_path / "no-such-agent"
 
     with pytest.raises(tinyacp.SpawnError, match="no-such-agent") as caught:
-        tinyacp.Client(tinyacp.Options(command=[str(missing)], supervise=True))
+        tinyacp.Client(tinyacp.Options(command=[str(missing)], supervise=True, observer=tinyacp.BaseObserver()))
     assert isinstance(caught.value.__cause__, FileNotFoundError)
     with pytest.raises(tinyacp.SpawnError, match="no-such-dir"):
-        tinyacp.Client(tinyacp.Options(command=["cat"], cwd=tmp_path / "no-such-dir", supervise=True))
+        tinyacp.Client(
+            tinyacp.Options(
+                command=["cat"], cwd=tmp_path / "no-such-dir", supervise=True, observer=tinyacp.BaseObserver()
+            )
+        )
     # A supervisor that ends without saying the agent started (here: not Python at all) is no success either.
     monkeypatch.setattr(sys, "executable", shutil.which("true"))
     with pytest.raises(tinyacp.SpawnError, match="supervisor ended before it started the agent"):
-        tinyacp.Client(tinyacp.Options(command=["cat"], supervise=True))
+        tinyacp.Client(tinyacp.Options(command=["cat"], supervise=True, observer=tinyacp.BaseObserver()))
 
     assert fd_count() == before[0]
     wait_for(lambda: children() <= before[1], what="the supervisor reaped")

@@ -29,7 +29,7 @@ from tinyacp._process import _live_group_members
 
 soft, hard, wanted = (int(arg) for arg in sys.argv[1:4])
 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-options = tinyacp.Options(command=["cat"])
+options = tinyacp.Options(command=["cat"], observer=tinyacp.BaseObserver())
 clients, error = [], None
 try:
     for _ in range(wanted):
@@ -92,7 +92,7 @@ def test_out_of_fds_at_the_hard_limit_fails_with_an_error_that_says_what_to_do()
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts the open fds in /proc/self/fd")
 def test_a_running_client_holds_the_documented_number_of_fds_and_gives_them_back() -> None:
     before = len(os.listdir("/proc/self/fd"))
-    client = tinyacp.Client(tinyacp.Options(command=["cat"]))
+    client = tinyacp.Client(tinyacp.Options(command=["cat"], observer=tinyacp.BaseObserver()))
     try:
         held = len(os.listdir("/proc/self/fd")) - before
         expected = FDS_PER_CLIENT - (client._proc.exit_fd is None)  # no pidfd before Linux 5.3

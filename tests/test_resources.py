@@ -79,6 +79,7 @@ def options(number: int) -> tinyacp.Options:
         supervise=number % 5 == 0,
         kill_grace=1.0,
         timeout=10,
+        observer=tinyacp.BaseObserver(),
     )
 
 

@@ -2,7 +2,20 @@
 
 tinyacp starts the agent as a child process in a process group of its own, talks JSON-RPC 2.0 with it over
 stdin/stdout, hands every message to the caller's observer before acting on it, decides permission requests by
-the caller's rules (default deny), and keeps its memory within the limits the caller chose.
+the caller's rules (default deny), and keeps its memory within the limits the caller chose. A first program,
+against the demo agent that comes with the package:
+
+    import sys
+    import tinyacp
+
+    journal = tinyacp.JsonlJournal("run.jsonl")     # an observer: every line, both ways, on disk before we act
+    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"], epoch=journal.begin_epoch(),
+                              observer=journal, policy=tinyacp.PermissionPolicy(kinds=["read"]))
+    with tinyacp.Client(options) as client:         # the agent starts in a process group of its own
+        client.initialize()
+        session = client.new_session(".")
+        result = client.prompt(session.id, "What is in this folder?", timeout=60)
+    print(result.stop_reason, result.text)          # the group is stopped and reaped when the block ends
 
 Protocol: https://agentclientprotocol.com/
 """

@@ -75,7 +75,6 @@ _EVERY_CALL_RAISES = """\
         ClientClosed: the client was closed or torn down.
         ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
         TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
-        MissingDurableObserver: an update or permission request came and there is no observer.
         ProtocolViolation: the answer cannot be used (the client stays usable).
         ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
 """

@@ -54,7 +54,6 @@ class Client(ShellBase):
     - :class:`ObserverError`: an observer method, or its ``flush``, raised (the agent is torn down);
     - :class:`ReaderExhaustion`: a line passed the reader's limit (the agent is torn down);
     - :class:`TransferLimitExceeded`: an update passed ``max_update_bytes`` or ``max_updates``;
-    - :class:`MissingDurableObserver`: an update or a permission request arrived and there is no observer;
     - :class:`ProtocolViolation`: the answer cannot be used (the client stays usable);
     - :class:`ClientBusy`: another call is in flight, or the call is made from inside an observer method;
     - :class:`ClientClosed`: the client is closed;
@@ -64,6 +63,7 @@ class Client(ShellBase):
         options: what to start and how.
 
     Raises:
+        MissingDurableObserver: ``options.observer`` is None (nothing is started; the message says what to pass).
         SpawnError: the agent's program could not be started.
         ValueError: ``max_update_bytes`` exceeds the reader's line limit.
         TypeError: the observer lacks a required method.

@@ -10,7 +10,7 @@ agent::
     │   ├── ClientClosed              any call after close()
     │   ├── UnsupportedContent        a prompt block the agent did not advertise
     │   ├── NotAdvertised             a call, option or value the agent did not advertise; nothing written
-    │   └── MissingDurableObserver    an update arrived and there is no observer to record it
+    │   └── MissingDurableObserver    a client was made without an observer
     ├── LimitExceeded                 a bound the caller set was reached
     │   ├── ReaderExhaustion          a line longer than the reader's limit; the reader stops for good
     │   └── TransferLimitExceeded     a message, an update or the update count passed TransferLimits
@@ -102,7 +102,7 @@ class NotAdvertised(UsageError):
 
 
 class MissingDurableObserver(UsageError):
-    """An update or permission request arrived, and the client has no observer to record it first."""
+    """The client has no observer to record what the agent sends before acting on it (raised when it is made)."""
 
 
 class LimitExceeded(TinyAcpError):

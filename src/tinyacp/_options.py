@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ._errors import MissingDurableObserver
 from ._limits import TransferLimits, default_transfer_limits
 from ._messages import ClientInfo
 from ._observer import Observer
@@ -32,8 +33,12 @@ class Options:
         env: the agent's whole environment (None: inherit ours).
         epoch: the transport epoch, a positive number the caller picks and records before starting the
             client; every update carries it.
-        observer: where every message is recorded before the client acts (None: only ``initialize`` and
-            ``new_session`` work; the first update raises :class:`~tinyacp.MissingDurableObserver`).
+        observer: where every message is recorded before the client acts: a
+            :class:`~tinyacp.JsonlJournal` to keep every line on disk, an observer of your own, or a
+            :class:`~tinyacp.BaseObserver` to record nothing on purpose. Required by the clients: without one,
+            making a :class:`~tinyacp.Client` or :class:`~tinyacp.AsyncClient` raises
+            :class:`~tinyacp.MissingDurableObserver` (the options alone may lack it, to be completed with
+            ``dataclasses.replace``).
         policy: which permission requests are allowed when the observer does not decide (default: none).
         reader_limits: the line limit; the line buffer is allocated from it before the agent starts.
         transfer_limits: bounds on messages, updates and a prompt's reply.
@@ -92,6 +97,25 @@ class Options:
             problem = available()
             if problem is not None:
                 raise ValueError(problem)
+
+
+NO_OBSERVER = (
+    "Options(observer=...) is missing: the client records every message before it acts on it, so it needs an "
+    'observer. Pass observer=tinyacp.JsonlJournal("run.jsonl") with epoch=journal.begin_epoch() to keep every '
+    "line on disk (then `tinyacp show run.jsonl` reads it), or observer=tinyacp.BaseObserver() to record nothing"
+)
+
+
+def require_observer(options: Options) -> Observer:
+    """The observer a client is built with, or a refusal that says what to pass: checked when the client is made,
+    before the agent starts, rather than at the first update of a turn.
+
+    Raises:
+        MissingDurableObserver: ``options.observer`` is None.
+    """
+    if options.observer is None:
+        raise MissingDurableObserver(NO_OBSERVER)
+    return options.observer
 
 
 def check_seconds(name: str, value: object) -> None:

@@ -23,7 +23,7 @@ from ._conversation import (
 from ._driver import ON_FLUSH, CallDriver, Gone
 from ._errors import AgentExited, AgentTimeout, ClientClosed, ProtocolViolation, RequestError
 from ._messages import Initialize, SessionState
-from ._options import Options, check_seconds
+from ._options import Options, check_seconds, require_observer
 from ._process import AgentProcess
 from .reader import LineReader
 
@@ -54,7 +54,7 @@ class ShellBase:
         if not isinstance(options, Options):
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
-        callbacks = resolve_callbacks(options.observer)
+        callbacks = resolve_callbacks(require_observer(options))
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,
