@@ -212,7 +212,6 @@ ANY_CALL_RAISES = {
     "ClientClosed",
     "ReaderExhaustion",
     "TransferLimitExceeded",
-    "MissingDurableObserver",
     "ProtocolViolation",
     "ValueError",
 }

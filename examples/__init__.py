@@ -1,0 +1,1 @@
+"""Programs to copy: each runs against the demo agent in the test suite."""
