@@ -114,7 +114,7 @@ def _engine(engine: str, work: Path) -> Run:
 
 def _loop(turn: Turn, work: Path) -> Run:
     """Batches by a plain asyncio loop of ``turn``s under a semaphore; the CPU is this process's."""
-    from tinyacp.batch._engine import cpu_seconds
+    from tinyacp.batch._plan import cpu_seconds
 
     async def batch(level: int, count: int, journals: Path) -> None:
         slots = asyncio.Semaphore(level)

@@ -11,8 +11,9 @@ This package is not imported by ``import tinyacp``; Ray is imported only when th
 
 from __future__ import annotations
 
-from ._engine import AgentSummary, BatchProgress, BatchSummary, run_batch
+from ._engine import run_batch
 from ._items import Item, parse_item, read_items
+from ._plan import AgentSummary, BatchProgress, BatchSummary
 from ._results import read_results
 from ._turn import PermissionCounts, TurnError, TurnOptions, TurnRecord, arun_turn, run_turn
 

@@ -50,8 +50,8 @@ import msgspec
 
 from .._errors import BatchEngineError, BatchStorageError
 from .._journal import last_epoch
-from ._engine import Run, cpu_seconds
 from ._items import Item, item_key, journal_name
+from ._plan import Run, cpu_seconds
 from ._turn import _HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, resolve_agent, turn
 
 __all__ = ["RESOURCE", "TurnActor", "run_on_ray"]

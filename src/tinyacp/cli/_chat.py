@@ -19,8 +19,7 @@ from .._client import Client
 from .._errors import RequestError, TinyAcpError
 from ._dirs import private_dir, state_dir
 from ._display import one_line
-from ._exit import Exit
-from ._explain import SettingUnavailable
+from ._exit import Exit, SettingUnavailable
 from ._outcome import Outcome, outcome_of_result
 from ._run import Deadline, PromptRun, PromptSettings
 from ._run_observer import RunObserver

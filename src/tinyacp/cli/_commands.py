@@ -30,8 +30,8 @@ from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolv
 from ._attachments import Attachment, read_attachment
 from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_private_file, private_dir
 from ._display import isatty, one_line, print_error, sanitize
-from ._exit import Exit, UsageProblem
-from ._explain import SettingUnavailable, StartupWatch, explain, stderr_lines
+from ._exit import Exit, SettingUnavailable, UsageProblem
+from ._explain import StartupWatch, explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import PromptSettings, run_prompt

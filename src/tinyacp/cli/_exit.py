@@ -1,14 +1,20 @@
-"""The exit status of the ``tinyacp`` command: one value per outcome, documented in one table."""
+"""The exit status of the ``tinyacp`` command: one value per outcome, documented in one table; and the errors
+the command itself raises for what it was asked (both exit 2)."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["BATCH_EXIT_STATUS", "EXIT_STATUS", "OUTCOME_WORDS", "Exit", "UsageProblem"]
+__all__ = ["BATCH_EXIT_STATUS", "EXIT_STATUS", "OUTCOME_WORDS", "Exit", "SettingUnavailable", "UsageProblem"]
 
 
 class UsageProblem(Exception):
     """A usage error found after parsing (a missing file, a bad limit, a bad config file): exit 2 with this message."""
+
+
+class SettingUnavailable(Exception):
+    """A setting asked for (a mode, a model, a config option or value, an MCP transport, a session to continue)
+    that the agent does not offer; the message names what it does offer. Exit status 2, before the prompt."""
 
 
 class Exit(enum.IntEnum):

@@ -27,9 +27,10 @@ from .._messages import Initialize
 from .._records import AgentMessage, MessageKind
 from ._agents import AgentSpec
 from ._display import one_line
-from ._exit import Exit
+from ._exit import Exit, SettingUnavailable
+from ._session import auth_needs
 
-__all__ = ["Explanation", "NotAcp", "SettingUnavailable", "StartupWatch", "data_lines", "explain", "stderr_lines"]
+__all__ = ["Explanation", "NotAcp", "StartupWatch", "data_lines", "explain", "stderr_lines"]
 
 DATA_LINES = 6
 """How many lines of an error's ``data`` are shown: enough for a cause and its context, not a whole dump."""
@@ -46,11 +47,6 @@ class NotAcp(Exception):
     def __init__(self, line: bytes) -> None:
         super().__init__(f"{NOT_ACP}: its first line is not JSON-RPC")
         self.line = line
-
-
-class SettingUnavailable(Exception):
-    """A setting asked for (a mode, a model, a config option or value, an MCP transport, a session to continue)
-    that the agent does not offer; the message names what it does offer. Exit status 2, before the prompt."""
 
 
 class StartupWatch:
@@ -176,8 +172,6 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
 
 
 def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, Any]) -> list[str]:
-    from ._session import auth_needs
-
     methods = init.auth_methods if init is not None else []
     lines = [f"{agent.name} needs a login: {agent.login or 'see its documentation'}"]
     if methods:

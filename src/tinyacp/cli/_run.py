@@ -29,8 +29,8 @@ from ._agents import AgentSpec
 from ._attachments import Attachment, prompt_with_attachments
 from ._display import Display, one_line
 from ._events import JsonEvents
-from ._exit import Exit
-from ._explain import SettingUnavailable, explain, stderr_lines
+from ._exit import Exit, SettingUnavailable
+from ._explain import explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import check_transports
 from ._outcome import Outcome, outcome_of_result, reported_usage, usage_words

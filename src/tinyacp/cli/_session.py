@@ -26,7 +26,7 @@ from .._errors import AuthRequired, NotAdvertised
 from .._messages import AnyMcpServer, AuthMethod, Initialize, Session, SessionState, SystemPrompt
 from ._agents import AgentSpec
 from ._display import one_line
-from ._explain import SettingUnavailable
+from ._exit import SettingUnavailable
 from ._index import SessionIndex
 
 __all__ = ["SessionPlan", "apply_settings", "auth_needs", "login_method", "open_session", "set_one"]
