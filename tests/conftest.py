@@ -30,7 +30,9 @@ ACP = TESTS / "acp"
 """The copy of the ACP schema and examples the tests read (see acp/README.md for its origin and licence)."""
 SCHEMA_PATH = ACP / "schema" / "v1" / "schema.json"
 
-CORE_MODULES = frozenset({"test_conversation", "test_core_property", "test_messages", "test_reader"})
+CORE_MODULES = frozenset(
+    {"test_conversation", "test_core_property", "test_messages", "test_newer_messages", "test_reader"}
+)
 """The first layer: the pure core, the line reader and the messages, no process and no I/O (``pytest -m core``)."""
 
 

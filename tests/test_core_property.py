@@ -100,6 +100,7 @@ tool_fields = {
     "locations": sometimes_wrong(st.lists(st.fixed_dictionaries({"path": texts}), max_size=2)),
     "rawInput": json_values,
     "rawOutput": json_values,
+    "name": sometimes_wrong(texts),
 }
 UPDATES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     **{
@@ -148,8 +149,45 @@ UPDATES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             )
         },
     ),
-    "plan_update": st.fixed_dictionaries({}, optional={"plan": json_values}),
-    "notice": st.fixed_dictionaries({}, optional={"text": texts}),
+    "notice": st.fixed_dictionaries(
+        {
+            "severity": sometimes_wrong(st.sampled_from(["info", "warning", "error", "_x"])),
+            "title": sometimes_wrong(texts),
+        },
+        optional={"description": sometimes_wrong(texts)},
+    ),
+    "compaction_update": st.fixed_dictionaries(
+        {"compactionId": sometimes_wrong(texts), "status": sometimes_wrong(texts)},
+        optional={"summary": sometimes_wrong(st.lists(content_blocks, max_size=2)), "error": texts},
+    ),
+    "compaction_summary_chunk": st.fixed_dictionaries(
+        {"compactionId": sometimes_wrong(texts), "content": sometimes_wrong(content_blocks)}
+    ),
+    "plan_update": st.fixed_dictionaries(
+        {
+            "plan": sometimes_wrong(
+                st.fixed_dictionaries(
+                    {
+                        "type": st.sampled_from(["markdown", "file", "items", "sketch"]),
+                        "planId": sometimes_wrong(texts),
+                    },
+                    optional={"content": texts, "uri": texts, "entries": st.lists(json_values, max_size=2)},
+                )
+            )
+        }
+    ),
+    "plan_removed": st.fixed_dictionaries({"planId": sometimes_wrong(texts)}),
+    "subagent_update": st.fixed_dictionaries(
+        {"sessionId": sometimes_wrong(st.sampled_from(SESSIONS))},
+        optional={"title": texts, "description": texts, "state": sometimes_wrong(st.just({"state": "idle"}))},
+    ),
+    "session_message": st.fixed_dictionaries(
+        {"messageId": sometimes_wrong(texts)},
+        optional={"senderSessionId": texts, "content": sometimes_wrong(st.lists(content_blocks, max_size=2))},
+    ),
+    "session_message_chunk": st.fixed_dictionaries(
+        {"messageId": sometimes_wrong(texts), "content": sometimes_wrong(content_blocks)}
+    ),
 }
 assert set(UPDATES) >= {kind.value for kind in UpdateKind} - {"unknown"}
 

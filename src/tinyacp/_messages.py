@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import msgspec
 
@@ -21,17 +21,6 @@ from ._constants import SYSTEM_PROMPT_MODES
 
 __all__ = [
     "AgentCapabilities",
-    "ConfigChoice",
-    "ConfigOption",
-    "LoadedSession",
-    "ModelInfo",
-    "Secret",
-    "SessionInfo",
-    "SessionModels",
-    "SessionPage",
-    "SessionState",
-    "SystemPrompt",
-    "TurnUsage",
     "AgentInfo",
     "AgentMessageChunk",
     "AgentThoughtChunk",
@@ -39,6 +28,10 @@ __all__ = [
     "AvailableCommand",
     "AvailableCommandsUpdate",
     "ClientInfo",
+    "CompactionSummaryChunk",
+    "CompactionUpdate",
+    "ConfigChoice",
+    "ConfigOption",
     "ConfigOptionUpdate",
     "ContentBlock",
     "Cost",
@@ -46,15 +39,23 @@ __all__ = [
     "EnvVariable",
     "HttpHeader",
     "Initialize",
+    "LoadedSession",
     "McpCapabilities",
     "McpServer",
     "McpServerHttp",
     "McpServerSse",
+    "ModelInfo",
     "Modes",
+    "Notice",
     "PermissionOption",
     "PermissionOptionKind",
     "Plan",
     "PlanEntry",
+    "PlanFile",
+    "PlanItems",
+    "PlanMarkdown",
+    "PlanRemoved",
+    "PlanUpdate",
     "PromptBlobResource",
     "PromptCapabilities",
     "PromptContent",
@@ -62,15 +63,26 @@ __all__ = [
     "PromptResourceLink",
     "PromptText",
     "PromptTextResource",
+    "Secret",
     "Session",
+    "SessionInfo",
     "SessionInfoUpdate",
+    "SessionMessage",
+    "SessionMessageChunk",
     "SessionMode",
+    "SessionModels",
+    "SessionPage",
+    "SessionState",
     "SessionUpdate",
     "StopReason",
+    "Subagent",
+    "SubagentUpdate",
+    "SystemPrompt",
     "ToolCall",
     "ToolCallStatus",
     "ToolCallUpdate",
     "ToolKind",
+    "TurnUsage",
     "UnknownUpdate",
     "UpdateKind",
     "UsageUpdate",
@@ -89,7 +101,12 @@ RequestId: TypeAlias = int | str | None
 
 
 class UpdateKind(enum.StrEnum):
-    """The ``sessionUpdate`` discriminator: the eleven kinds of ACP v1, and UNKNOWN for anything else."""
+    """The ``sessionUpdate`` discriminator: the kinds tinyacp types, and UNKNOWN for anything else.
+
+    The first eleven are ACP v1 as of schema v1.21; ``notice`` and the two compaction kinds are stable since
+    v1.25 (sent only to a client that opts in: :class:`~tinyacp.ClientFeatures`); the plan operations and the
+    subagent kinds are in the SDK 2.4.0 schema (opt-ins too).
+    """
 
     USER_MESSAGE_CHUNK = "user_message_chunk"
     AGENT_MESSAGE_CHUNK = "agent_message_chunk"
@@ -102,8 +119,16 @@ class UpdateKind(enum.StrEnum):
     CONFIG_OPTION_UPDATE = "config_option_update"
     SESSION_INFO_UPDATE = "session_info_update"
     USAGE_UPDATE = "usage_update"
+    NOTICE = "notice"
+    COMPACTION_UPDATE = "compaction_update"
+    COMPACTION_SUMMARY_CHUNK = "compaction_summary_chunk"
+    PLAN_UPDATE = "plan_update"
+    PLAN_REMOVED = "plan_removed"
+    SUBAGENT_UPDATE = "subagent_update"
+    SESSION_MESSAGE = "session_message"
+    SESSION_MESSAGE_CHUNK = "session_message_chunk"
     UNKNOWN = "unknown"
-    """A kind newer than v1, or a known kind whose fields break the schema; the raw line is kept."""
+    """A kind newer than these, or a known kind whose fields break the schema; the raw line is kept."""
 
 
 class StopReason(enum.StrEnum):
@@ -737,6 +762,8 @@ class ToolCall(_Update, frozen=True, tag="tool_call"):
     locations: list[Any] | None = None
     raw_input: Any = None
     raw_output: Any = None
+    name: str | None = None
+    """The tool's own name (``Bash``, ``Read``, ``Grep``), when the agent sends it (ACP v1.22 and later)."""
 
 
 class ToolCallUpdate(_Update, frozen=True, tag="tool_call_update"):
@@ -751,6 +778,8 @@ class ToolCallUpdate(_Update, frozen=True, tag="tool_call_update"):
     locations: list[Any] | None = None
     raw_input: Any = None
     raw_output: Any = None
+    name: str | None = None
+    """The tool's own name, when this update sets it (Codex sends it here, not on the ``tool_call``)."""
 
 
 class PlanEntry(_In, frozen=True):
@@ -821,10 +850,155 @@ class UsageUpdate(_Update, frozen=True, tag="usage_update"):
     cost: Cost | None = None
 
 
+# The kinds of schema v1.25 and of the SDK 2.4.0 schema. An agent sends them only to a client that opted in
+# (:class:`~tinyacp.ClientFeatures`), but they are typed whatever was advertised: a line is what it is.
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Notice(_Update, frozen=True, tag="notice"):
+    """Information for the user that is not part of the conversation: a model fallback, a config warning.
+
+    Agents send it only with ``session.notices`` advertised; otherwise they put the same text into the reply
+    (as an ``agent_message_chunk``), which is why :class:`~tinyacp.ClientFeatures` has notices on by default.
+    """
+
+    kind: ClassVar[UpdateKind] = UpdateKind.NOTICE
+    severity: str
+    """``info``, ``warning``, ``error``, or a value of a newer agent, kept as its string."""
+    title: NonEmpty
+    description: str | None = None
+
+
+class CompactionUpdate(_Update, frozen=True, tag="compaction_update"):
+    """A context compaction started or changed; later updates with the same id patch it."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.COMPACTION_UPDATE
+    compaction_id: str
+    status: str
+    """``in_progress``, ``completed``, ``failed``, ``cancelled``, or a newer agent's value."""
+    summary: list[Any] | None = None
+    """The summary's content blocks, as decoded JSON, when this update sets them."""
+    error: str | None = None
+
+
+class CompactionSummaryChunk(_Update, frozen=True, tag="compaction_summary_chunk"):
+    """A content block appended to a compaction's summary."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.COMPACTION_SUMMARY_CHUNK
+    compaction_id: str
+    content: ContentBlock
+
+
+class PlanItems(_In, frozen=True, tag_field="type", tag="items"):
+    """A plan given as entries."""
+
+    plan_id: str
+    entries: list[PlanEntry]
+
+
+class PlanFile(_In, frozen=True, tag_field="type", tag="file"):
+    """A plan kept in a file the agent names."""
+
+    plan_id: str
+    uri: str
+
+
+class PlanMarkdown(_In, frozen=True, tag_field="type", tag="markdown"):
+    """A plan given as markdown text."""
+
+    plan_id: str
+    content: str
+
+
+class PlanUpdate(_Update, frozen=True, tag="plan_update"):
+    """A plan, identified by its id, was created or replaced (sent instead of ``plan`` with plan operations on)."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.PLAN_UPDATE
+    plan: PlanItems | PlanFile | PlanMarkdown
+
+    @property
+    def plan_id(self) -> str:
+        """The id of the plan this update replaces."""
+        return self.plan.plan_id
+
+
+class PlanRemoved(_Update, frozen=True, tag="plan_removed"):
+    """The plan with this id is gone."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.PLAN_REMOVED
+    plan_id: str
+
+
+class SubagentUpdate(_Update, frozen=True, tag="subagent_update"):
+    """The session it arrives on made, or changed, a child session (a subagent) whose id is ``session_id``.
+
+    Sent on the parent's session before any of the child's own traffic. A field left out keeps its previous
+    value (it is ``msgspec.UNSET`` here); ``None`` clears it. :attr:`~tinyacp.PromptResult.subagents` holds the
+    merged state of each child announced in a turn.
+    """
+
+    kind: ClassVar[UpdateKind] = UpdateKind.SUBAGENT_UPDATE
+    session_id: str
+    """The child's session id: its updates and permission requests arrive under it."""
+    title: str | msgspec.UnsetType | None = msgspec.UNSET
+    description: str | msgspec.UnsetType | None = msgspec.UNSET
+    capabilities: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    state: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    """What the child is doing (``{"state": "running"}``, ``idle``, ``requires_action``, …), as decoded JSON."""
+    cwd: str | msgspec.UnsetType | None = msgspec.UNSET
+    additional_directories: list[str] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class Subagent(msgspec.Struct, frozen=True):
+    """A child session announced during a prompt turn, with the latest of what its updates said."""
+
+    session_id: str
+    title: str | None = None
+    description: str | None = None
+    capabilities: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+    cwd: str | None = None
+    additional_directories: tuple[str, ...] | None = None
+
+
+def merged_subagent(previous: Subagent | None, update: SubagentUpdate) -> Subagent:
+    """The child's state with ``update`` applied: a field left out keeps its value, None clears it."""
+    fields: dict[str, Any] = {} if previous is None else msgspec.structs.asdict(previous)
+    fields["session_id"] = update.session_id
+    for name in ("title", "description", "capabilities", "state", "cwd", "additional_directories"):
+        value = getattr(update, name)
+        if value is not msgspec.UNSET:
+            fields[name] = tuple(value) if isinstance(value, list) else value
+    return Subagent(**fields)
+
+
+class SessionMessage(_Update, frozen=True, tag="session_message"):
+    """A message between two sessions (a parent and its child), or a change to one."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.SESSION_MESSAGE
+    message_id: str
+    sender_session_id: str | None = None
+    recipient_session_id: str | None = None
+    sender_message_id: str | None = None
+    recipient_message_id: str | None = None
+    content: list[Any] | None = None
+    """The message's content blocks, as decoded JSON, when this update sets them."""
+
+
+class SessionMessageChunk(_Update, frozen=True, tag="session_message_chunk"):
+    """A content block appended to a message between sessions."""
+
+    kind: ClassVar[UpdateKind] = UpdateKind.SESSION_MESSAGE_CHUNK
+    message_id: str
+    content: ContentBlock
+
+
 class UnknownUpdate(msgspec.Struct, frozen=True):
-    """An update we could not type: a kind newer than v1, or a known kind whose required fields are missing or
-    of the wrong type. (Lists inside an update, such as a tool call's ``content``, are kept as decoded JSON and
-    not checked item by item, as the schema's ``x-deserialize-skip-invalid-items`` allows.)"""
+    """An update we could not type: a kind newer than those of :class:`UpdateKind`, or a known kind whose
+    required fields are missing or of the wrong type. (Lists inside an update, such as a tool call's
+    ``content``, are kept as decoded JSON and not checked item by item, as the schema's
+    ``x-deserialize-skip-invalid-items`` allows.)"""
 
     kind: ClassVar[UpdateKind] = UpdateKind.UNKNOWN
     session_update: str | None
@@ -845,6 +1019,14 @@ SessionUpdate: TypeAlias = (
     | ConfigOptionUpdate
     | SessionInfoUpdate
     | UsageUpdate
+    | Notice
+    | CompactionUpdate
+    | CompactionSummaryChunk
+    | PlanUpdate
+    | PlanRemoved
+    | SubagentUpdate
+    | SessionMessage
+    | SessionMessageChunk
     | UnknownUpdate
 )
 
@@ -863,6 +1045,14 @@ class _UpdateParams(_In, frozen=True):
         | ConfigOptionUpdate
         | SessionInfoUpdate
         | UsageUpdate
+        | Notice
+        | CompactionUpdate
+        | CompactionSummaryChunk
+        | PlanUpdate
+        | PlanRemoved
+        | SubagentUpdate
+        | SessionMessage
+        | SessionMessageChunk
     )
 
 
@@ -903,6 +1093,9 @@ class PermissionToolCall(_In, frozen=True):
     content: list[Any] | None = None
     locations: list[Any] | None = None
     raw_input: Any = None
+    name: str | None = None
+    """The tool's own name (``Bash``, ``Read``), when the agent sends it: what ``PermissionPolicy(tools=...)``
+    matches."""
 
 
 class PermissionParams(_In, frozen=True):

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ._errors import MissingDurableObserver
+from ._features import ClientFeatures
 from ._limits import TransferLimits, default_transfer_limits
 from ._messages import ClientInfo
 from ._observer import Observer
@@ -43,6 +44,8 @@ class Options:
         reader_limits: the line limit; the line buffer is allocated from it before the agent starts.
         transfer_limits: bounds on messages, updates and a prompt's reply.
         client_info: our name and version as sent in ``initialize``.
+        features: the newer parts of ACP the client opts in to (``initialize`` advertises them); by default
+            notices and compaction, so that an agent's warnings stay out of the reply.
         stderr: ``"discard"`` (default), ``"tail"``, or an open file / file descriptor.
         kill_grace: seconds between SIGTERM and SIGKILL to the agent's process group.
         timeout: the default deadline of every blocking call, in seconds (None: no deadline).
@@ -58,7 +61,8 @@ class Options:
             non-negative number (nan, inf, -1);
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
-        TypeError: ``command`` is a single string rather than an argv sequence.
+        TypeError: ``command`` is a single string rather than an argv sequence, or ``features`` is not a
+            :class:`~tinyacp.ClientFeatures`.
     """
 
     command: Sequence[str]
@@ -70,6 +74,7 @@ class Options:
     reader_limits: ReaderLimits = default_reader_limits
     transfer_limits: TransferLimits = default_transfer_limits
     client_info: ClientInfo = DEFAULT_CLIENT_INFO
+    features: ClientFeatures = field(default_factory=ClientFeatures)
     stderr: StderrTarget = "discard"
     kill_grace: float = 2.0
     timeout: float | None = None
@@ -85,6 +90,8 @@ class Options:
         object.__setattr__(self, "command", command)
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 1:
             raise ValueError(f"epoch must be a positive int chosen by the caller, not {self.epoch!r}")
+        if not isinstance(self.features, ClientFeatures):
+            raise TypeError(f"features must be a tinyacp.ClientFeatures, not {type(self.features).__name__}")
         if self.stderr == subprocess.DEVNULL:
             object.__setattr__(self, "stderr", "discard")
         for name in ("kill_grace", "cancel_grace"):

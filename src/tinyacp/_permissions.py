@@ -76,28 +76,63 @@ class DecisionSource(enum.StrEnum):
 class PermissionPolicy:
     """Which tool calls are allowed without asking the observer. The default allows nothing.
 
+    A request is allowed when its tool's ``name`` is in ``tools``, its kind in ``kinds``, its title starts with
+    one of ``title_prefixes``, or ``allow_all`` is set; but never when its ``name`` is in ``deny_tools``, which
+    wins over everything else, ``allow_all`` included. A request without a ``name`` (older agents, OpenCode,
+    Codex's first ``tool_call``) matches neither ``tools`` nor ``deny_tools``.
+
     Args:
         kinds: tool kinds to allow (``read``, ``edit``, ``execute``, …), as the agent claims them.
         title_prefixes: allow a tool call whose title starts with one of these.
-        allow_all: allow every request (``tinyacp prompt --yes``).
+        tools: tool names to allow, matched exactly (``Read``, ``Grep``).
+        deny_tools: tool names never allowed by the policy, matched exactly (``Bash``).
+        allow_all: allow every request but those of ``deny_tools`` (``tinyacp prompt --yes``).
+
+    Raises:
+        TypeError: one of the collections is a single string.
     """
 
     kinds: frozenset[str] = frozenset()
     title_prefixes: tuple[str, ...] = ()
+    tools: frozenset[str] = frozenset()
+    deny_tools: frozenset[str] = frozenset()
     allow_all: bool = False
 
     def __init__(
-        self, kinds: Iterable[str] = (), title_prefixes: Iterable[str] = (), *, allow_all: bool = False
+        self,
+        kinds: Iterable[str] = (),
+        title_prefixes: Iterable[str] = (),
+        *,
+        tools: Iterable[str] = (),
+        deny_tools: Iterable[str] = (),
+        allow_all: bool = False,
     ) -> None:
-        if isinstance(kinds, str) or isinstance(title_prefixes, str):
-            raise TypeError("kinds and title_prefixes take collections of strings, not a single string")
+        for name, value in (
+            ("kinds", kinds),
+            ("title_prefixes", title_prefixes),
+            ("tools", tools),
+            ("deny_tools", deny_tools),
+        ):
+            if isinstance(value, str):
+                raise TypeError(f"{name} takes a collection of strings, not a single string")
         object.__setattr__(self, "kinds", frozenset(str(kind) for kind in kinds))
         object.__setattr__(self, "title_prefixes", tuple(title_prefixes))
+        object.__setattr__(self, "tools", frozenset(str(tool) for tool in tools))
+        object.__setattr__(self, "deny_tools", frozenset(str(tool) for tool in deny_tools))
         object.__setattr__(self, "allow_all", bool(allow_all))
 
+    def denies(self, tool_call: PermissionToolCall) -> bool:
+        """Whether the tool call's name is one of ``deny_tools``."""
+        return tool_call.name is not None and tool_call.name in self.deny_tools
+
     def allows(self, tool_call: PermissionToolCall) -> bool:
-        """Whether this policy allows the tool call (by its claimed kind or title)."""
+        """Whether this policy allows the tool call (by its name, its claimed kind or its title)."""
+        if self.denies(tool_call):
+            return False
+        name = tool_call.name
         if self.allow_all:
+            return True
+        if name is not None and name in self.tools:
             return True
         if tool_call.kind is not None and tool_call.kind in self.kinds:
             return True
@@ -110,7 +145,9 @@ class PermissionRequest:
     """A ``session/request_permission`` request from the agent, and, once decided, the decision.
 
     ``decision``, ``decided_by``, ``selected`` and ``reason`` are filled in before
-    ``on_permission_decision`` is called, and that call returns before the answer is written.
+    ``on_permission_decision`` is called, and that call returns before the answer is written. ``session_id`` is
+    the session that asks: a child session's (a subagent's) during its parent's prompt, when ``parent_session_id``
+    says whose child it is.
     """
 
     epoch: int
@@ -128,6 +165,8 @@ class PermissionRequest:
     """The option chosen, or None when the answer is the ``cancelled`` outcome."""
     reason: str = ""
     """Why the decision came out as it did, in words for a log."""
+    parent_session_id: str | None = None
+    """The session whose ``subagent_update`` announced the asking session, if it is a subagent's."""
     _outcome: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -173,6 +212,22 @@ def _first(options: list[PermissionOption], *kinds: str) -> PermissionOption | N
     return None
 
 
+def _who_decides(
+    request: PermissionRequest, reply: PermissionReply | None, policy: PermissionPolicy, *, cancelled: bool
+) -> tuple[DecisionSource, PermissionReply, str]:
+    """Who decides, what they want, and why: cancelled turn, else observer, else policy, else reject."""
+    if cancelled:
+        return DecisionSource.CANCELLED, PermissionReply.cancelled(), "the turn was cancelled"
+    if reply is not None:
+        return DecisionSource.OBSERVER, reply, f"the observer chose {reply.action}"
+    tool_call = request.tool_call
+    if policy.denies(tool_call):
+        return DecisionSource.POLICY, PermissionReply.reject(), f"the policy denies tool {tool_call.name!r}"
+    if policy.allows(tool_call):
+        return DecisionSource.POLICY, PermissionReply.allow(), "the policy allows it"
+    return DecisionSource.DEFAULT_REJECT, PermissionReply.reject(), "neither the observer nor the policy allowed it"
+
+
 def decide(
     request: PermissionRequest,
     reply: PermissionReply | None,
@@ -181,18 +236,7 @@ def decide(
     cancelled: bool,
 ) -> None:
     """Fill in the request's decision: cancelled turn, else observer, else policy, else reject."""
-    if cancelled:
-        source, wanted, why = DecisionSource.CANCELLED, PermissionReply.cancelled(), "the turn was cancelled"
-    elif reply is not None:
-        source, wanted, why = DecisionSource.OBSERVER, reply, f"the observer chose {reply.action}"
-    elif policy.allows(request.tool_call):
-        source, wanted, why = DecisionSource.POLICY, PermissionReply.allow(), "the policy allows it"
-    else:
-        source, wanted, why = (
-            DecisionSource.DEFAULT_REJECT,
-            PermissionReply.reject(),
-            "neither the observer nor the policy allowed it",
-        )
+    source, wanted, why = _who_decides(request, reply, policy, cancelled=cancelled)
     options = _unambiguous(request.options)
     unambiguous = " unambiguous" if len(options) < len(request.options) else ""
     decision = wanted
