@@ -289,7 +289,7 @@ def test_stderr_tail_keeps_the_last_bytes_and_agent_exited_carries_them(make_cli
 # initialize and session/new.
 
 
-def test_initialize_offers_protocol_version_1_and_only_boolean_config_options(
+def test_initialize_offers_protocol_version_1_boolean_config_options_notices_and_compaction(
     make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
 ) -> None:
     agent = scripted(handshake())
@@ -301,8 +301,8 @@ def test_initialize_offers_protocol_version_1_and_only_boolean_config_options(
     capabilities = sent["params"]["clientCapabilities"]
     assert capabilities["fs"] == {"readTextFile": False, "writeTextFile": False}
     assert capabilities.get("terminal", False) is False
-    assert capabilities["session"] == {"configOptions": {"boolean": {}}}
-    assert set(capabilities) <= {"fs", "terminal", "session"}  # nothing else advertised: no elicitation, no auth
+    assert capabilities["session"] == {"configOptions": {"boolean": {}}, "notices": {}, "compaction": {}}
+    assert set(capabilities) <= {"fs", "terminal", "session"}  # the default features: no elicitation, no auth
     assert sent["params"]["clientInfo"]["name"] == "tinyacp"
 
 

@@ -408,7 +408,7 @@ def test_texts_with_newlines_survive_the_line_unchanged() -> None:
     assert prompt[6] == {"type": "resource", "resource": {"uri": "file:///a.py", "text": AWKWARD}}
 
 
-def test_initialize_sends_version_1_our_info_and_only_boolean_config_options() -> None:
+def test_initialize_sends_version_1_our_info_boolean_config_options_and_the_default_features() -> None:
     message, _ = encoded()["initialize"]
     line = json.loads(message.raw)
     assert (message.method, message.id, line["id"], line["method"]) == ("initialize", 0, 0, "initialize")
@@ -419,7 +419,7 @@ def test_initialize_sends_version_1_our_info_and_only_boolean_config_options() -
     assert params["clientCapabilities"] == {
         "fs": {"readTextFile": False, "writeTextFile": False},
         "terminal": False,
-        "session": {"configOptions": {"boolean": {}}},
+        "session": {"configOptions": {"boolean": {}}, "notices": {}, "compaction": {}},
     }
     assert set(params) == {"protocolVersion", "clientInfo", "clientCapabilities"}
     titled = json.loads(encoded()["initialize with a titled client"][0].raw)["params"]["clientInfo"]

@@ -42,6 +42,7 @@ from ._errors import (
     TransferLimitExceeded,
     UsageError,
 )
+from ._features import ClientFeatures
 from ._limits import Overflow, OverflowKind, TransferLimits
 from ._messages import (
     AUTH_REQUIRED,
@@ -92,6 +93,8 @@ from .reader import ReaderLimits
 __all__ = ["Call", "Conversation", "Done", "Meta", "Reaction", "Record", "Write"]
 
 T = TypeVar("T")
+
+DEFAULT_FEATURES: Final = ClientFeatures()
 
 ON_UPDATE: Final = "on_update"
 ON_PERMISSION_REQUEST: Final = "on_permission_request"
@@ -213,6 +216,7 @@ class Conversation:
         policy: decides permission requests the observer leaves open.
         client_info: sent in ``initialize``.
         has_observer: whether updates and permission requests can be recorded at all.
+        features: the newer parts of ACP advertised in ``initialize`` and acted on.
 
     Raises:
         ValueError: ``max_update_bytes`` is larger than the reader's line limit.
@@ -227,6 +231,7 @@ class Conversation:
         policy: PermissionPolicy,
         client_info: ClientInfo,
         has_observer: bool,
+        features: ClientFeatures = DEFAULT_FEATURES,
     ) -> None:
         if transfer_limits.max_update_bytes > reader_limits.max_line:
             raise ValueError(
@@ -238,6 +243,7 @@ class Conversation:
         self.policy = policy
         self.client_info = client_info
         self.has_observer = has_observer
+        self.features = features
         self.seq = 0
         """The seq of the last update received."""
         self.agent: Initialize | None = None
@@ -268,7 +274,9 @@ class Conversation:
 
     def initialize(self, meta: Meta | None = None) -> Call[Initialize]:
         """The ``initialize`` request: protocol version 1, our info, and our client capabilities."""
-        return self._request("initialize", requests.initialize_params(self.client_info, meta), self._initialized)
+        return self._request(
+            "initialize", requests.initialize_params(self.client_info, self.features, meta), self._initialized
+        )
 
     def new_session(
         self,

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from ._errors import NotAdvertised, ProtocolViolation, UnsupportedContent, UnsupportedProtocolVersion
+from ._features import ClientFeatures
 from ._messages import (
-    CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
     AnyMcpServer,
     ClientInfo,
@@ -137,11 +137,11 @@ def require_logout(agent: Initialize | None) -> None:
         raise NotAdvertised("the agent did not advertise auth.logout; nothing was written")
 
 
-def initialize_params(client_info: ClientInfo, meta: Meta | None) -> Params:
-    """``initialize``: protocol version 1, our info, and our client capabilities."""
+def initialize_params(client_info: ClientInfo, features: ClientFeatures, meta: Meta | None) -> Params:
+    """``initialize``: protocol version 1, our info, and our client capabilities (with the features on)."""
     params = {
         "protocolVersion": PROTOCOL_VERSION,
-        "clientCapabilities": CLIENT_CAPABILITIES,
+        "clientCapabilities": features.capabilities(),
         "clientInfo": client_info,
     }
     return with_meta(params, meta)

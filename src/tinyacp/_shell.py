@@ -61,6 +61,7 @@ class ShellBase:
             reader_limits=options.reader_limits,
             policy=options.policy,
             client_info=options.client_info,
+            features=options.features,
             has_observer=options.observer is not None,
         )
         # The line buffer exists before the agent does: memory is budgeted first.
