@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -511,3 +512,86 @@ def test_the_summary_table_has_a_row_per_agent_with_its_median_and_cost(tmp_path
     assert lines[1].split() == ["claude", "2", "0", "4.25", "0.1250", "USD"]
     assert "\x1b" not in lines[2] and lines[2].split()[1:] == ["1", "1", "0.50", "-"]
     assert lines[3].startswith("3 ok, 1 failed, 0 not run; this run: 4 turns, 2 skipped")
+
+
+def test_the_summary_names_each_failed_item_with_its_reason_and_journal_up_to_a_bound(
+    tmp_path: Path, work: Path
+) -> None:
+    from tinyacp.batch._plan import FAILURES_KEPT
+
+    failing = [{"id": f"f{n}", "prompt": "x", "agent": "false"} for n in range(FAILURES_KEPT + 2)]
+    items = write_items(tmp_path / "items.jsonl", [{"id": "ok", "prompt": "a"}, *failing])
+    summary = run_batch(items, tmp_path / "out", agent="demo", cwd=work, policy=ALLOW, concurrency=4)
+    assert (summary.ok, summary.failed, summary.failed_earlier) == (1, FAILURES_KEPT + 2, 0)
+    assert len(summary.failures) == FAILURES_KEPT
+    by_id = {record.id: record for record in records(tmp_path / "out")}
+    for failure in summary.failures:
+        record = by_id[failure.id]
+        assert record.error is not None
+        assert failure.reason == f"{record.error.type}: {record.error.message}"
+        assert failure.journal == record.journal and Path(failure.journal).is_file()
+
+    again = run_batch(items, tmp_path / "out", agent="demo", cwd=work, policy=ALLOW)
+    assert (again.ran, again.failed, again.failed_earlier) == (0, FAILURES_KEPT + 2, FAILURES_KEPT + 2)
+    assert [failure.id for failure in again.failures] == [failure.id for failure in summary.failures]
+
+
+def test_the_command_shows_why_each_item_failed_and_that_retry_failed_runs_them(tmp_path: Path, work: Path) -> None:
+    items = write_items(
+        tmp_path / "items.jsonl", [{"id": "good", "prompt": "a"}, {"id": "bad", "prompt": "b", "agent": "false"}]
+    )
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(tmp_path / "out")]
+    command += ["--cwd", str(work), "-y"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert first.returncode == 1, first.stderr
+    lines = first.stdout.splitlines()
+    at = lines.index("failed:")
+    assert lines[at + 1].startswith("  bad: AgentExited: ")
+    assert lines[at + 2] == "    journal: out/journals/bad.jsonl"  # relative to where the command runs
+    assert "--retry-failed" not in first.stdout  # nothing failed before this run
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert again.returncode == 1
+    assert "this run: 0 turns" in again.stdout
+    hint = again.stdout.splitlines()[-1]
+    assert hint.startswith("1 of them failed in an earlier run and were not run again; --retry-failed runs them: ")
+    assert hint.endswith(" -y --retry-failed")
+
+
+def test_ctrl_c_says_what_was_done_what_was_stopped_and_the_command_that_resumes(tmp_path: Path, work: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl", [{"id": f"i{n}", "prompt": f"p{n}"} for n in range(6)])
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(out), "-y"]
+    command += ["--agent", "demo --delay 0.1", "--concurrency", "2", "--cwd", str(work)]
+    batch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def one_done_and_one_in_flight() -> bool:
+            done = {record.id for record in records(out)} if (out / "results.jsonl").exists() else set()
+            begun = {path.stem for path in (out / "journals").glob("*.jsonl")} if out.exists() else set()
+            return len(done) >= 1 and bool(begun - done)
+
+        wait_for(one_done_and_one_in_flight, timeout=60, what="a record and a turn in flight")
+        batch.send_signal(signal.SIGINT)
+        _, stderr = batch.communicate(timeout=60)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.communicate(timeout=30)
+    assert batch.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    said, resume = stderr.splitlines()[-2:]
+    done = len(records(out))
+    assert said.startswith(f"interrupted: this run recorded {done} turn(s) (0 failed) in ")
+    assert "stopped " in said and "in flight (no record: they run again on resume)" in said
+    assert resume.startswith("resume with: tinyacp batch ")
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "tinyacp", *shlex.split(resume.removeprefix("resume with: tinyacp "))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(record.id for record in records(out)) == [f"i{n}" for n in range(6)]

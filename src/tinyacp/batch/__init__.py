@@ -14,13 +14,14 @@ from __future__ import annotations
 from ._engine import run_batch
 from ._items import Item, parse_item, read_items
 from ._plan import AgentSummary, BatchProgress, BatchSummary
-from ._results import read_results
+from ._results import FailedItem, read_results
 from ._turn import PermissionCounts, TurnError, TurnOptions, TurnRecord, arun_turn, run_turn
 
 __all__ = [
     "AgentSummary",
     "BatchProgress",
     "BatchSummary",
+    "FailedItem",
     "Item",
     "PermissionCounts",
     "TurnError",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Unpack
 
 from ._items import Item, ItemSource
-from ._plan import BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
+from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
 from ._results import ResultsFile
 from ._turn import TurnOptions, TurnRecord, TurnSettings, turn
 
@@ -126,7 +126,8 @@ def run_batch(
         else:
             asyncio.run(run_local(run))
         cpu = cpu_seconds() - cpu + run.engine_cpu
-        return tally.summary(plan, started, results.path, journals, cpu)
+        failures = results.failures(tally.failed_keys(plan), FAILURES_KEPT)
+        return tally.summary(plan, started, results.path, journals, cpu, failures=failures)
 
 
 async def _with_retries(run: Run, item: Item, attempt: int) -> TurnRecord:

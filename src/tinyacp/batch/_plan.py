@@ -16,9 +16,13 @@ from pathlib import Path
 
 from .._errors import BatchItemError
 from ._items import Item, ItemSource, item_key, parse_item, read_items
+from ._results import FailedItem
 from ._turn import TurnRecord, TurnSettings, check_item
 
-__all__ = ["AgentSummary", "BatchProgress", "BatchSummary", "Plan", "Run", "Tally", "cpu_seconds"]
+__all__ = ["FAILURES_KEPT", "AgentSummary", "BatchProgress", "BatchSummary", "Plan", "Run", "Tally", "cpu_seconds"]
+
+FAILURES_KEPT = 20
+"""How many failed items a summary names: enough to see a pattern, few enough to read (the rest are counted)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,12 @@ class BatchSummary:
     client_cpu_seconds: float = 0.0
     """CPU seconds tinyacp spent on the batch, the agents' own not included: this process during the call, plus
     (Ray) the actors while they ran turns (their start-up and that of the cluster are not counted)."""
+    failures: tuple[FailedItem, ...] = ()
+    """The failed items (by their latest record, this call's or an earlier one's), the first
+    ``FAILURES_KEPT`` (20) in the order they failed: each one's id, why, and its journal."""
+    failed_earlier: int = 0
+    """Failed items whose record is from an earlier call and that this call did not run again
+    (``retry_failed=True`` runs them)."""
 
     @property
     def all_ok(self) -> bool:
@@ -151,7 +161,20 @@ class Tally:
             currency = str(cost.get("currency", ""))
             totals[currency] = totals.get(currency, 0.0) + cost["amount"]
 
-    def summary(self, plan: Plan, started: float, results: Path, journals: Path, cpu: float) -> BatchSummary:
+    def failed_keys(self, plan: Plan) -> set[str]:
+        """The ids the plan saw whose latest record is not ok."""
+        return {key for key in plan.seen if self.outcomes.get(key, 0) < 0}
+
+    def summary(
+        self,
+        plan: Plan,
+        started: float,
+        results: Path,
+        journals: Path,
+        cpu: float,
+        *,
+        failures: list[FailedItem] | None = None,
+    ) -> BatchSummary:
         """The summary over the ids the plan saw."""
         ok = failed = 0
         for key in plan.seen:
@@ -179,6 +202,8 @@ class Tally:
             results=results,
             journals=journals,
             client_cpu_seconds=cpu,
+            failures=tuple(failures or ()),
+            failed_earlier=failed - self.progress.failed,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -17,9 +18,41 @@ import msgspec
 from .._errors import BatchBusy
 from .._journal import _seal_torn_tail
 from ._items import item_key
-from ._turn import TurnRecord
+from ._turn import TurnError, TurnRecord
 
-__all__ = ["ResultsFile", "read_results"]
+__all__ = ["FailedItem", "ResultsFile", "read_results"]
+
+
+@dataclass(frozen=True)
+class FailedItem:
+    """An item whose latest record is not ok, as a summary shows it."""
+
+    id: str | int
+    reason: str
+    """One line: the error's kind and message (``AgentTimeout: ...``), else the stop reason the agent gave."""
+    journal: str
+    """The item's journal file (the attempt is its last epoch)."""
+    attempt: int
+
+
+class _Failure(msgspec.Struct):
+    """The fields of a record that a summary of failures needs (the reply is not read)."""
+
+    id: str | int
+    ok: bool = False
+    error: TurnError | None = None
+    stop_reason: str | None = None
+    journal: str = ""
+    attempt: int = 1
+
+    def failed_item(self) -> FailedItem:
+        if self.error is not None:
+            reason = f"{self.error.type}: {self.error.message}"
+        elif self.stop_reason is not None:
+            reason = f"the agent ended the turn with {self.stop_reason!r}, not 'end_turn'"
+        else:
+            reason = "no reply"
+        return FailedItem(id=self.id, reason=" ".join(reason.split()), journal=self.journal, attempt=self.attempt)
 
 
 class _Seen(msgspec.Struct):
@@ -31,6 +64,7 @@ class _Seen(msgspec.Struct):
 
 
 _decode_seen = msgspec.json.Decoder(_Seen).decode
+_decode_failure = msgspec.json.Decoder(_Failure).decode
 _decode_record = msgspec.json.Decoder(TurnRecord).decode
 _encode = msgspec.json.Encoder().encode
 
@@ -91,6 +125,28 @@ class ResultsFile:
                     continue  # a sealed torn line, or something that is not ours
                 latest[item_key(seen.id)] = seen.attempt if seen.ok else -seen.attempt
         return latest
+
+    def failures(self, keys: set[str], limit: int) -> list[FailedItem]:
+        """The latest records of the first ``limit`` of the failed ids ``keys``, in the order they first failed.
+
+        One pass over the file, holding at most ``limit`` records (without their replies).
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        kept: dict[str, _Failure] = {}
+        if not keys or limit <= 0:
+            return []
+        with open(self.path, "rb") as file:
+            for line in file:
+                try:
+                    record = _decode_failure(line)
+                except msgspec.MsgspecError:
+                    continue
+                key = item_key(record.id)
+                if key in keys and (key in kept or len(kept) < limit):
+                    kept[key] = record
+        return [record.failed_item() for record in kept.values() if not record.ok]
 
     def append(self, record: TurnRecord) -> bytes:
         """Write one record as one line, in one ``write()``; returns the line.

@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import msgspec
 
-from .._errors import BatchEngineError, BatchError, BatchItemError
+from .._errors import BatchEngineError, BatchError
 from .._permissions import PermissionPolicy
 from .._process import signals_blocked
 from ._agents import load_config
 from ._display import fit, isatty, one_line, print_error
 
-__all__ = ["ProgressLine", "cmd_batch", "summary_table"]
+__all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_ENGINE = 3
+_EXIT_INTERRUPTED = 130
 
 
 class ProgressLine:
@@ -106,53 +110,121 @@ def summary_table(summary: Any) -> str:
     return "\n".join(lines)
 
 
+def _shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as the reader can use it: relative to the working directory when it lies under it."""
+    text = os.fspath(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:
+        return text
+    return text if relative.startswith("..") else relative
+
+
+def failure_lines(summary: Any, command: list[str]) -> list[str]:
+    """Each failed item (up to the bound the summary kept): its id, why, and its journal; then how to retry."""
+    if not summary.failed:
+        return []
+    lines = ["failed:"]
+    for failure in summary.failures:
+        lines.append(f"  {one_line(str(failure.id), 40)}: {one_line(failure.reason, 160)}")
+        lines.append(f"    journal: {_shown_path(failure.journal)}")
+    more = summary.failed - len(summary.failures)
+    if more > 0:
+        lines.append(f"  … and {more} more: every record is in {_shown_path(summary.results)}")
+    if summary.failed_earlier:
+        again = shlex.join([*command, "--retry-failed"])
+        lines.append(
+            f"{summary.failed_earlier} of them failed in an earlier run and were not run again; "
+            f"--retry-failed runs them: {again}"
+        )
+    return lines
+
+
+def interrupted_lines(progress: Any, results: str, command: list[str]) -> list[str]:
+    """What Ctrl-C left: what this run recorded, what it stopped, and the command that goes on."""
+    done = progress.done if progress is not None else 0
+    failed = progress.failed if progress is not None else 0
+    running = progress.running if progress is not None else 0
+    words = [f"interrupted: this run recorded {done} turn(s) ({failed} failed) in {_shown_path(results)}"]
+    words.append(f"stopped {running} turn(s) in flight (no record: they run again on resume)")
+    if progress is not None and progress.to_run is not None:
+        words.append(f"{max(0, progress.to_run - done - running)} not started")
+    return ["; ".join(words), f"resume with: {shlex.join(command)}"]
+
+
+def _command_line() -> list[str]:
+    """This command as the user typed it, to run again."""
+    return ["tinyacp", *sys.argv[1:]]
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """``tinyacp batch``."""
-    from ..batch import run_batch
-
-    config = load_config(args.config)
     if not args.file.is_file():
         print_error(f"{args.file}: not a file")
         return _EXIT_USAGE
-    as_json = args.format == "json"
     progress = ProgressLine(sys.stderr) if isatty(sys.stderr) and not args.quiet else None
+    last: list[Any] = [None]  # the latest progress, for what Ctrl-C says
+
+    def on_progress(state: Any) -> None:
+        last[0] = state
+        if progress is not None:
+            progress.update(state)
+
+    try:
+        summary = _run(args, on_progress)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.close()
+            progress = None
+        results = os.path.join(args.out, "results.jsonl")
+        print("\n".join(interrupted_lines(last[0], results, _command_line())), file=sys.stderr)
+        return _EXIT_INTERRUPTED
+    except (BatchError, OSError) as exc:
+        return _failed(exc, args)
+    finally:
+        if progress is not None:
+            progress.close()
+    if not args.quiet:
+        lines = [summary_table(summary), *failure_lines(summary, _command_line())]
+        print("\n".join(lines), file=sys.stderr if args.format == "json" else sys.stdout)
+    return 0 if summary.all_ok else _EXIT_FAILED
+
+
+def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
+    """Run the batch the arguments describe; the records go to stdout as they are written with ``--format json``."""
+    from ..batch import run_batch
+
+    config = load_config(args.config)
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    try:
-        summary = run_batch(
-            args.file,
-            args.out,
-            concurrency=args.concurrency,
-            engine=args.engine,
-            ray_address=args.ray_address,
-            retries=args.retries,
-            retry_failed=args.retry_failed,
-            on_record=on_record if as_json else None,
-            on_progress=progress.update if progress is not None else None,
-            agent=args.agent or config.default_agent,
-            # The built-in demo is left to the node running the turn, which starts it with its own Python.
-            agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
-            cwd=args.cwd,
-            timeout=args.timeout,
-            sync_journal=args.sync_journal,
-            policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
-        )
-    except BatchEngineError as exc:
-        print_error(str(exc))
-        return _EXIT_ENGINE
-    except (BatchItemError, BatchError) as exc:
-        print_error(str(exc))
-        return _EXIT_USAGE
-    except OSError as exc:
+    return run_batch(
+        args.file,
+        args.out,
+        concurrency=args.concurrency,
+        engine=args.engine,
+        ray_address=args.ray_address,
+        retries=args.retries,
+        retry_failed=args.retry_failed,
+        on_record=on_record if args.format == "json" else None,
+        on_progress=on_progress,
+        agent=args.agent or config.default_agent,
+        # The built-in demo is left to the node running the turn, which starts it with its own Python.
+        agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
+        cwd=args.cwd,
+        timeout=args.timeout,
+        sync_journal=args.sync_journal,
+        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
+    )
+
+
+def _failed(exc: BaseException, args: argparse.Namespace) -> int:
+    """Say what stopped the batch; its exit status."""
+    if isinstance(exc, OSError):
         print_error(f"{exc.filename or args.out}: {exc.strerror or exc}")
         return _EXIT_USAGE
-    finally:
-        if progress is not None:
-            progress.close()
-    if not args.quiet:
-        print(summary_table(summary), file=sys.stderr if as_json else sys.stdout)
-    return 0 if summary.all_ok else _EXIT_FAILED
+    print_error(str(exc))
+    return _EXIT_ENGINE if isinstance(exc, BatchEngineError) else _EXIT_USAGE
