@@ -993,7 +993,16 @@ def test_the_done_line_shows_usage_and_cost_when_the_agent_reports_them(cli: Cli
     assert done.returncode == 0, done.stderr
     assert "tokens 1,200 in, 300 out · context 2% · cost $0.0123" in done.stderr.decode()
     result = _events(cli.run("prompt", "--agent", agent, "--format", "json", "hi").stdout)[-1]
-    assert result["usage"] == tokens and result["cost"] == {"amount": 0.0123, "currency": "USD"}
+    cost = {"amount": 0.0123, "currency": "USD"}
+    assert result["cost"] == cost
+    assert result["usage"] == {  # spelt as in results.jsonl: tokens from the answer, the rest from usage_update
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "total_tokens": 1500,
+        "context_used": 5000,
+        "context_size": 200000,
+        "cost": cost,
+    }
 
 
 def test_json_events_on_a_terminal_never_share_a_line_with_the_status_line(cli: Cli) -> None:

@@ -282,6 +282,8 @@ def test_stderr_tail_keeps_the_last_bytes_and_agent_exited_carries_them(make_cli
     assert caught.value.returncode == 0
     assert caught.value.stderr_tail == written[-STDERR_TAIL_BYTES:]
     assert "agent stderr (tail)" in str(caught.value)
+    assert str(caught.value).startswith(caught.value.message + "\n--- agent stderr (tail) ---\n")
+    assert "\n" not in caught.value.message  # the command shows it on one line, the tail apart
     assert client.stderr_tail() == written[-STDERR_TAIL_BYTES:]
 
 

@@ -151,12 +151,14 @@ class AgentExited(AgentError):
         returncode: int | None = None,
         stderr_tail: bytes | None = None,
     ) -> None:
-        detail = message
         if returncode is not None:
-            detail += f" ({describe_returncode(returncode)})"
+            message += f" ({describe_returncode(returncode)})"
+        detail = message
         if stderr_tail:
             detail += "\n--- agent stderr (tail) ---\n" + stderr_tail.decode("utf-8", "replace")
         super().__init__(detail)
+        self.message = message
+        """What happened and how the agent ended, without the tail of its stderr (``str()`` adds it)."""
         self.returncode = returncode
         self.stderr_tail = stderr_tail
 

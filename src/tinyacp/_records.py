@@ -25,10 +25,11 @@ from ._messages import (
     ToolCallUpdate,
     TurnUsage,
     UpdateKind,
+    UsageUpdate,
     UserMessageChunk,
 )
 
-__all__ = ["AgentMessage", "MessageKind", "OutgoingMessage", "PromptResult", "Update"]
+__all__ = ["AgentMessage", "MessageKind", "OutgoingMessage", "PromptResult", "Update", "usage_fields"]
 
 
 class Update(msgspec.Struct, frozen=True, gc=False):
@@ -155,3 +156,27 @@ class PromptResult(msgspec.Struct, frozen=True):
     """Fields of the prompt response beyond ``stopReason`` and a readable ``usage`` (``_meta``, for one)."""
     usage: TurnUsage | None = None
     """Tokens, context window and cost of the turn, when the agent reported any."""
+
+
+def usage_fields(usage: TurnUsage | None, last: UsageUpdate | None = None) -> dict[str, Any] | None:
+    """A turn's usage as tinyacp writes it (a batch record, the command's ``result`` event): the fields the agent
+    reported, by the snake_case names of :class:`~tinyacp.TurnUsage`, the cost as ``amount`` and ``currency``.
+
+    Args:
+        usage: the turn's usage (``PromptResult.usage``).
+        last: the session's last ``usage_update``, for a turn without a usage (one that got no answer).
+
+    Returns:
+        The fields, or None when the agent reported nothing.
+    """
+    if usage is not None:
+        fields = msgspec.structs.asdict(usage)
+    elif last is not None:
+        fields = {"context_used": last.used, "context_size": last.size, "cost": last.cost}
+    else:
+        return None
+    written = {name: value for name, value in fields.items() if value is not None}
+    cost = written.get("cost")
+    if cost is not None:
+        written["cost"] = {"amount": cost.amount, "currency": cost.currency}
+    return written or None

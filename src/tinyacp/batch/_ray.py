@@ -52,7 +52,7 @@ from .._errors import BatchEngineError, BatchStorageError
 from .._journal import last_epoch
 from ._items import Item, item_key, journal_name
 from ._plan import Run, cpu_seconds
-from ._turn import _HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, resolve_agent, turn
+from ._turn import HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, agent_of_item, turn
 
 __all__ = ["RESOURCE", "TurnActor", "run_on_ray"]
 
@@ -157,7 +157,7 @@ class TurnActor:
                 test.unlink()
             except OSError as exc:
                 problem = f"it cannot write to {journals}: {exc}"
-        info = {"node": self._node, "host": _HOST, "pid": os.getpid(), "niceness": niceness, "problem": problem}
+        info = {"node": self._node, "host": HOST, "pid": os.getpid(), "niceness": niceness, "problem": problem}
         return info | {"cpu": cpu_seconds()}
 
     async def cpu(self) -> float:
@@ -463,7 +463,7 @@ def _engine_record(run: Run, flight: _Flight, error: TurnError) -> TurnRecord:
         epoch=epoch or None,
         attempt=flight.attempt,
         host=flight.slot.host,
-        agent=resolve_agent(flight.item, run.settings).name,
+        agent=agent_of_item(flight.item, run.settings).name,
         node=flight.slot.node,
     )
 
@@ -604,7 +604,9 @@ class _ConnectionDriver(_Driver):
             if data is None:
                 self._accept()
             elif isinstance(data, bytearray):
-                self._hello(key.fileobj, data)  # type: ignore[arg-type]
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)  # a bytearray is the inbox of an accepted connection
+                self._hello(sock, data)
             elif not data.dead:  # a slot, unless an earlier event of this batch found its actor dead
                 if events & selectors.EVENT_WRITE and data.link is not None:
                     data.link.flush()
@@ -731,8 +733,8 @@ class _ConnectionDriver(_Driver):
             if slot.link is not None:
                 slot.link.close()
         for key in list(self._selector.get_map().values()):
-            if isinstance(key.data, bytearray):
-                key.fileobj.close()  # type: ignore[union-attr]
+            if isinstance(key.data, bytearray) and isinstance(key.fileobj, socket.socket):
+                key.fileobj.close()
         self._selector.close()
         self._listener.close()
 

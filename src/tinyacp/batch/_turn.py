@@ -25,7 +25,7 @@ from .._messages import UsageUpdate
 from .._observer import BaseObserver
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
-from .._records import PromptResult, Update
+from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
@@ -218,7 +218,7 @@ class ResolvedAgent:
     env: dict[str, str]
 
 
-def resolve_agent(item: Item, settings: TurnSettings) -> ResolvedAgent:
+def agent_of_item(item: Item, settings: TurnSettings) -> ResolvedAgent:
     """The agent of an item: its own, else the default; a known name, else a command line.
 
     Raises:
@@ -256,7 +256,7 @@ def check_item(item: Item, settings: TurnSettings) -> None:
     Raises:
         BatchItemError: no usable agent.
     """
-    resolve_agent(item, settings)
+    agent_of_item(item, settings)
 
 
 _SLOW_SYNC = 0.010
@@ -293,9 +293,6 @@ class _TurnJournal(BaseObserver):
 
     def __init__(self, journal: JsonlJournal, journal_dir: str) -> None:
         self.journal = journal
-        self.on_message = journal.on_message  # type: ignore[method-assign]
-        self.on_send = journal.on_send  # type: ignore[method-assign]
-        self.on_permission_request = journal.on_permission_request  # type: ignore[method-assign]
         self.flush = journal.flush
         self._record_update = journal.on_update
         self._dir = journal_dir
@@ -310,6 +307,15 @@ class _TurnJournal(BaseObserver):
         if update.payload.__class__ is UsageUpdate:
             self.usage = update.payload
 
+    def on_message(self, message: AgentMessage) -> None:
+        self.journal.on_message(message)
+
+    def on_send(self, message: OutgoingMessage) -> None:
+        self.journal.on_send(message)
+
+    def on_permission_request(self, request: PermissionRequest) -> None:
+        self.journal.on_permission_request(request)
+
     def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
         return self._decided(request)
 
@@ -321,7 +327,8 @@ class _TurnJournal(BaseObserver):
             self.rejected += 1
 
 
-_HOST = socket.gethostname()
+HOST = socket.gethostname()
+"""This machine's name: the ``host`` of the records of the turns it runs."""
 
 
 def _open_journal(journal_dir: Path, path: Path, sync: bool) -> tuple[JsonlJournal, int]:
@@ -389,29 +396,12 @@ def _error(exc: BaseException) -> TurnError:
     return TurnError(type(exc).__name__, message)
 
 
-def _usage(result: PromptResult | None, observer: _TurnJournal | None) -> dict[str, Any] | None:
-    """What the agent reported: the turn's usage (tokens from the answer, context and cost from its last
-    ``usage_update``), or for a turn without an answer, what its last ``usage_update`` said."""
-    if result is not None and result.usage is not None:
-        fields = msgspec.structs.asdict(result.usage)
-    elif observer is not None and observer.usage is not None:
-        update = observer.usage
-        fields = {"context_used": update.used, "context_size": update.size, "cost": update.cost}
-    else:
-        return None
-    usage = {name: value for name, value in fields.items() if value is not None}
-    cost = usage.get("cost")
-    if cost is not None:
-        usage["cost"] = {"amount": cost.amount, "currency": cost.currency}
-    return usage or None
-
-
 async def turn(
     item: Item, journal_dir: Path, settings: TurnSettings, attempt: int, node: str | None = None
 ) -> TurnRecord:
     """Run one checked item; every failure of the turn becomes the record's ``error``."""
     started = time.monotonic()
-    agent = resolve_agent(item, settings)
+    agent = agent_of_item(item, settings)
     path = journal_dir / journal_name(item_key(item.id))
     journal: JsonlJournal | None = None
     observer: _TurnJournal | None = None
@@ -444,7 +434,9 @@ async def turn(
         ok=error is None and stop_reason == "end_turn",
         stop_reason=stop_reason,
         text=result.text if result is not None else "",
-        usage=_usage(result, observer),
+        usage=usage_fields(
+            result.usage if result is not None else None, observer.usage if observer is not None else None
+        ),
         updates=observer.updates if observer is not None else 0,
         permissions=PermissionCounts(observer.allowed, observer.rejected) if observer else PermissionCounts(),
         seconds=round(time.monotonic() - started, 6),
@@ -452,7 +444,7 @@ async def turn(
         journal=str(path),
         epoch=epoch,
         attempt=attempt,
-        host=_HOST,
+        host=HOST,
         agent=agent.name,
         node=node,
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._errors import AuthRequired, RequestError, TinyAcpError
+from .._errors import AgentExited, AuthRequired, RequestError, TinyAcpError
 from .._limits import TransferLimits
 from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
@@ -491,7 +491,7 @@ def _agent_sessions(
                 if cursor is None:
                     break
     except TinyAcpError as exc:
-        return None, one_line(str(exc).split("\n--- agent stderr")[0], 300)
+        return None, one_line(exc.message if isinstance(exc, AgentExited) else str(exc), 300)
     return found, None
 
 

@@ -10,10 +10,10 @@ import msgspec
 
 from .._messages import Initialize, UsageUpdate
 from .._permissions import PermissionRequest
-from .._records import Update
+from .._records import Update, usage_fields
 from ._display import Display
 from ._exit import OUTCOME_WORDS, Exit
-from ._outcome import Outcome, reported_usage
+from ._outcome import Outcome
 
 __all__ = ["JsonEvents"]
 
@@ -143,7 +143,7 @@ class JsonEvents:
                 },
                 "elapsed": round(elapsed, 3),
                 "meta": result.meta if result is not None else None,
-                "usage": reported_usage(result) if result is not None else None,
+                "usage": usage_fields(result.usage) if result is not None else None,
                 "cost": _cost(usage),
                 "error": None
                 if outcome.error is None

@@ -134,7 +134,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
         raw_methods: the auth methods of the raw ``initialize`` answer, by id (what each needs).
     """
-    message = one_line(str(exc).split("\n--- agent stderr")[0], 2000)
+    message = one_line(exc.message if isinstance(exc, AgentExited) else str(exc), 2000)
     if isinstance(exc, SettingUnavailable):
         return Explanation(Exit.USAGE, message)
     if isinstance(exc, SpawnError):

@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from .._messages import StopReason, UsageUpdate
+from .._messages import StopReason, TurnUsage, UsageUpdate
 from .._records import PromptResult
 from ._display import one_line
 from ._exit import Exit
 
-__all__ = ["Outcome", "outcome_of_result", "reported_usage", "usage_words"]
+__all__ = ["Outcome", "outcome_of_result", "usage_words"]
 
 
 @dataclass
@@ -47,32 +45,16 @@ def outcome_of_result(result: PromptResult) -> Outcome:
     return Outcome(int(code), result)
 
 
-def reported_usage(result: PromptResult) -> dict[str, Any] | None:
-    """The token usage the agent reported with its answer to the prompt (Claude's and OpenCode's do)."""
-    if result.usage is not None:  # read by the client: the token counts as the agent named them
-        counts = msgspec.to_builtins(result.usage)
-        return {key: counts[key] for key in _TOKEN_KEYS if counts.get(key) is not None} or None
-    usage = (result.meta or {}).get("usage")
-    return usage if isinstance(usage, dict) else None
-
-
-_TOKEN_KEYS = ("inputTokens", "outputTokens", "totalTokens", "thoughtTokens", "cachedReadTokens", "cachedWriteTokens")
-
-
-def usage_words(usage: dict[str, Any] | None, update: UsageUpdate | None) -> list[str]:
+def usage_words(usage: TurnUsage | None, update: UsageUpdate | None) -> list[str]:
     """The ``done`` line's words for tokens and cost, when the agent reported them."""
     words = []
-    if usage:
-        counts = [
-            f"{value:,} {label}"
-            for key, label in (("inputTokens", "in"), ("outputTokens", "out"), ("thoughtTokens", "thought"))
-            if isinstance(value := usage.get(key), int)
-        ]
-        total = usage.get("totalTokens")
+    if usage is not None:
+        tokens = ((usage.input_tokens, "in"), (usage.output_tokens, "out"), (usage.thought_tokens, "thought"))
+        counts = [f"{value:,} {label}" for value, label in tokens if value is not None]
         if counts:
             words.append("tokens " + ", ".join(counts))
-        elif isinstance(total, int):
-            words.append(f"{total:,} tokens")
+        elif usage.total_tokens is not None:
+            words.append(f"{usage.total_tokens:,} tokens")
     if update is not None and update.size > 0:
         words.append(f"context {100 * update.used // update.size}%")
     if update is not None and update.cost is not None:

@@ -33,7 +33,7 @@ from ._exit import Exit, SettingUnavailable
 from ._explain import explain, stderr_lines
 from ._index import SessionIndex
 from ._mcp import check_transports
-from ._outcome import Outcome, outcome_of_result, reported_usage, usage_words
+from ._outcome import Outcome, outcome_of_result, usage_words
 from ._run_observer import RunObserver
 from ._session import SessionPlan, apply_settings, open_session, raw_auth_methods
 from ._terminal import Asker, Interrupts
@@ -326,7 +326,7 @@ class PromptRun:
         ]
         if result.overflow is not None:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
-        parts += usage_words(reported_usage(result), observer.usage)
+        parts += usage_words(result.usage, observer.usage)
         return f"done: {' · '.join(parts)}"
 
 
