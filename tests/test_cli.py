@@ -832,10 +832,14 @@ _NOT_FOR_HELP = (
     "tinyacp.cli._session",
     "tinyacp.cli._show",
     "tinyacp.cli._terminal",
+    "tinyacp.cli._view",
+    "tinyacp.view",
 )
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["batch", "--help"], ["prompt", "--help"], ["replay", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["batch", "--help"], ["prompt", "--help"], ["replay", "--help"], ["view", "--help"]]
+)
 def test_help_starts_without_the_modules_that_run_commands(argv: list[str]) -> None:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     done = subprocess.run(

@@ -2,8 +2,9 @@
 decide what it may run, and keep a record.
 
 Subcommands: ``prompt`` (the main job), ``chat``, ``probe``, ``sessions``, ``agents``, ``show``, ``batch``,
-``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of ``prompt``, ``chat``
-and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by :class:`tinyacp.cli._exit.Exit`.
+``view``, ``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of ``prompt``,
+``chat`` and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by
+:class:`tinyacp.cli._exit.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command. It builds the parser
 from light modules alone and imports a subcommand's module when that subcommand runs, so ``tinyacp --help`` and a
@@ -197,6 +198,14 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
         epilog=BATCH_EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    commands.add(
+        "view",
+        _view_options,
+        help="a batch or journals as one self-contained HTML page to read in a browser",
+        description="Write one self-contained HTML page (it loads and sends nothing) showing a batch's output "
+        "directory, a journal or a directory of journals: an overview per agent, a table of the turns that sorts "
+        "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first.",
+    )
     commands.add("replay", _replay_options, help="be a recorded agent: replay a journal's agent side (a test double)")
     commands.add_parser(
         "demo-agent",
@@ -249,6 +258,33 @@ def _show_options(show: argparse.ArgumentParser) -> None:
     show.add_argument("journal", type=Path, metavar="JOURNAL")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=_lazy("_commands", "cmd_show"))
+
+
+def _view_options(view: argparse.ArgumentParser) -> None:
+    view.add_argument(
+        "path",
+        type=Path,
+        nargs="?",
+        metavar="PATH",
+        help="a batch's --out directory, a journal, "
+        "or a directory of journals (default: the journals of tinyacp prompt and chat)",
+    )
+    view.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="the page to write (default: report.html in a batch's directory, else ./tinyacp-view.html)",
+    )
+    view.add_argument("--open", action="store_true", help="open the page in the system's browser")
+    view.add_argument(
+        "--max-turn-bytes",
+        type=_size,
+        default=256 * 1024,
+        metavar="SIZE",
+        help="text of each turn's transcript kept in the page (default 256K; the page says what it cut)",
+    )
+    view.set_defaults(handler=_lazy("_view", "cmd_view"))
 
 
 def _replay_options(replayer: argparse.ArgumentParser) -> None:

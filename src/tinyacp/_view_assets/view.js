@@ -1,0 +1,404 @@
+"use strict";
+// tinyacp view: the page's one script. Everything it shows comes from the JSON data elements and reaches the page
+// as text nodes (textContent, createTextNode) or as numeric SVG attributes: no markup is ever made from data, no
+// element gets a URL, and the Content-Security-Policy forbids any connection besides.
+(function () {
+  const SVG = "http://www.w3.org/2000/svg";
+  const PAGE = 500;
+  const data = JSON.parse(document.getElementById("data").textContent);
+  const turns = data.turns;
+  turns.forEach(function (turn, index) {
+    turn.i = index;
+    turn.hay = [turn.id, turn.agent, turn.stop, turn.err, turn.prompt].join("\n").toLowerCase();
+  });
+  const state = { key: null, dir: 1, text: "", agent: "", outcome: "", limit: PAGE, open: null };
+
+  function el(tag, props) {
+    const node = document.createElement(tag);
+    if (props) {
+      for (const name of Object.keys(props)) {
+        if (name === "text") node.textContent = props.text;
+        else if (name === "cls") node.className = props.cls;
+        else node.setAttribute(name, props[name]);
+      }
+    }
+    for (let k = 2; k < arguments.length; k++) add(node, arguments[k]);
+    return node;
+  }
+  function add(node, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) child.forEach(function (c) { add(node, c); });
+    else if (typeof child === "object") node.appendChild(child);
+    else node.appendChild(document.createTextNode(String(child)));
+  }
+  function svg(tag, attrs) {
+    const node = document.createElementNS(SVG, tag);
+    for (const name of Object.keys(attrs || {})) {
+      if (name === "text") node.textContent = attrs.text;
+      else node.setAttribute(name, String(attrs[name]));
+    }
+    return node;
+  }
+
+  function num(value, digits) {
+    if (typeof value !== "number") return "";
+    return value.toLocaleString("en-US", { maximumFractionDigits: digits === undefined ? 0 : digits });
+  }
+  function secs(value) { return typeof value === "number" ? value.toFixed(2) : ""; }
+  function cost(amount, currency) {
+    return typeof amount === "number" ? (amount.toFixed(4) + " " + (currency || "")).trim() : "";
+  }
+  function at(ms) { return typeof ms === "number" ? "+" + (ms / 1000).toFixed(3) + " s" : ""; }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Header and notes.
+
+  const app = document.getElementById("app");
+  const ok = turns.filter(function (t) { return t.ok; }).length;
+  app.appendChild(el("header", null,
+    el("h1", null, "tinyacp view: ", el("span", { cls: "data" }, data.title)),
+    el("p", { cls: "meta" },
+      turns.length + " turns (" + ok + " ok, " + (turns.length - ok) + " failed) · made " + data.made +
+      " by tinyacp " + data.version + " · each transcript kept up to " + num(data.maxTurnBytes) + " bytes")));
+  if (data.notes.length) {
+    app.appendChild(el("details", { cls: "notes", id: "notes" },
+      el("summary", null, "What could not be read (" + data.notes.length + ")"),
+      el("ul", null, data.notes.map(function (n) { return el("li", { cls: "data" }, n); }))));
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Overview: a table per agent and two small charts, each value written beside its bar.
+
+  function overview() {
+    const agents = data.overview.agents;
+    const head = ["agent", "turns", "ok", "failed", "median s", "p90 s", "tokens", "cost"];
+    const table = el("table", { cls: "agents", id: "agents" },
+      el("thead", null, el("tr", null, head.map(function (h) { return el("th", { scope: "col" }, h); }))),
+      el("tbody", null, agents.map(function (a) {
+        const costs = Object.keys(a.cost).map(function (c) { return cost(a.cost[c], c); }).join(", ");
+        return el("tr", null, el("th", { scope: "row", cls: "data" }, a.agent), el("td", null, num(a.turns)),
+          el("td", null, num(a.ok)), el("td", null, num(a.failed)), el("td", null, secs(a.median)),
+          el("td", null, secs(a.p90)), el("td", null, num(a.tokens)), el("td", null, costs));
+      })));
+    const charts = el("div", { cls: "charts" });
+    agents.forEach(function (a) { charts.appendChild(histogram(a, data.overview.binWidth)); });
+    const costChart = costs(agents);
+    if (costChart) charts.appendChild(costChart);
+    return el("section", { id: "overview" }, el("h2", null, "Agents"), table, charts);
+  }
+
+  function histogram(agent, width) {
+    const w = 260, h = 96, base = 72, bins = agent.bins, top = Math.max.apply(null, bins) || 1;
+    const bar = (w - 20) / bins.length;
+    const label = "Durations of " + agent.agent + "'s turns: " + bins.map(function (n, k) {
+      return n + " from " + (k * width).toFixed(1) + " s";
+    }).join(", ");
+    const chart = svg("svg", { viewBox: "0 0 " + w + " " + h, width: w, height: h, role: "img", "aria-label": label });
+    chart.appendChild(svg("title", { text: label }));
+    bins.forEach(function (n, k) {
+      const height = Math.round((n / top) * 50);
+      const x = 10 + k * bar;
+      chart.appendChild(svg("rect", { x: x + 1, y: base - height, width: bar - 2, height: height, class: "bar" }));
+      if (n) chart.appendChild(svg("text", { x: x + bar / 2, y: base - height - 3, class: "count", text: String(n) }));
+    });
+    chart.appendChild(svg("line", { x1: 10, x2: w - 10, y1: base, y2: base, class: "axis" }));
+    chart.appendChild(svg("text", { x: 10, y: base + 14, class: "tick start", text: "0 s" }));
+    chart.appendChild(svg("text", { x: w - 10, y: base + 14, class: "tick end", text: (width * bins.length).toFixed(1) + " s" }));
+    chart.appendChild(svg("text", { x: w / 2, y: h - 2, class: "name", text: agent.agent + ": duration" }));
+    return el("figure", { cls: "chart" }, chart);
+  }
+
+  function costs(agents) {
+    const rows = [];
+    agents.forEach(function (a) {
+      Object.keys(a.cost).forEach(function (c) { rows.push({ agent: a.agent, currency: c, amount: a.cost[c] }); });
+    });
+    if (!rows.length) return null;
+    const w = 360, line = 22, h = rows.length * line + 24;
+    const top = Math.max.apply(null, rows.map(function (r) { return r.amount; })) || 1;
+    const label = "Cost per agent: " + rows.map(function (r) { return r.agent + " " + cost(r.amount, r.currency); }).join(", ");
+    const chart = svg("svg", { viewBox: "0 0 " + w + " " + h, width: w, height: h, role: "img", "aria-label": label });
+    chart.appendChild(svg("title", { text: label }));
+    rows.forEach(function (r, k) {
+      const y = 4 + k * line, length = Math.max(1, Math.round((r.amount / top) * 150));
+      chart.appendChild(svg("text", { x: 0, y: y + 14, class: "label", text: r.agent.slice(0, 18) }));
+      chart.appendChild(svg("rect", { x: 120, y: y + 3, width: length, height: 14, class: "bar" }));
+      chart.appendChild(svg("text", { x: 124 + length, y: y + 14, class: "label", text: cost(r.amount, r.currency) }));
+    });
+    chart.appendChild(svg("text", { x: w / 2, y: h - 4, class: "name", text: "cost per agent" }));
+    return el("figure", { cls: "chart" }, chart);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // The turns: sortable on every column, filtered by text, agent and outcome.
+
+  const COLUMNS = [
+    ["id", "turn", "text"], ["agent", "agent", "text"], ["ok", "outcome", "text"], ["stop", "stop reason", "text"],
+    ["secs", "seconds", "num"], ["tools", "tool calls", "num"], ["allow", "allowed", "num"],
+    ["reject", "rejected", "num"], ["tokens", "tokens", "num"], ["cost", "cost", "num"],
+  ];
+  function cell(turn, key) {
+    switch (key) {
+      case "ok": return turn.ok ? "ok" : "failed";
+      case "secs": return secs(turn.secs);
+      case "tokens": return num(turn.tokens);
+      case "cost": return cost(turn.cost, turn.cur);
+      case "tools": case "allow": case "reject": return num(turn[key]);
+      default: return turn[key] === null || turn[key] === undefined ? "" : String(turn[key]);
+    }
+  }
+  function value(turn, key) {
+    if (key === "ok") return turn.ok ? 1 : 0;
+    const v = turn[key];
+    return v === undefined ? null : v;
+  }
+  function compare(a, b) {
+    const key = state.key, x = value(a, key), y = value(b, key);
+    if (x === y) return a.i - b.i;
+    if (x === null) return 1;  // what a turn lacks goes last, whichever the direction
+    if (y === null) return -1;
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return (order || a.i - b.i) * state.dir;
+  }
+
+  const filterText = el("input", { type: "search", id: "filter", placeholder: "filter: id, agent, error, prompt…",
+    "aria-label": "filter the turns by text" });
+  const agentNames = data.overview.agents.map(function (a) { return a.agent; });
+  const filterAgent = el("select", { id: "agent-filter", "aria-label": "only the turns of this agent" },
+    el("option", { value: "" }, "every agent"),
+    agentNames.map(function (name) { const o = el("option", null, name); o.value = name; return o; }));
+  const filterOutcome = el("select", { id: "outcome-filter", "aria-label": "only ok or failed turns" },
+    el("option", { value: "" }, "ok and failed"), el("option", { value: "ok" }, "ok"),
+    el("option", { value: "failed" }, "failed"));
+  const counter = el("span", { id: "count", "aria-live": "polite" });
+  const heads = COLUMNS.map(function (c) {
+    const button = el("button", { type: "button", "data-key": c[0] }, c[1]);
+    button.addEventListener("click", function () {
+      state.dir = state.key === c[0] ? -state.dir : 1;
+      state.key = c[0];
+      draw();
+    });
+    return el("th", { scope: "col", "data-key": c[0], cls: c[2] }, button);
+  });
+  const body = el("tbody");
+  const more = el("button", { type: "button", id: "more" }, "show more");
+  more.addEventListener("click", function () { state.limit += PAGE; draw(); });
+  const detail = el("section", { id: "turn", hidden: "" });
+
+  function matching() {
+    const text = state.text.toLowerCase();
+    return turns.filter(function (t) {
+      if (state.agent && t.agent !== state.agent) return false;
+      if (state.outcome === "ok" && !t.ok) return false;
+      if (state.outcome === "failed" && t.ok) return false;
+      return !text || t.hay.indexOf(text) >= 0;
+    });
+  }
+
+  function row(turn) {
+    const tr = el("tr", { tabindex: "0", "data-i": String(turn.i), cls: turn.ok ? "ok" : "failed" },
+      COLUMNS.map(function (c) { return el("td", { cls: c[2] + (c[0] === "id" ? " data" : "") }, cell(turn, c[0])); }));
+    if (turn.i === state.open) tr.setAttribute("aria-selected", "true");
+    return tr;
+  }
+
+  function draw() {
+    let shown = matching();
+    if (state.key) shown = shown.slice().sort(compare);
+    heads.forEach(function (th) {
+      const key = th.getAttribute("data-key");
+      th.setAttribute("aria-sort", key === state.key ? (state.dir > 0 ? "ascending" : "descending") : "none");
+    });
+    const fragment = document.createDocumentFragment();
+    shown.slice(0, state.limit).forEach(function (t) { fragment.appendChild(row(t)); });
+    body.replaceChildren(fragment);
+    counter.textContent = Math.min(shown.length, state.limit) + " of " + shown.length + " matching turns shown (" +
+      turns.length + " in all)";
+    more.hidden = shown.length <= state.limit;
+  }
+
+  let pending = null;
+  filterText.addEventListener("input", function () {
+    clearTimeout(pending);
+    pending = setTimeout(function () { state.text = filterText.value; state.limit = PAGE; draw(); }, 80);
+  });
+  filterAgent.addEventListener("change", function () { state.agent = filterAgent.value; state.limit = PAGE; draw(); });
+  filterOutcome.addEventListener("change", function () {
+    state.outcome = filterOutcome.value; state.limit = PAGE; draw();
+  });
+  function pick(event) {
+    const tr = event.target.closest("tr[data-i]");
+    if (tr) open(Number(tr.getAttribute("data-i")));
+  }
+  body.addEventListener("click", pick);
+  body.addEventListener("keydown", function (event) { if (event.key === "Enter") pick(event); });
+
+  // ------------------------------------------------------------------------------------------------------------
+  // One turn, rendered when it is opened from its own data element.
+
+  function pre(text, cls) { return el("pre", { cls: "data" + (cls ? " " + cls : "") }, text === undefined ? "" : text); }
+  function line(label, time) {
+    return el("div", { cls: "when" }, el("span", { cls: "time" }, at(time)), " ", el("strong", null, label));
+  }
+
+  function diffLines(oldText, newText) {
+    // The common head and tail, then what went and what came: enough to read an edit, and linear in its size.
+    const a = (oldText || "").split("\n"), b = (newText || "").split("\n");
+    let head = 0;
+    while (head < a.length && head < b.length && a[head] === b[head]) head++;
+    let tail = 0;
+    while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+    const out = el("pre", { cls: "data diff" });
+    const context = 3;
+    if (head > context) out.appendChild(el("span", { cls: "skip" }, "@@ " + (head - context) + " lines unchanged\n"));
+    a.slice(Math.max(0, head - context), head).forEach(function (l) { out.appendChild(el("span", null, "  " + l + "\n")); });
+    a.slice(head, a.length - tail).forEach(function (l) { out.appendChild(el("del", null, "- " + l + "\n")); });
+    b.slice(head, b.length - tail).forEach(function (l) { out.appendChild(el("ins", null, "+ " + l + "\n")); });
+    a.slice(a.length - tail, Math.min(a.length, a.length - tail + context)).forEach(function (l) {
+      out.appendChild(el("span", null, "  " + l + "\n"));
+    });
+    if (tail > context) out.appendChild(el("span", { cls: "skip" }, "@@ " + (tail - context) + " lines unchanged\n"));
+    return out;
+  }
+
+  function toolContent(item) {
+    if (item.type === "diff") {
+      return el("div", { cls: "content" }, el("div", { cls: "path data" }, "diff of " + (item.path || "?") +
+        (item.old === undefined || item.old === "" ? " (a new file)" : "")), diffLines(item.old, item.new));
+    }
+    if (item.type === "terminal") return el("div", { cls: "content" }, "terminal ", el("code", { cls: "data" }, item.x));
+    return pre(item.x);
+  }
+
+  function decision(d) {
+    if (!d) return el("div", { cls: "decision" }, "no decision recorded");
+    const what = d.allowed ? "allowed" : (d.outcome === "cancelled" ? "cancelled" : "rejected");
+    const option = d.option ? " (option " + d.option + (d.optionName ? " “" + d.optionName + "”" : "") +
+      (d.optionKind ? ", " + d.optionKind : "") + ")" : "";
+    return el("div", { cls: "decision " + what },
+      el("span", { cls: "time" }, at(d.dt)), " → ", el("strong", null, what), option,
+      " · decided by ", el("strong", { cls: "data" }, d.by || "?"), d.reason ? ": " : "",
+      d.reason ? el("span", { cls: "data" }, d.reason) : null);
+  }
+
+  const RENDER = {
+    prompt: function (e) {
+      return [line("prompt", e.t), pre(e.x),
+        e.redacted ? el("p", { cls: "note" }, e.redacted + " secret value(s) not stored: shown as <secret>") : null];
+    },
+    msg: function (e) { return [line("agent", e.t), pre(e.x, "message")]; },
+    user: function (e) { return [line("user (replayed)", e.t), pre(e.x)]; },
+    thought: function (e) {
+      return el("details", { cls: "thought" },
+        el("summary", null, el("span", { cls: "time" }, at(e.t)), " thought (" + (e.x || "").length + " characters)"),
+        pre(e.x));
+    },
+    tool: function (e) {
+      const title = [e.name ? "name " + e.name : null, e.kind ? "[" + e.kind + "]" : null, e.title].filter(Boolean).join(" ");
+      return el("div", { cls: "tool status-" + (e.status || "pending") },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "tool call "),
+          el("span", { cls: "data" }, title || e.id), " · ", el("strong", { cls: "status" }, e.status || "pending"),
+          el("span", { cls: "time" }, " (" + e.n + " update" + (e.n === 1 ? "" : "s") + ", last " + at(e.end) + ")")),
+        el("div", { cls: "sub data" }, "id " + e.id),
+        e.where ? el("div", { cls: "sub data" }, "locations: " + e.where.join(", ")) : null,
+        e.input ? el("details", null, el("summary", null, "input"), pre(e.input)) : null,
+        (e.content || []).map(toolContent));
+    },
+    perm: function (e) {
+      return el("div", { cls: "perm" },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "permission asked: "),
+          el("span", { cls: "data" }, e.title || e.tool || "?"), e.kind ? " [" + e.kind + "]" : ""),
+        decision(e.decision));
+    },
+    notice: function (e) {
+      return el("div", { cls: "notice" }, line("notice (" + (e.severity || "info") + ")", e.t),
+        el("div", { cls: "data" }, e.title || ""), e.x ? pre(e.x) : null);
+    },
+    plan: function (e) {
+      return [line("plan", e.t), el("ul", { cls: "plan" }, (e.entries || []).map(function (p) {
+        return el("li", { cls: "data" }, "[" + (p[1] || "?") + "] " + p[0] + (p[2] ? " (" + p[2] + ")" : ""));
+      }))];
+    },
+    usage: function (e) {
+      const parts = [];
+      if (typeof e.used === "number") parts.push("context " + num(e.used) + (typeof e.size === "number" ? " of " + num(e.size) : ""));
+      if (typeof e.cost === "number") parts.push("cost so far " + cost(e.cost, e.cur));
+      return el("div", { cls: "small" }, el("span", { cls: "time" }, at(e.t)), " usage: " + parts.join(", "));
+    },
+    result: function (e) {
+      const usage = Object.keys(e.usage || {}).map(function (k) { return k + " " + num(e.usage[k]); }).join(", ");
+      return el("div", { cls: "result" }, el("span", { cls: "time" }, at(e.t)), " ",
+        el("strong", null, "stop reason: "), el("span", { cls: "data" }, e.stop || "?"), usage ? " · " + usage : "");
+    },
+    error: function (e) {
+      return el("div", { cls: "error" }, line("error answer" + (e.m ? " to " + e.m : ""), e.t), pre(e.x),
+        e.data ? pre(e.data) : null);
+    },
+    call: function (e) {
+      return el("div", { cls: "small" }, el("span", { cls: "time" }, at(e.t)), " " + (e.m || "") + " ",
+        el("span", { cls: "data" }, e.x || ""));
+    },
+    cancel: function (e) { return el("div", { cls: "small" }, el("span", { cls: "time" }, at(e.t)), " cancel sent"); },
+    agentline: function (e) {
+      return el("div", { cls: "odd" }, line("agent line: " + (e.kind || "?") + (e.m ? " " + e.m : ""), e.t),
+        e.why ? el("div", { cls: "data" }, e.why) : null, e.x ? pre(e.x) : null);
+    },
+    update: function (e) { return el("div", { cls: "odd" }, line("update " + (e.kind || "?"), e.t), pre(e.x)); },
+    bad: function (e) {
+      const what = e.n ? "journal line " + e.n + " " + (e.why || "") + (e.size ? " (" + num(e.size) + " bytes)" : "") : (e.why || "");
+      return el("div", { cls: "odd" }, line(what, e.t), e.x ? pre(e.x) : null);
+    },
+    other: function (e) { return el("div", { cls: "odd" }, line("record", e.t), pre(e.x)); },
+  };
+
+  function open(index) {
+    const turn = turns[index];
+    const source = document.getElementById("tx-" + index);
+    const tx = source ? JSON.parse(source.textContent) : { events: [] };
+    state.open = index;
+    const close = el("button", { type: "button", id: "close" }, "close");
+    close.addEventListener("click", function () { detail.hidden = true; state.open = null; draw(); });
+    const facts = [
+      ["agent", turn.agent], ["outcome", turn.ok ? "ok" : "failed"], ["stop reason", turn.stop || "none"],
+      ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)],
+      ["permissions", num(turn.allow) + " allowed, " + num(turn.reject) + " rejected"],
+      ["tokens", num(turn.tokens)], ["cost", cost(turn.cost, turn.cur)],
+      ["attempt", turn.attempt === undefined ? "" : String(turn.attempt)],
+      ["journal", (turn.journal || "") + (turn.epoch !== undefined && turn.epoch !== null ? " (epoch " + turn.epoch + ")" : "")],
+    ].filter(function (f) { return f[1]; });
+    const parts = [
+      el("div", { cls: "bar-line" }, el("h2", null, "Turn ", el("span", { cls: "data" }, turn.id)), close),
+      el("dl", { cls: "facts" }, facts.map(function (f) { return [el("dt", null, f[0]), el("dd", { cls: "data" }, f[1])]; })),
+    ];
+    if (tx.error) {
+      parts.push(el("div", { cls: "error", id: "turn-error" }, el("strong", null, "error: "),
+        el("span", { cls: "data" }, tx.error.type), pre(tx.error.message),
+        tx.error.stderr ? [el("strong", null, "the agent's stderr (tail)"), pre(tx.error.stderr, "stderr")] : null));
+    } else if (turn.err) {
+      parts.push(el("div", { cls: "error", id: "turn-error" }, el("strong", null, "error: "), pre(turn.err)));
+    }
+    if (tx.cut) {
+      parts.push(el("p", { cls: "cut", id: "cut" }, "This transcript was cut at " + num(tx.cut.limit) +
+        " bytes of text (--max-turn-bytes): " + num(tx.cut.bytes) + " more bytes and " + num(tx.cut.events) +
+        " more events are in the journal, not in this page."));
+    }
+    const events = el("ol", { cls: "events" });
+    tx.events.forEach(function (e) {
+      const render = RENDER[e.k] || RENDER.other;
+      events.appendChild(el("li", { cls: "event k-" + e.k }, render(e)));
+    });
+    parts.push(events);
+    detail.replaceChildren.apply(detail, parts);
+    detail.hidden = false;
+    draw();
+    detail.scrollIntoView({ block: "start" });
+  }
+
+  app.appendChild(overview());
+  app.appendChild(el("section", { id: "turns" }, el("h2", null, "Turns"),
+    el("div", { cls: "filters" }, filterText, filterAgent, filterOutcome, counter),
+    el("table", { cls: "turns", id: "turn-table" }, el("thead", null, el("tr", null, heads)), body), more));
+  app.appendChild(detail);
+  draw();
+  document.body.setAttribute("data-ready", "1");
+})();

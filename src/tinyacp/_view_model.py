@@ -1,0 +1,496 @@
+"""What ``tinyacp view`` shows, as plain data: turns made from journals and batch records.
+
+Pure: functions of records (as :func:`tinyacp._journal.iter_journal` reads them) and of ``results.jsonl`` lines;
+the reading of files is in :mod:`tinyacp.view`. Everything that came from an agent or a file goes through
+:func:`clean` before it is kept, so the page receives text in which control characters and bidirectional
+overrides are visible marks rather than behaviour; each turn's transcript is bounded by a :class:`Budget`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from ._journal import JournalLine, JsonlJournal
+
+__all__ = ["Budget", "EpochTurns", "TurnBuilder", "clean", "message", "millis"]
+
+_SHORT: Final = 300
+"""Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
+
+_RAW: Final = 2000
+"""Characters of a line that could not be rendered, shown as it is."""
+
+_EVENT_COST: Final = 40
+"""What an event costs the budget beyond its text: its kind, time and field names in the page."""
+
+# What the page shows as a visible mark rather than passing on: C0 and C1 controls (but newline and tab), DEL,
+# lone surrogates (legal in JSON, not in UTF-8), and the characters that reorder text (bidi overrides, embeddings,
+# isolates and marks), which could make a file name or a command read as something else.
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _mark(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char == "\r":
+        return "\n"
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: NUL shows as U+2400, ESC as U+241B
+    if code == 0x7F:
+        return "\u2421"
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return f"\u27e8U+{code:04X}\u27e9"
+
+
+def clean(value: object, limit: int | None = None) -> str:
+    """Any value from an agent or a file as safe text: a string as it is, None as nothing, anything else as compact
+    JSON; control characters (but newline and tab) and bidi controls made visible; at most ``limit`` characters."""
+    if isinstance(value, str):
+        text = value
+    elif value is None:
+        text = ""
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError):
+            text = repr(value)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "\u2026"
+    text = text.replace("\r\n", "\n")
+    return _HIDDEN.sub(_mark, text) if _HIDDEN.search(text) else text
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _key(value: Any) -> str:
+    """A JSON-RPC id of any type as a dictionary key (1 and "1" are different ids)."""
+    return clean(value, 200) if isinstance(value, str) else "\0" + clean(value, 200)
+
+
+def millis(ts: Any) -> float | None:
+    """A journal record's ``ts`` as milliseconds since the epoch; None when it is not one."""
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts).timestamp() * 1000.0
+    except ValueError:
+        return None
+
+
+def message(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON-RPC message of a ``line`` record (None when its line is not a JSON object)."""
+    try:
+        raw = JsonlJournal.raw(record)
+    except (KeyError, ValueError):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+@dataclass
+class Budget:
+    """The bytes of text a turn's transcript may still take; what did not fit is counted, never kept."""
+
+    left: int
+    limit: int
+    cut_events: int = 0
+    cut_bytes: int = 0
+
+    def take(self, text: str) -> str:
+        """As much of ``text`` as fits (all of it, or its start, or nothing)."""
+        size = len(text.encode("utf-8", "replace"))
+        if size <= self.left:
+            self.left -= size
+            return text
+        kept = text.encode("utf-8", "replace")[: max(self.left, 0)].decode("utf-8", "ignore")
+        self.cut_bytes += size - len(kept.encode("utf-8"))
+        self.left = 0
+        return kept
+
+    def room(self) -> bool:
+        """Whether one more event fits (its fixed cost is taken when it does)."""
+        if self.left < _EVENT_COST:
+            self.cut_events += 1
+            self.left = 0
+            return False
+        self.left -= _EVENT_COST
+        return True
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.cut_events or self.cut_bytes)
+
+
+@dataclass
+class TurnBuilder:
+    """One turn: its facts (for the table, from every record) and its transcript (for the page, bounded).
+
+    Feed it records with :meth:`add` in journal order; the transcript's events are dicts with ``k`` (the kind) and
+    ``t`` (milliseconds since the turn's first record), ready for the page.
+    """
+
+    budget: Budget
+    start: float | None = None
+    end: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    prompt: str = ""
+    agent: str = ""
+    stop_reason: str | None = None
+    error: str = ""
+    tokens: float | None = None
+    cost: float | None = None
+    currency: str = ""
+    tool_ids: set[str] = field(default_factory=set)
+    allowed: int = 0
+    rejected: int = 0
+    prompts: int = 0
+    skipped: list[int] = field(default_factory=list)
+    _tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _pending: dict[str, str] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The transcript.
+
+    def _time(self, record: dict[str, Any]) -> float:
+        now = millis(record.get("ts"))
+        if now is None:
+            return 0.0 if self.end is None or self.start is None else self.end - self.start
+        if self.start is None:
+            self.start = now
+        self.end = max(now, self.end or now)
+        return round(now - self.start, 3)
+
+    def _event(self, kind: str, at: float, /, **fields: Any) -> dict[str, Any] | None:
+        if not self.budget.room():
+            return None
+        event: dict[str, Any] = {"k": kind, "t": at}
+        for name, value in fields.items():
+            if value not in (None, "", [], {}):
+                event[name] = self.budget.take(value) if isinstance(value, str) else value
+        self.events.append(event)
+        return event
+
+    def _text(self, kind: str, at: float, text: str) -> None:
+        """A message or thought chunk: joined to the event before it when that one is of its kind."""
+        last = self.events[-1] if self.events else None
+        if last is not None and last["k"] == kind and "x" in last:
+            last["x"] += self.budget.take(text)
+            return
+        self._event(kind, at, x=text)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Records.
+
+    def add(self, line: JournalLine) -> None:
+        """One line of the journal: a record, or a line that is none (shown raw)."""
+        record = line.record
+        if record is None:
+            self.bad(line, "is not a record")
+            return
+        try:
+            self.record(record)
+        except Exception:  # a journal is input: a record we cannot make sense of is shown raw, and reading goes on
+            self.bad(line, "could not be rendered")
+
+    def bad(self, line: JournalLine, why: str) -> None:
+        """A line shown raw, and counted as skipped."""
+        self.skipped.append(line.number)
+        text = line.data[:_RAW].decode("utf-8", "replace")
+        self._event("bad", self._time({}), x=clean(text), n=line.number, why=why, size=len(line.data))
+
+    def record(self, record: dict[str, Any]) -> None:
+        """One journal record."""
+        at = self._time(record)
+        kind = record["type"]
+        if kind == "decision":
+            self.decision(record, at)
+        elif kind == "line":
+            parsed = message(record)
+            if record.get("dir") == "out":
+                self.outgoing(record, parsed, at)
+            else:
+                self.incoming(record, parsed, at)
+        elif kind != "epoch":
+            self._event("other", at, x=clean(record, _RAW))
+
+    def outgoing(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
+        if msg is None:
+            return
+        method = msg.get("method")
+        params = _dict(msg.get("params"))
+        if isinstance(method, str) and "id" in msg:
+            self._pending[_key(msg["id"])] = method
+        if method == "session/prompt":
+            self.prompts += 1
+            text = "\n".join(_prompt_block(block) for block in _list(params.get("prompt")))
+            if not self.prompt:
+                self.prompt = clean(text, _SHORT)
+            redacted = record.get("redacted")
+            self._event("prompt", at, x=clean(text), redacted=redacted if isinstance(redacted, int) else None)
+        elif method == "session/cancel":
+            self._event("cancel", at)
+        elif isinstance(method, str):
+            self._event("call", at, m=clean(method, 100), x=_call_summary(method, params))
+
+    def incoming(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
+        kind = record.get("kind")
+        if kind == "update" and msg is not None:
+            self.update(_dict(_dict(msg.get("params")).get("update")), at)
+        elif kind == "permission_request" and msg is not None:
+            self.permission(msg, at)
+        elif kind == "response" and msg is not None:
+            self.response(msg, at)
+        else:
+            detail = clean(record.get("detail"), _SHORT)
+            raw = ""
+            with contextlib.suppress(KeyError, ValueError):
+                raw = JsonlJournal.raw(record)[:_RAW].decode("utf-8", "replace")
+            method = clean(record.get("method"), 100)
+            self._event("agentline", at, kind=clean(kind, 40), m=method, why=detail, x=clean(raw))
+
+    def response(self, msg: dict[str, Any], at: float) -> None:
+        method = self._pending.pop(_key(msg.get("id")), "")
+        error = msg.get("error")
+        if isinstance(error, dict):
+            text = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
+            if method == "session/prompt" or not self.error:
+                self.error = f"{method or 'request'}: {text}"
+            data = error.get("data")
+            self._event("error", at, m=clean(method, 100), x=text, data=clean(data, _RAW) if data else None)
+            return
+        result = _dict(msg.get("result"))
+        if method == "initialize":
+            info = _dict(result.get("agentInfo"))
+            if info.get("name"):
+                self.agent = clean(info.get("name"), 100)
+            version = clean(info.get("version"), 40)
+            self._event("call", at, m="initialized", x=f"{self.agent} {version}".strip())
+        elif method == "session/prompt":
+            self.stop_reason = clean(result.get("stopReason"), 60)
+            usage = _dict(result.get("usage"))
+            total = _number(usage.get("totalTokens"))
+            if total is None:
+                parts = [_number(usage.get(name)) for name in ("inputTokens", "outputTokens")]
+                total = sum(part for part in parts if part is not None) if any(parts) else None
+            if total is not None:
+                self.tokens = total
+            self._event("result", at, stop=self.stop_reason, usage=_usage_fields(usage))
+        elif method == "session/new":
+            self._event("call", at, m="session", x=clean(result.get("sessionId"), 200))
+
+    def update(self, update: dict[str, Any], at: float) -> None:
+        kind = update.get("sessionUpdate")
+        content = _dict(update.get("content"))
+        if kind == "agent_message_chunk":
+            self._text("msg", at, clean(content["text"]) if "text" in content else _block_label(content))
+        elif kind == "agent_thought_chunk":
+            self._text("thought", at, clean(content.get("text")))
+        elif kind == "user_message_chunk":
+            self._text("user", at, clean(content.get("text")))
+        elif kind in ("tool_call", "tool_call_update"):
+            self.tool(update, at)
+        elif kind == "plan":
+            entries = [
+                [clean(e.get("content"), _SHORT), clean(e.get("status"), 20), clean(e.get("priority"), 20)]
+                for e in _list(update.get("entries"))[:50]
+                if isinstance(e, dict)
+            ]
+            self._event("plan", at, entries=entries)
+        elif kind == "notice":
+            fields = {"severity": clean(update.get("severity"), 20), "title": clean(update.get("title"), _SHORT)}
+            self._event("notice", at, **fields, x=clean(update.get("description")))
+        elif kind == "usage_update":
+            self.usage_update(update, at)
+        else:
+            shown = {name: value for name, value in update.items() if name != "sessionUpdate"}
+            self._event("update", at, kind=clean(kind, 60), x=clean(shown, _RAW))
+
+    def usage_update(self, update: dict[str, Any], at: float) -> None:
+        cost = _dict(update.get("cost"))
+        amount = _number(cost.get("amount"))
+        if amount is not None:
+            self.cost = amount
+            self.currency = clean(cost.get("currency"), 12)
+        used, size = _number(update.get("used")), _number(update.get("size"))
+        self._event("usage", at, used=used, size=size, cost=amount, cur=self.currency if amount is not None else None)
+
+    def tool(self, update: dict[str, Any], at: float) -> None:
+        tool_id = clean(update.get("toolCallId"), 200)
+        self.tool_ids.add(tool_id)
+        event = self._tools.get(tool_id)
+        if event is None:
+            event = self._event("tool", at, id=tool_id)
+            if event is None:
+                return
+            event["n"] = 0
+            self._tools[tool_id] = event
+        event["n"] += 1
+        event["end"] = at
+        for name, limit in (("name", 200), ("title", _SHORT), ("kind", 40), ("status", 40)):
+            if update.get(name) is not None:
+                event[name] = self.budget.take(clean(update[name], limit))
+        if "content" in update:
+            items = [_tool_content(item, self.budget) for item in _list(update.get("content"))]
+            event["content"] = [item for item in items if item is not None]
+        locations = [clean(_dict(place).get("path"), _SHORT) for place in _list(update.get("locations"))[:20]]
+        if locations:
+            event["where"] = [self.budget.take(place) for place in locations]
+        if "rawInput" in update:
+            event["input"] = self.budget.take(clean(update["rawInput"], _RAW))
+
+    def permission(self, msg: dict[str, Any], at: float) -> None:
+        params = _dict(msg.get("params"))
+        tool = _dict(params.get("toolCall"))
+        options = {
+            _key(option.get("optionId")): [clean(option.get("name"), 100), clean(option.get("kind"), 40)]
+            for option in _list(params.get("options"))[:64]
+            if isinstance(option, dict)
+        }
+        title = clean(tool.get("title") or tool.get("toolCallId"), _SHORT)
+        event = self._event(
+            "perm", at, title=title, kind=clean(tool.get("kind"), 40), tool=clean(tool.get("toolCallId"), 200)
+        )
+        self._requests[_key(msg.get("id"))] = {"event": event, "options": options}
+
+    def decision(self, record: dict[str, Any], at: float) -> None:
+        asked = self._requests.pop(_key(record.get("id")), {"event": None, "options": {}})
+        outcome = _dict(record.get("outcome"))
+        chosen = outcome.get("optionId")
+        name, option_kind = asked["options"].get(_key(chosen), ["", ""])
+        allowed = outcome.get("outcome") == "selected" and str(option_kind).startswith("allow")
+        if allowed:
+            self.allowed += 1
+        else:
+            self.rejected += 1
+        said = {
+            "allowed": allowed,
+            "outcome": clean(outcome.get("outcome"), 40),
+            "option": clean(chosen, 100),
+            "optionName": name,
+            "optionKind": option_kind,
+            "by": clean(record.get("decided_by"), 60),
+            "reason": clean(record.get("reason"), _SHORT),
+            "dt": at,
+        }
+        event = asked["event"]
+        if event is None:  # a decision whose request was cut or is not in the journal
+            event = self._event("perm", at, title="(request not shown)")
+        if event is not None:
+            event["decision"] = said
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The result.
+
+    @property
+    def seconds(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return round((self.end - self.start) / 1000.0, 3)
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == "end_turn" and not self.error
+
+    def transcript(self) -> dict[str, Any]:
+        """The page's data for the turn's transcript: its events, and what the budget cut."""
+        data: dict[str, Any] = {"events": self.events}
+        if self.budget.cut:
+            data["cut"] = {
+                "events": self.budget.cut_events,
+                "bytes": self.budget.cut_bytes,
+                "limit": self.budget.limit,
+            }
+        return data
+
+
+def _prompt_block(block: Any) -> str:
+    block = _dict(block)
+    if block.get("type") == "text":
+        return clean(block.get("text"))
+    return _block_label(block)
+
+
+def _block_label(block: dict[str, Any]) -> str:
+    resource = _dict(block.get("resource"))
+    where = block.get("uri") or resource.get("uri") or block.get("mimeType") or ""
+    return f"[{clean(block.get('type'), 40)} {clean(where, _SHORT)}]".replace(" ]", "]")
+
+
+def _call_summary(method: str, params: dict[str, Any]) -> str:
+    if method == "session/new":
+        return f"in {clean(params.get('cwd'), _SHORT)}"
+    if method in ("session/set_mode", "session/set_model", "session/set_config_option"):
+        shown = {name: value for name, value in params.items() if name != "sessionId"}
+        return clean(shown, _SHORT)
+    return ""
+
+
+def _usage_fields(usage: dict[str, Any]) -> dict[str, float]:
+    return {clean(name, 40): number for name, value in usage.items() if (number := _number(value)) is not None}
+
+
+def _tool_content(item: Any, budget: Budget) -> dict[str, Any] | None:
+    item = _dict(item)
+    kind = item.get("type")
+    if kind == "diff":
+        return {
+            "type": "diff",
+            "path": budget.take(clean(item.get("path"), _SHORT)),
+            "old": budget.take(clean(item.get("oldText"))),
+            "new": budget.take(clean(item.get("newText"))),
+        }
+    if kind == "terminal":
+        return {"type": "terminal", "x": budget.take(clean(item.get("terminalId"), 200))}
+    inner = _dict(item.get("content"))
+    if "text" in inner:
+        return {"type": "text", "x": budget.take(clean(inner.get("text")))}
+    return {"type": "other", "x": budget.take(clean(item, _RAW))}
+
+
+class EpochTurns:
+    """The turns of one epoch, fed a line at a time: a new turn at each prompt after the first (what came before
+    the first prompt, such as ``initialize``, belongs to the first turn). An epoch with no prompt is one turn."""
+
+    def __init__(self, max_turn_bytes: int) -> None:
+        self.max_turn_bytes = max_turn_bytes
+        self.turns = [TurnBuilder(Budget(max_turn_bytes, max_turn_bytes))]
+
+    def add(self, line: JournalLine) -> None:
+        """One line of the epoch, in journal order."""
+        record = line.record
+        last = self.turns[-1]
+        if record is not None and last.prompts and _is_prompt(record):
+            turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent)
+            turn._pending = last._pending  # an answer to a request of the turn before may come later
+            self.turns.append(turn)
+        self.turns[-1].add(line)
+
+
+def _is_prompt(record: dict[str, Any]) -> bool:
+    return record.get("type") == "line" and record.get("dir") == "out" and record.get("method") == "session/prompt"

@@ -1,0 +1,468 @@
+"""Look at a batch or at runs in a browser: one self-contained HTML page, ``tinyacp view``.
+
+:func:`render_html` turns a source into the page, :func:`write_html` writes it to a file. A source is
+
+* a batch's output directory (its ``results.jsonl``, and the journals its records name, found in its
+  ``journals/`` when the directory has moved),
+* one journal file (every epoch of it, split into turns at each prompt), or
+* a directory of journal files (``*.jsonl``; the latest first).
+
+The page has an overview per agent (turns, ok, failed, median and 90th percentile duration, tokens, cost, with
+small charts), a table of every turn that sorts and filters, and each turn's transcript when it is opened: the
+prompt, the agent's messages, its thoughts (folded), every tool call with its content (a diff as a diff), every
+permission request with the decision and who made it, notices, usage, and for a failed turn its error and the tail
+of the agent's stderr.
+
+The page loads nothing and sends nothing: its Content-Security-Policy allows no connection of any kind (no
+fetch, no image but ``data:``, no font, no frame, no form), its script and style are inline and allowed by their
+hashes only, and everything that came from an agent or a file is data: a JSON document in a
+``<script type="application/json">`` element with ``<``, ``>`` and ``&`` escaped, put into the page with
+``textContent`` only, never as markup, never as a link. Control characters and bidirectional overrides are shown
+as visible marks. Each turn's transcript is bounded (``max_turn_bytes``); the page says what was cut, and what it
+could not read in a damaged journal.
+
+This module is not imported by ``import tinyacp``.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import html
+import json
+import os
+import statistics
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ._journal import iter_journal
+from ._version import __version__
+from ._view_model import Budget, EpochTurns, TurnBuilder, clean
+
+__all__ = ["DEFAULT_MAX_TURN_BYTES", "render_html", "write_html"]
+
+DEFAULT_MAX_TURN_BYTES: Final = 256 * 1024
+"""The text of one turn's transcript kept in the page, at most: 10,000 turns at this bound would still open, and a
+demo turn takes a few KiB."""
+
+_NOTES: Final = 200
+"""Notes about what was skipped or cut, listed at most (the rest are counted)."""
+
+_STDERR_MARK: Final = "\n--- agent stderr (tail) ---\n"
+
+_ASSETS: Final = Path(__file__).with_name("_view_assets")
+
+
+def render_html(source: str | os.PathLike[str], *, max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES) -> str:
+    """The page for ``source`` (a batch's output directory, a journal, or a directory of journals).
+
+    Args:
+        source: what to show.
+        max_turn_bytes: the text of each turn's transcript kept, at most (the page says what was cut).
+
+    Returns:
+        One self-contained HTML document.
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
+        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read.
+        ValueError: ``max_turn_bytes`` is less than 1.
+    """
+    if max_turn_bytes < 1:
+        raise ValueError(f"max_turn_bytes must be at least 1, not {max_turn_bytes}")
+    view = _read(Path(source), max_turn_bytes)
+    return _page(view)
+
+
+def write_html(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
+) -> Path:
+    """Write the page for ``source`` to ``out`` and return its path.
+
+    Args:
+        source: a batch's output directory, a journal, or a directory of journals.
+        out: the file to write (replaced if it exists); default ``report.html`` inside a batch's directory, else
+            ``tinyacp-view.html`` in the current directory.
+        max_turn_bytes: the text of each turn's transcript kept, at most.
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
+        OSError: ``source`` cannot be read, or ``out`` cannot be written.
+        ValueError: ``max_turn_bytes`` is less than 1.
+    """
+    page = render_html(source, max_turn_bytes=max_turn_bytes)
+    path = Path(out) if out is not None else default_output(source)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(page, encoding="utf-8")
+        os.replace(temporary, path)  # whole or not at all: a browser never opens half a page
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
+def default_output(source: str | os.PathLike[str]) -> Path:
+    """Where :func:`write_html` writes by default: ``report.html`` in a batch's directory, else
+    ``tinyacp-view.html`` in the current directory."""
+    path = Path(source)
+    if path.is_dir() and (path / "results.jsonl").is_file():
+        return path / "report.html"
+    return Path("tinyacp-view.html")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading the source.
+
+
+@dataclass
+class _View:
+    title: str
+    kind: str
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    transcripts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    more_notes: int = 0
+    max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < _NOTES:
+            self.notes.append(clean(text, 1000))
+        else:
+            self.more_notes += 1
+
+    def add(self, row: dict[str, Any], transcript: dict[str, Any]) -> None:
+        self.turns.append(row)
+        self.transcripts.append(transcript)
+
+
+def _read(path: Path, max_turn_bytes: int) -> _View:
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
+    if path.is_dir() and (path / "results.jsonl").is_file():
+        view = _View(clean(path.resolve().name or str(path)), "batch", max_turn_bytes=max_turn_bytes)
+        _read_batch(path, view)
+        return view
+    if path.is_dir():
+        journals = sorted(path.glob("*.jsonl"), key=_newest_first)
+        if not journals:
+            raise FileNotFoundError(errno.ENOENT, "neither results.jsonl nor a journal (*.jsonl) in", str(path))
+        view = _View(clean(path.resolve().name or str(path)), "journals", max_turn_bytes=max_turn_bytes)
+        for journal in journals:
+            _read_journal(journal, view)
+        return view
+    view = _View(clean(path.name), "journal", max_turn_bytes=max_turn_bytes)
+    with open(path, "rb"):  # unreadable: the caller's error, not a note
+        pass
+    _read_journal(path, view)
+    return view
+
+
+def _newest_first(path: Path) -> tuple[float, str]:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return -mtime, path.name
+
+
+def _epochs(path: Path, view: _View, wanted: set[int] | None = None) -> dict[int, EpochTurns]:
+    """The turns of each epoch of a journal (only the ``wanted`` ones, when given); what could not be read is
+    noted. A line that is no record belongs to the epoch of the record before it."""
+    found: dict[int, EpochTurns] = {}
+    current: EpochTurns | None = None
+    try:
+        for line in iter_journal(path):
+            if line.torn:
+                view.note(f"{path.name}: its last line is torn ({len(line.data)} bytes, a write cut short): skipped")
+            elif line.record is not None:
+                epoch = line.record["epoch"]
+                current = found.get(epoch)
+                if current is None and (wanted is None or epoch in wanted):
+                    current = found[epoch] = EpochTurns(view.max_turn_bytes)
+            if current is not None and not line.torn:
+                current.add(line)
+            elif line.record is None and not line.torn:
+                view.note(f"{path.name}: line {line.number} is not a record: skipped")
+    except OSError as exc:
+        view.note(f"{path.name}: could not be read to the end: {exc.strerror or exc}")
+    for epoch, turns in found.items():
+        for turn in turns.turns:
+            _note_skipped(view, f"{path.name} epoch {epoch}", turn.skipped)
+    return found
+
+
+def _note_skipped(view: _View, where: str, skipped: list[int]) -> None:
+    if skipped:
+        lines = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
+        view.note(f"{where}: {len(skipped)} lines not records, shown raw: {lines}")
+
+
+def _read_journal(path: Path, view: _View) -> None:
+    epochs = _epochs(path, view)
+    stem = clean(path.stem, 200)
+    agent = _agent_from_name(path.stem)
+    many = len(epochs) > 1
+    for epoch, found in epochs.items():
+        for number, turn in enumerate(found.turns, 1):
+            name = stem + (f" #{epoch}" if many else "") + (f".{number}" if len(found.turns) > 1 else "")
+            row = _row(turn, name, turn.agent or agent)
+            row.update(journal=clean(str(path), 1000), epoch=epoch, ok=turn.ok, secs=turn.seconds)
+            if turn.error:
+                row["err"] = turn.error
+            elif not turn.ok:
+                row["err"] = _no_answer(turn)
+            view.add(row, turn.transcript())
+
+
+def _no_answer(turn: TurnBuilder) -> str:
+    if not turn.prompts:
+        return "no prompt was sent (the run ended before it)"
+    if turn.stop_reason is None:
+        return "the prompt got no answer in the journal (the run was stopped, or the agent exited)"
+    return ""
+
+
+def _agent_from_name(stem: str) -> str:
+    """The agent in a journal's name as ``tinyacp prompt`` makes it (``STAMP-AGENT-RANDOM``); else the name."""
+    parts = stem.split("-")
+    if len(parts) >= 3 and parts[0][:8].isdigit() and len(parts[-1]) == 16:
+        return clean("-".join(parts[1:-1]), 100)
+    return "?"
+
+
+def _row(turn: TurnBuilder, name: str, agent: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": clean(name, 300),
+        "agent": agent,
+        "stop": turn.stop_reason,
+        "tools": len(turn.tool_ids),
+        "allow": turn.allowed,
+        "reject": turn.rejected,
+        "prompt": turn.prompt,
+        "started": turn.start,
+    }
+    if turn.tokens is not None:
+        row["tokens"] = turn.tokens
+    if turn.cost is not None:
+        row.update(cost=turn.cost, cur=turn.currency)
+    if turn.skipped:
+        row["skipped"] = len(turn.skipped)
+    return row
+
+
+class _Record(msgspec.Struct):
+    """The fields of a ``results.jsonl`` line that the page shows (a line of any version has them)."""
+
+    id: str | int
+    ok: bool
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    permissions: dict[str, Any] | None = None
+    seconds: float | None = None
+    error: dict[str, Any] | None = None
+    journal: str = ""
+    epoch: int | None = None
+    attempt: int = 1
+    agent: str = ""
+
+
+_decode_record = msgspec.json.Decoder(_Record).decode
+
+
+def _records(path: Path, view: _View) -> Iterator[_Record]:
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, 1):
+            if not line.endswith(b"\n"):
+                view.note(f"results.jsonl: its last line is torn ({len(line)} bytes): skipped")
+                return
+            if not line.strip():
+                continue
+            try:
+                yield _decode_record(line)
+            except msgspec.MsgspecError as exc:
+                view.note(f"results.jsonl line {number} is not a turn record ({exc}): skipped")
+
+
+def _read_batch(directory: Path, view: _View) -> None:
+    records = list(_records(directory / "results.jsonl", view))
+    wanted: dict[Path, set[int]] = {}
+    journals = [_journal_of(record, directory) for record in records]
+    for record, journal in zip(records, journals, strict=True):
+        if journal is not None and record.epoch is not None:
+            wanted.setdefault(journal, set()).add(record.epoch)
+    # A journal is read once, when its first record comes: a batch's attempts at one item are usually in a row.
+    last: tuple[Path | None, dict[int, EpochTurns]] = (None, {})
+    for record, journal in zip(records, journals, strict=True):
+        turn: TurnBuilder | None = None
+        if journal is not None and record.epoch is not None:
+            if last[0] != journal:
+                last = (journal, _epochs(journal, view, wanted[journal]))
+            found = last[1].get(record.epoch)
+            turn = found.turns[0] if found is not None else None
+        view.add(*_batch_turn(record, turn, journal, view))
+
+
+def _journal_of(record: _Record, directory: Path) -> Path | None:
+    if not record.journal:
+        return None
+    named = Path(record.journal)
+    for candidate in (named, directory / "journals" / named.name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _batch_turn(
+    record: _Record, turn: TurnBuilder | None, journal: Path | None, view: _View
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    ident = clean(record.id, 300) if isinstance(record.id, str) else str(record.id)
+    if turn is None:
+        turn = TurnBuilder(Budget(view.max_turn_bytes, view.max_turn_bytes))
+        where = "no journal" if not record.journal else f"its journal {clean(record.journal, 500)} is missing"
+        if journal is not None:
+            where = f"epoch {record.epoch} is not in its journal"
+        turn.events.append({"k": "bad", "t": 0, "why": f"no transcript: {where}"})
+        view.note(f"turn {ident}: no transcript ({where})")
+    row = _row(turn, ident, clean(record.agent, 100) or turn.agent or "?")
+    permissions = record.permissions or {}
+    row.update(
+        ok=record.ok,
+        stop=clean(record.stop_reason, 60) if record.stop_reason is not None else None,
+        secs=record.seconds if record.seconds is not None else turn.seconds,
+        allow=_count(permissions.get("allowed"), turn.allowed),
+        reject=_count(permissions.get("rejected"), turn.rejected),
+        attempt=record.attempt,
+        journal=clean(record.journal, 1000),
+        epoch=record.epoch,
+    )
+    usage = record.usage or {}
+    tokens = usage.get("total_tokens")
+    if isinstance(tokens, int | float) and not isinstance(tokens, bool):
+        row["tokens"] = tokens
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
+        row.update(cost=cost["amount"], cur=clean(cost.get("currency"), 12))
+    transcript = turn.transcript()
+    if record.error is not None:
+        message = clean(record.error.get("message"), 8192)
+        text, _, stderr = message.partition(_STDERR_MARK)
+        row["err"] = f"{clean(record.error.get('type'), 100)}: {text}"[:2000]
+        transcript["error"] = {"type": clean(record.error.get("type"), 100), "message": text, "stderr": stderr}
+    return row, transcript
+
+
+def _count(value: Any, fallback: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else fallback
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The overview.
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+_BINS: Final = 10
+
+
+def overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Per agent: turns, ok, failed, median and 90th percentile seconds, tokens, cost by currency, and a
+    histogram of durations over bins shared by every agent."""
+    rows = list(turns)
+    durations = [row["secs"] for row in rows if isinstance(row.get("secs"), int | float)]
+    top = max(durations, default=0.0) or 1.0
+    width = top / _BINS
+    agents: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        agent = agents.setdefault(
+            row["agent"],
+            {"agent": row["agent"], "turns": 0, "ok": 0, "failed": 0, "tokens": 0, "cost": {}, "secs": []},
+        )
+        agent["turns"] += 1
+        agent["ok" if row.get("ok") else "failed"] += 1
+        agent["tokens"] += row.get("tokens") or 0
+        if isinstance(row.get("cost"), int | float):
+            agent["cost"][row.get("cur") or ""] = agent["cost"].get(row.get("cur") or "", 0) + row["cost"]
+        if isinstance(row.get("secs"), int | float):
+            agent["secs"].append(row["secs"])
+    for agent in agents.values():
+        secs = agent.pop("secs")
+        agent["median"] = statistics.median(secs) if secs else None
+        agent["p90"] = _quantile(secs, 0.9) if secs else None
+        bins = [0] * _BINS
+        for value in secs:
+            bins[min(_BINS - 1, int(value / width))] += 1
+        agent["bins"] = bins
+    return {"agents": list(agents.values()), "binWidth": width}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The page.
+
+
+def _json(value: Any) -> str:
+    """JSON fit to sit inside a ``<script>`` element: ASCII only (U+2028 and U+2029 escaped too), and no ``<``,
+    ``>`` or ``&``, so no string in it can end the element or open a comment."""
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def _asset(name: str) -> str:
+    return (_ASSETS / name).read_text(encoding="utf-8")
+
+
+def _page(view: _View) -> str:
+    script = _asset("view.js")
+    style = _asset("view.css")
+    policy = (
+        f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; img-src data:; "
+        "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
+        "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    notes = list(view.notes)
+    if view.more_notes:
+        notes.append(f"… and {view.more_notes} more notes")
+    data = {
+        "title": view.title,
+        "kind": view.kind,
+        "made": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "version": __version__,
+        "maxTurnBytes": view.max_turn_bytes,
+        "notes": notes,
+        "overview": overview(view.turns),
+        "turns": view.turns,
+    }
+    parts = [
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n',
+        '<meta name="referrer" content="no-referrer">\n',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
+        '<link rel="icon" href="data:,">\n',
+        f"<title>tinyacp view: {html.escape(view.title)}</title>\n",
+        f"<style>{style}</style>\n</head>\n<body>\n",
+        "<noscript><p>This page shows its turns with JavaScript, which is off.</p></noscript>\n",
+        '<div id="app"></div>\n',
+        f'<script type="application/json" id="data">{_json(data)}</script>\n',
+    ]
+    parts.extend(
+        f'<script type="application/json" id="tx-{index}">{_json(transcript)}</script>\n'
+        for index, transcript in enumerate(view.transcripts)
+    )
+    parts.append(f"<script>{script}</script>\n</body>\n</html>\n")
+    return "".join(parts)

@@ -1,0 +1,302 @@
+"""``tinyacp view`` without a browser: what the page holds for a real demo batch and for journals of every
+version, how hostile text is escaped, how transcripts are bounded, what a damaged journal gives, and the command.
+(tests/test_view_browser.py drives the page in headless Chromium.)"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tinyacp
+from tinyacp import view
+from view_util import HOSTILE_FILE, crafted_epoch, demo_batch, hostile_journal, page_data, transcript, update
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+JOURNALS = Path(__file__).resolve().parent / "journals"
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("view-batch")
+    return demo_batch(base / "out", base / "work")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("view-hostile")
+    return hostile_journal(base / "hostile.jsonl", base / "work")
+
+
+def kinds(page: str, index: int) -> list[str]:
+    return [event["k"] for event in transcript(page, index)["events"]]
+
+
+def events(page: str, index: int, kind: str) -> list[dict[str, Any]]:
+    return [event for event in transcript(page, index)["events"] if event["k"] == kind]
+
+
+def by_id(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {turn["id"]: turn for turn in data["turns"]}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A batch.
+
+
+def test_a_batch_gives_one_row_per_record_with_its_outcome_permissions_and_error(batch: Path) -> None:
+    data = page_data(view.render_html(batch))
+    turns = by_id(data)
+    assert sorted(turns) == ["crash-1", "read-1", "read-2", "rejected-1", "slow-1"]
+    assert [turns[name]["ok"] for name in ("read-1", "read-2", "rejected-1")] == [True, True, True]
+    assert (turns["read-1"]["allow"], turns["read-1"]["reject"], turns["read-1"]["tools"]) == (1, 0, 1)
+    assert (turns["rejected-1"]["allow"], turns["rejected-1"]["reject"]) == (0, 1)
+    assert turns["crash-1"]["ok"] is False and turns["crash-1"]["err"].startswith("AgentExited: ")
+    assert turns["slow-1"]["ok"] is False and turns["slow-1"]["err"].startswith("AgentTimeout: ")
+    assert turns["read-1"]["cost"] > 0 and turns["read-1"]["cur"] == "USD" and turns["read-1"]["tokens"] > 0
+    agents = {agent["agent"]: agent for agent in data["overview"]["agents"]}
+    assert (agents["demo"]["turns"], agents["demo"]["ok"], agents["demo"]["failed"]) == (4, 3, 1)
+    assert sum(agents["demo"]["bins"]) == 4 and agents["demo"]["median"] is not None
+    assert data["notes"] == []
+
+
+def test_a_batch_turn_carries_its_prompt_messages_tool_call_and_decision(batch: Path) -> None:
+    page = view.render_html(batch)
+    index = {turn["id"]: i for i, turn in enumerate(page_data(page)["turns"])}
+    read = index["read-1"]
+    shown = [kind for kind in kinds(page, read) if kind in ("prompt", "tool", "perm", "msg", "result")]
+    assert shown == ["prompt", "tool", "perm", "msg", "result"]
+    assert events(page, read, "prompt")[0]["x"] == "What is in this folder?"
+    assert "notes.txt" in json.dumps(events(page, read, "tool")[0]["content"])
+    assert events(page, read, "perm")[0]["decision"]["allowed"] is True
+    assert events(page, read, "perm")[0]["decision"]["by"] == "policy"
+    rejected = events(page, index["rejected-1"], "perm")[0]["decision"]
+    assert (rejected["allowed"], rejected["by"], rejected["optionKind"]) == (False, "default-reject", "reject_once")
+    assert events(page, index["rejected-1"], "tool")[0]["status"] == "failed"
+    crash = transcript(page, index["crash-1"])["error"]
+    assert crash["type"] == "AgentExited" and "the agent fell over: <b>bold</b>" in crash["stderr"]
+
+
+def test_the_batch_page_is_written_into_the_batch_directory_by_default(batch: Path) -> None:
+    written = view.write_html(batch)
+    assert written == batch / "report.html"
+    assert written.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert not list(batch.glob(".report.html*"))  # no temporary left
+
+
+def test_a_batch_directory_that_moved_finds_its_journals_in_journals(batch: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (moved / "journals").mkdir()
+    for journal in (batch / "journals").iterdir():
+        (moved / "journals" / journal.name).write_bytes(journal.read_bytes())
+    (moved / "results.jsonl").write_bytes((batch / "results.jsonl").read_bytes())
+    assert str(batch) in (moved / "results.jsonl").read_text()  # the records name the old place
+    page = view.render_html(moved, max_turn_bytes=10**6)
+    assert all("events" in transcript(page, i) for i in range(5))
+    assert not any("no transcript" in note for note in page_data(page)["notes"])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Hostile text.
+
+
+def test_hostile_text_stays_data_inside_the_script_element(hostile: Path) -> None:
+    page = view.render_html(hostile)
+    data_elements = page.count('<script type="application/json"')
+    assert page.count("<script") == data_elements + 1  # the data, and the page's own script
+    assert page.count("</script>") == data_elements + 1
+    for needle in ("<img", "<!--", "\u2028", "\u202e", "\x1b", "\x00"):
+        assert needle not in page
+    assert "javascript:" not in page.split("<script>")[0].split('id="data">')[0]  # nothing in the markup itself
+
+
+def test_hostile_text_comes_back_as_visible_text(hostile: Path) -> None:
+    page = view.render_html(hostile)
+    assert len(page_data(page)["turns"]) == 2
+    prompt = events(page, 0, "prompt")[0]["x"]
+    assert prompt.startswith("<script>window.__pwned=1</script></script><img src=x onerror=")
+    assert "\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9" in prompt  # the override is shown, not obeyed
+    assert "\u241b[31mred" in prompt and "\u27e8U+2028\u27e9" in prompt and prompt.endswith("&amp; \u2400")
+    assert events(page, 0, "tool")[0]["content"][0]["x"].endswith("\t" + HOSTILE_FILE)
+    assert events(page, 0, "msg")[0]["x"].startswith("You said: <script>")
+
+
+def test_a_notice_a_named_tool_call_with_a_diff_and_an_unknown_update_are_rendered(hostile: Path) -> None:
+    page = view.render_html(hostile)
+    assert kinds(page, 1) == ["prompt", "notice", "tool", "update", "msg", "result"]
+    notice = events(page, 1, "notice")[0]
+    assert (notice["severity"], notice["title"][:14]) == ("warning", "Model fallback")
+    tool = events(page, 1, "tool")[0]
+    assert (tool["name"], tool["kind"], tool["status"]) == ("edit_file", "edit", "completed")
+    assert tool["content"] == [
+        {"type": "diff", "path": "javascript:alert(1)", "old": "a\nold line\nz", "new": "a\nnew line\nz"}
+    ]
+    unknown = events(page, 1, "update")[0]
+    assert unknown["kind"] == "hologram_update" and unknown["x"].startswith('{"beam":"<script>')
+
+
+def test_the_policy_forbids_every_connection_and_allows_only_the_pages_own_script_and_style(hostile: Path) -> None:
+    page = view.render_html(hostile)
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
+    assert policy is not None
+    rules = dict(rule.strip().split(" ", 1) for rule in policy.group(1).split(";"))
+    assert rules["default-src"] == rules["connect-src"] == rules["form-action"] == rules["base-uri"] == "'none'"
+    assert rules["img-src"] == "data:"
+    script = page.rsplit("<script>", 1)[1].split("</script>", 1)[0]
+    style = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    for text, rule in ((script, "script-src"), (style, "style-src")):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert rules[rule] == f"'sha256-{digest}'"
+    for call in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "href", "src=", "eval(", "fetch("):
+        assert call not in script
+
+
+def test_the_json_escapes_lt_gt_amp_and_the_line_separators() -> None:
+    text = view._json({"x": "</script><!--&\u2028\u2029"})
+    assert text == '{"x":"\\u003c/script\\u003e\\u003c!--\\u0026\\u2028\\u2029"}'
+    assert json.loads(text) == {"x": "</script><!--&\u2028\u2029"}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bounds, damage, versions.
+
+
+def test_a_turn_past_max_turn_bytes_is_cut_and_the_cut_is_said(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = crafted_epoch(journal)
+    chunk = {"type": "text", "text": "y" * (3 << 20)}  # one line of 3 MiB
+
+    update(journal, epoch, 9, {"sessionUpdate": "agent_message_chunk", "content": chunk})
+    for seq in range(10, 2010):
+        update(journal, epoch, seq, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "t"}})
+    journal.close()
+    page = view.render_html(path, max_turn_bytes=64 * 1024)
+    assert len(page) < 200 * 1024
+    cut = transcript(page, 0)["cut"]
+    assert cut["limit"] == 64 * 1024 and cut["bytes"] > (3 << 20) - 64 * 1024
+    assert page_data(page)["turns"][0]["stop"] == "end_turn"  # the facts come from every record, cut or not
+    whole = view.render_html(path, max_turn_bytes=8 << 20)
+    assert "cut" not in transcript(whole, 0) and len(whole) > 3 << 20
+
+
+def test_a_damaged_journal_renders_what_it_can_and_says_what_it_skipped(hostile: Path, tmp_path: Path) -> None:
+    lines = hostile.read_bytes().split(b"\n")
+    damaged = tmp_path / "damaged.jsonl"
+    garbage = b"\xff\xfe not a record <script>window.__pwned=5</script>"
+    damaged.write_bytes(b"\n".join([*lines[:6], garbage, b'{"type":"line"}', *lines[6:-1]]) + b'\n{"type":"li')
+    page = view.render_html(damaged)
+    data = page_data(page)
+    assert len(data["turns"]) == 2 and data["turns"][0]["skipped"] == 2
+    notes = " ".join(data["notes"])
+    assert "lines not records, shown raw: 7, 8" in notes and "last line is torn (11 bytes" in notes
+    bad = events(page, 0, "bad")
+    assert [event["n"] for event in bad] == [7, 8] and "not a record <script>" in bad[0]["x"]
+    assert "msg" in kinds(page, 0) and data["turns"][0]["stop"] == "end_turn"
+
+
+@pytest.mark.parametrize("name", ["v0.1.0", "line-field"])
+def test_journals_of_earlier_versions_render(name: str) -> None:
+    page = view.render_html(JOURNALS / f"{name}.jsonl")
+    data = page_data(page)
+    assert [turn["id"] for turn in data["turns"]] == [f"{name} #1", f"{name} #2"]
+    first = data["turns"][0]
+    assert (first["agent"], first["ok"], first["reject"], first["allow"]) == ("tinyacp-demo", True, 1, 0)
+    assert events(page, 0, "prompt")[0]["x"] == "What is in this directory?"
+    assert events(page, 0, "perm")[0]["decision"]["by"] == "default-reject"
+    assert len(events(page, 1, "agentline")) >= 5  # the odd lines of the second epoch, each shown raw
+    assert data["turns"][1]["ok"] is False and data["turns"][1]["err"].startswith("no prompt was sent")
+
+
+def test_a_directory_of_journals_shows_the_latest_first(hostile: Path, tmp_path: Path) -> None:
+    older, newer = tmp_path / "20260101T000000Z-demo-0123456789abcdef.jsonl", tmp_path / "b.jsonl"
+    older.write_bytes((JOURNALS / "v0.1.0.jsonl").read_bytes())
+    newer.write_bytes(hostile.read_bytes())
+    os.utime(older, (1_000_000_000, 1_000_000_000))
+    ids = [turn["id"] for turn in page_data(view.render_html(tmp_path))["turns"]]
+    assert ids == ["b #1", "b #2", f"{older.stem} #1", f"{older.stem} #2"]
+
+
+def test_a_chat_journal_gives_a_turn_per_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"], epoch=journal.begin_epoch(), observer=journal
+    )
+    with tinyacp.Client(options) as client:
+        client.initialize(timeout=30)
+        session = client.new_session(tmp_path, timeout=30)
+        for text in ("one", "two", "three"):
+            client.prompt(session.id, text, timeout=30)
+    journal.close()
+    page = view.render_html(path)
+    assert [turn["prompt"] for turn in page_data(page)["turns"]] == ["one", "two", "three"]
+    assert [turn["agent"] for turn in page_data(page)["turns"]] == ["tinyacp-demo"] * 3
+
+
+def test_bad_sources_raise_typed_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        view.render_html(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match=r"neither results\.jsonl nor a journal"):
+        view.render_html(tmp_path)
+    with pytest.raises(ValueError, match="max_turn_bytes"):
+        view.render_html(JOURNALS / "v0.1.0.jsonl", max_turn_bytes=0)
+
+
+def test_import_tinyacp_does_not_import_the_view() -> None:
+    modules = "('tinyacp.view', 'tinyacp._view_model')"
+    code = f"import sys, tinyacp; tinyacp.Client; print(*(m in sys.modules for m in {modules}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=TIMEOUT, check=True)
+    assert done.stdout.split() == [b"False", b"False"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The command.
+
+
+def run(
+    *argv: str | os.PathLike[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = dict(os.environ, PYTHONPATH=str(SRC), **(env or {}))
+    command = [sys.executable, "-m", "tinyacp", "view", *map(str, argv)]
+    return subprocess.run(
+        command, check=False, capture_output=True, text=True, cwd=cwd, env=environment, timeout=TIMEOUT
+    )
+
+
+def test_the_command_writes_the_page_and_prints_its_path(batch: Path, tmp_path: Path) -> None:
+    done = run(batch, "-o", tmp_path / "page.html", "--max-turn-bytes", "1K", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{tmp_path / 'page.html'}\n", "")
+    assert page_data((tmp_path / "page.html").read_text(encoding="utf-8"))["maxTurnBytes"] == 1024
+    done = run(JOURNALS / "v0.1.0.jsonl", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "tinyacp-view.html\n")
+    assert (tmp_path / "tinyacp-view.html").is_file()
+
+
+def test_the_command_with_no_path_shows_the_commands_own_journals(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    journals = state / "tinyacp" / "journals"
+    done = run(cwd=tmp_path, env={"XDG_STATE_HOME": str(state)})
+    assert done.returncode == 2 and "no journals yet in" in done.stderr and "Traceback" not in done.stderr
+    journals.mkdir(parents=True)
+    (journals / "20260101T000000Z-demo-0123456789abcdef.jsonl").write_bytes((JOURNALS / "v0.1.0.jsonl").read_bytes())
+    done = run(cwd=tmp_path, env={"XDG_STATE_HOME": str(state)})
+    assert done.returncode == 0
+    assert len(page_data((tmp_path / "tinyacp-view.html").read_text(encoding="utf-8"))["turns"]) == 2
+
+
+def test_the_command_names_what_it_cannot_read(tmp_path: Path) -> None:
+    done = run(tmp_path / "missing", cwd=tmp_path)
+    assert done.returncode == 2 and f"{tmp_path / 'missing'}" in done.stderr and "Traceback" not in done.stderr
+    done = run(JOURNALS / "v0.1.0.jsonl", "-o", tmp_path / "no" / "such" / "dir.html", cwd=tmp_path)
+    assert done.returncode == 2 and "tinyacp: error:" in done.stderr and "Traceback" not in done.stderr
