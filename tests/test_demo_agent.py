@@ -1,276 +1,47 @@
 """The demo agent (``python -m tinyacp.demo``) and the SDK-built test agent, driven through raw pipes.
 
-Every line an agent writes is checked against the ACP v1 schema: the ``Agent`` branch of the top level,
-and the precise definition for what the line is (a ``SessionNotification``, a ``RequestPermissionRequest``,
-the result type of the request it answers, or an ``Error``), because the ``Agent`` branch alone accepts any
-extension message.
+Every line an agent writes is checked against the vendored ACP schemas that know it (see ``agent_pipe``). The
+newer parts of ACP the demo speaks (notices, compaction, plan operations, subagents, fork, elicitation, the
+unstable methods) are tested in ``test_demo_features.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
 
+from agent_pipe import (
+    READ_TIMEOUT,
+    Message,
+    Spawn,
+    assert_end_turn,
+    kinds,
+    message_text,
+    selecting,
+    spawning,
+    validator,
+)
 from conftest import UPDATE_KINDS
 from tinyacp import demo
 from tinyacp._version import __version__
 
-TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent / "src"
-SCHEMA_PATH = TESTS / "acp" / "schema" / "v1" / "schema.json"
-SDK_AGENT = TESTS / "agents" / "sdk_agent.py"
-
-# Generous: an agent that never answers fails the test after this long instead of hanging it.
-READ_TIMEOUT = 10.0
-
-RESULT_DEFS = {
-    "initialize": "InitializeResponse",
-    "authenticate": "AuthenticateResponse",
-    "logout": "LogoutResponse",
-    "session/new": "NewSessionResponse",
-    "session/load": "LoadSessionResponse",
-    "session/resume": "ResumeSessionResponse",
-    "session/list": "ListSessionsResponse",
-    "session/close": "CloseSessionResponse",
-    "session/delete": "DeleteSessionResponse",
-    "session/set_mode": "SetSessionModeResponse",
-    "session/set_config_option": "SetSessionConfigOptionResponse",
-    "session/prompt": "PromptResponse",
-}
 DEMO_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
 ]
 
-Message = dict[str, Any]
-
-
-@functools.cache
-def _schema() -> Message:
-    schema: Message = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return schema
-
-
-@functools.cache
-def _validator(name: str) -> Draft202012Validator:
-    """A validator for one ``$defs`` entry, or for ``"Agent"``: the top-level branch of agent-sent lines."""
-    schema = _schema()
-    if name == "Agent":
-        (branch,) = [branch for branch in schema["anyOf"] if branch.get("title") == "Agent"]
-        return Draft202012Validator({**branch, "$defs": schema["$defs"]})
-    return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": schema["$defs"]})
-
-
-def _id_key(request_id: object) -> tuple[str, object]:
-    # JSON 1 and "1" are different ids (and Python's True == 1): compare with the type.
-    return (type(request_id).__name__, request_id)
-
-
-class AgentPipe:
-    """One agent process on raw pipes: writes JSON lines, reads them back with deadlines, never hangs."""
-
-    def __init__(self, argv: list[str], stderr_path: Path, *, compact: bool) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-        self._stderr = stderr_path.open("wb")
-        self._stderr_path = stderr_path
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            start_new_session=True,
-        )
-        self._compact = compact
-        self._buffer = bytearray()
-        self._next_id = 1
-        self._sent: dict[tuple[str, object], str] = {}
-
-    # -- writing
-
-    def send(self, message: Message) -> None:
-        self.send_raw(json.dumps(message, separators=(",", ":")))
-
-    def send_raw(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: Message, request_id: int | str | None = None) -> int | str:
-        if request_id is None:
-            request_id = self._next_id
-            self._next_id += 1
-        self._sent[_id_key(request_id)] = method
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def answer(self, request: Message, result: Message) -> None:
-        self.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
-
-    # -- reading
-
-    def read(self, timeout: float = READ_TIMEOUT) -> Message:
-        """The next line, parsed and checked against the schema."""
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while (newline := self._buffer.find(b"\n")) < 0:
-            remaining = deadline - time.monotonic()
-            readable, _, _ = select.select([fd], [], [], max(0.0, remaining))
-            if not readable:
-                raise AssertionError(f"no line from the agent within {timeout}s; stderr:\n{self.stderr()}")
-            data = os.read(fd, 65536)
-            if not data:
-                raise AssertionError(f"agent closed stdout; stderr:\n{self.stderr()}")
-            self._buffer += data
-        raw = self._buffer[:newline].decode("utf-8")
-        del self._buffer[: newline + 1]
-        message: Message = json.loads(raw)
-        if self._compact:
-            assert raw == json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-        self._check(message)
-        return message
-
-    def read_turn(
-        self, prompt_id: int | str, on_request: Callable[[Message], None] | None = None
-    ) -> tuple[list[Message], Message]:
-        """Reads until the response to ``prompt_id``: (the updates, in order; the response).
-
-        Agent requests go to ``on_request``; without one they fail the test.
-        """
-        updates: list[Message] = []
-        while True:
-            message = self.read()
-            if message.get("method") == "session/update":
-                updates.append(message["params"]["update"])
-            elif "method" in message:
-                assert on_request is not None, f"unexpected request from the agent: {message}"
-                on_request(message)
-            elif message["id"] == prompt_id:
-                return updates, message
-
-    def _check(self, message: Message) -> None:
-        _validator("Agent").validate(message)
-        method = message.get("method")
-        if method == "session/update":
-            _validator("SessionNotification").validate(message["params"])
-        elif method == "session/request_permission":
-            _validator("RequestPermissionRequest").validate(message["params"])
-        elif method is not None:
-            raise AssertionError(f"the agent sent an unexpected method: {message}")
-        else:
-            sent_method = self._sent.pop(_id_key(message["id"]), None)
-            assert sent_method is not None, f"answer to an id we never sent (or answered twice): {message}"
-            if "error" in message:
-                _validator("Error").validate(message["error"])
-            else:
-                _validator(RESULT_DEFS[sent_method]).validate(message["result"])
-
-    # -- ending
-
-    def close(self, timeout: float = READ_TIMEOUT) -> int:
-        """Closes the agent's stdin; returns its exit status once it has exited."""
-        assert self.proc.stdin is not None
-        if not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        return self.proc.wait(timeout=timeout)
-
-    def kill(self) -> None:
-        """Kills the agent's process group, reaps the agent and closes our ends of its pipes."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=READ_TIMEOUT)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-        self._stderr.close()
-
-    def stderr(self) -> str:
-        self._stderr.flush()
-        return self._stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    # -- conversation helpers
-
-    def start_session(self, cwd: Path) -> str:
-        self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        self.read()
-        new_id = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
-        response = self.read()
-        assert response["id"] == new_id
-        session_id: str = response["result"]["sessionId"]
-        return session_id
-
-    def prompt(self, session_id: str, text: str) -> int | str:
-        return self.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
-
-
-Spawn = Callable[..., AgentPipe]
-
 
 @pytest.fixture
 def spawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Spawn]:
-    """Starts agents; afterwards kills whatever is left and checks that no process survived."""
-    agents: list[AgentPipe] = []
-
-    def start(*args: str, sdk: bool = False) -> AgentPipe:
-        program = [str(SDK_AGENT)] if sdk else ["-m", "tinyacp.demo"]
-        stderr_path = tmp_path_factory.mktemp("stderr") / "agent.err"
-        agent = AgentPipe([sys.executable, *program, *args], stderr_path, compact=not sdk)
-        agents.append(agent)
-        return agent
-
-    try:
-        yield start
-    finally:
-        for agent in agents:
-            agent.kill()
-        for agent in agents:
-            # Nothing is left in the agent's process group (its id is the agent's pid).
-            with pytest.raises(ProcessLookupError):
-                os.killpg(agent.proc.pid, 0)
-
-
-def assert_end_turn(response: Message) -> None:
-    """A finished turn: ``end_turn``, with the turn's token counts."""
-    result = response["result"]
-    assert result["stopReason"] == "end_turn"
-    usage = result.get("usage")
-    if usage is not None:  # the all-kinds turn reports its usage as an update only
-        assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"] > 0
-
-
-def _kinds(updates: list[Message]) -> list[str]:
-    return [update["sessionUpdate"] for update in updates]
-
-
-def _message_text(updates: list[Message]) -> str:
-    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
-
-
-def _selecting(option_id: str, seen: list[Message], agent: AgentPipe) -> Callable[[Message], None]:
-    """An on_request handler that records permission requests and selects ``option_id``."""
-
-    def handle(request: Message) -> None:
-        assert request["method"] == "session/request_permission"
-        seen.append(request)
-        agent.answer(request, {"outcome": {"outcome": "selected", "optionId": option_id}})
-
-    return handle
+    yield from spawning(tmp_path_factory)
 
 
 # -- the schema check itself --------------------------------------------------------------------------------
@@ -279,8 +50,8 @@ def _selecting(option_id: str, seen: list[Message], agent: AgentPipe) -> Callabl
 def test_validator_rejects_a_docs_example_that_breaks_the_schema() -> None:
     # session-modes.mdx shows `modeId`; the schema requires `currentModeId` (FACTS.md section 12).
     bad = {"sessionId": "s", "update": {"sessionUpdate": "current_mode_update", "modeId": "code"}}
-    assert not _validator("SessionNotification").is_valid(bad)
-    assert _validator("Agent").is_valid({"jsonrpc": "2.0", "method": "session/update", "params": bad})
+    assert not validator("SessionNotification").is_valid(bad)
+    assert validator("Agent").is_valid({"jsonrpc": "2.0", "method": "session/update", "params": bad})
 
 
 # -- the demo agent -----------------------------------------------------------------------------------------
@@ -304,9 +75,12 @@ def test_initialize_answer(spawn: Spawn) -> None:
                     "close": {},
                     "delete": {},
                     "additionalDirectories": {},
-                    "systemPrompt": {},
+                    "systemPrompt": {"mode": {"override": {}}},
+                    "fork": {},
+                    "title": {},
                 },
                 "auth": {"logout": {}},
+                "providers": {},
             },
             "authMethods": [
                 {"id": "demo-login", "name": "Demo login", "description": "Always succeeds."},
@@ -362,11 +136,11 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
 
     requests: list[Message] = []
     prompt_id = agent.prompt(session_id, "list them")
-    updates, response = agent.read_turn(prompt_id, _selecting(option_id, requests, agent))
+    updates, response = agent.read_turn(prompt_id, selecting(option_id, requests, agent))
 
     assert_end_turn(response)
     chunks = ["agent_message_chunk"] * 3
-    assert _kinds(updates) == [
+    assert kinds(updates) == [
         "plan",
         "agent_thought_chunk",
         "tool_call",
@@ -384,6 +158,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
         "sessionUpdate": "tool_call",
         "toolCallId": "call_1",
         "title": f"Read files in {cwd}",
+        "name": "Read",
         "kind": "read",
         "status": "pending",
         "locations": [{"path": cwd}],
@@ -395,6 +170,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
         "toolCall": {
             "toolCallId": "call_1",
             "title": f"Read files in {cwd}",
+            "name": "Read",
             "kind": "read",
             "status": "pending",
         },
@@ -418,7 +194,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
     assert updates[-1]["size"] == 200000
     assert updates[-1]["cost"]["currency"] == "USD"
     assert updates[6]["content"]["text"] == "You said: list them\n"
-    assert _message_text(updates) == (
+    assert message_text(updates) == (
         f"You said: list them\nI read 4 files in {cwd}:\n"
         "- a.txt: 8 bytes, 2 lines\n"
         "- b.md: 10 bytes, 1 line\n"
@@ -428,7 +204,7 @@ def test_allowed_prompt_lists_the_files(spawn: Spawn, tmp_path: Path, option_id:
 
     # A second turn: the agent's own request ids and tool call ids go on counting.
     prompt_id = agent.prompt(session_id, "again")
-    updates, response = agent.read_turn(prompt_id, _selecting(option_id, requests, agent))
+    updates, response = agent.read_turn(prompt_id, selecting(option_id, requests, agent))
     assert_end_turn(response)
     assert requests[1]["id"] == 1
     assert updates[2]["toolCallId"] == "call_2"
@@ -439,9 +215,9 @@ def test_rejected_prompt(spawn: Spawn, tmp_path: Path) -> None:
     agent = spawn("--chunks", "1")
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id, "read please")
-    updates, response = agent.read_turn(prompt_id, _selecting("reject", [], agent))
+    updates, response = agent.read_turn(prompt_id, selecting("reject", [], agent))
     assert_end_turn(response)
-    assert _kinds(updates) == [
+    assert kinds(updates) == [
         "plan",
         "agent_thought_chunk",
         "tool_call",
@@ -450,7 +226,7 @@ def test_rejected_prompt(spawn: Spawn, tmp_path: Path) -> None:
         "usage_update",
     ]
     assert updates[3] == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "failed"}
-    assert _message_text(updates) == f"You said: read please\nI was not allowed to read the files in {tmp_path}.\n"
+    assert message_text(updates) == f"You said: read please\nI was not allowed to read the files in {tmp_path}.\n"
     assert agent.close() == 0
 
 
@@ -462,7 +238,7 @@ def test_cancelled_permission_outcome_cancels_the_turn(spawn: Spawn, tmp_path: P
         prompt_id, lambda request: agent.answer(request, {"outcome": {"outcome": "cancelled"}})
     )
     assert response["result"] == {"stopReason": "cancelled"}
-    assert _kinds(updates) == ["plan", "agent_thought_chunk", "tool_call", "tool_call_update"]
+    assert kinds(updates) == ["plan", "agent_thought_chunk", "tool_call", "tool_call_update"]
     assert updates[-1]["status"] == "failed"
     assert agent.close() == 0
 
@@ -482,12 +258,12 @@ def test_session_cancel_while_the_permission_is_pending(spawn: Spawn, tmp_path: 
     updates, response = agent.read_turn(prompt_id, cancel_instead_of_answering)
 
     assert response["result"] == {"stopReason": "cancelled"}
-    assert _kinds(updates) == ["plan", "agent_thought_chunk", "tool_call", "tool_call_update"]
+    assert kinds(updates) == ["plan", "agent_thought_chunk", "tool_call", "tool_call_update"]
     assert updates[-1] == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "failed"}
     # The answer the protocol still requires arrives late: ignored, and the agent carries on.
     agent.answer(pending[0], {"outcome": {"outcome": "cancelled"}})
     prompt_id = agent.prompt(session_id, "again")
-    updates, response = agent.read_turn(prompt_id, _selecting("allow", [], agent))
+    updates, response = agent.read_turn(prompt_id, selecting("allow", [], agent))
     assert_end_turn(response)
     assert agent.close() == 0
 
@@ -506,19 +282,19 @@ def test_cancel_during_the_reply_with_delay(spawn: Spawn, tmp_path: Path) -> Non
         if "method" not in message:
             break
         updates.append(message["params"]["update"])
-        if _kinds(updates).count("agent_message_chunk") == 1 and _kinds(updates)[-1] == "agent_message_chunk":
+        if kinds(updates).count("agent_message_chunk") == 1 and kinds(updates)[-1] == "agent_message_chunk":
             # Right after the first chunk; the agent sees the cancel during its next pause.
             agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
     assert message["id"] == prompt_id
     assert message["result"] == {"stopReason": "cancelled"}
-    chunks = _kinds(updates).count("agent_message_chunk")
+    chunks = kinds(updates).count("agent_message_chunk")
     assert 1 <= chunks < 50
     # The tool call had completed before the cancel: nothing is marked failed, no plan says "done".
     assert [u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update"] == [
         "in_progress",
         "completed",
     ]
-    assert _kinds(updates)[-1] == "agent_message_chunk"
+    assert kinds(updates)[-1] == "agent_message_chunk"
     assert agent.close() == 0
 
 
@@ -539,12 +315,12 @@ def test_cancel_before_the_tool_call_with_delay(spawn: Spawn, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(("flag", "text"), [(True, "show me"), (False, "please show all-kinds now")])
-def test_all_kinds(spawn: Spawn, tmp_path: Path, flag: bool, text: str) -> None:
+def test_allkinds(spawn: Spawn, tmp_path: Path, flag: bool, text: str) -> None:
     agent = spawn(*(["--all-kinds"] if flag else []))
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id, text)
     updates, response = agent.read_turn(prompt_id)  # no permission request in this mode
-    assert _kinds(updates) == UPDATE_KINDS
+    assert kinds(updates) == UPDATE_KINDS
     assert_end_turn(response)
     assert updates[0]["content"] == {"type": "text", "text": text}
     assert updates[1]["content"]["text"].startswith(f"You said: {text}\n")
@@ -585,9 +361,9 @@ def test_prompts_are_answered_one_turn_at_a_time(spawn: Spawn, tmp_path: Path) -
     first = agent.prompt(session_id, "one")
     second = agent.prompt(session_id, "two")
     updates, response = agent.read_turn(first)
-    assert (_kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
+    assert (kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
     updates, response = agent.read_turn(second)
-    assert (_kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
+    assert (kinds(updates), response["result"]) == (UPDATE_KINDS, {"stopReason": "end_turn"})
     assert updates[0]["content"]["text"] == "two"
     assert agent.close() == 0
 
@@ -600,7 +376,7 @@ def test_a_turn_that_needs_no_answer_finishes_after_stdin_closes(spawn: Spawn, t
     assert agent.proc.stdin is not None
     agent.proc.stdin.close()
     updates, response = agent.read_turn(prompt_id)
-    assert _kinds(updates) == UPDATE_KINDS
+    assert kinds(updates) == UPDATE_KINDS
     assert_end_turn(response)
     assert agent.close() == 0
 
@@ -626,6 +402,7 @@ def test_exits_when_stdin_closes_mid_turn(spawn: Spawn, tmp_path: Path) -> None:
         ["--state-dir", "a dir", "--require-auth", "--verbose", "--all-kinds", "--verbose"],
         ["--state-dir=", "--state-dir=a=b"],
         ["--chunks", " 7 ", "--delay", "0"],
+        ["--with", "notice", "--with=subagent,bash", "--all-kinds"],
     ],
 )
 def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(argv: list[str]) -> None:
@@ -649,6 +426,8 @@ def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(argv
         ["--state-dir", "-x"],
         ["--", "--verbose"],
         ["extra"],
+        ["--with", "everything"],
+        ["--with", "notice,"],
     ],
 )
 def test_any_other_command_line_is_left_to_argparse(argv: list[str]) -> None:
@@ -787,16 +566,16 @@ def test_sdk_agent_prompt_turn(spawn: Spawn, tmp_path: Path) -> None:
     session_id = agent.start_session(tmp_path)
     requests: list[Message] = []
     prompt_id = agent.prompt(session_id, "hello")
-    updates, response = agent.read_turn(prompt_id, _selecting("allow_always", requests, agent))
+    updates, response = agent.read_turn(prompt_id, selecting("allow_always", requests, agent))
     assert_end_turn(response)
-    assert _kinds(updates) == [
+    assert kinds(updates) == [
         "agent_message_chunk",
         "agent_message_chunk",
         "tool_call",
         "tool_call_update",
         "agent_message_chunk",
     ]
-    assert _message_text(updates) == "chunk 1 of 2chunk 2 of 2permission: allow_always"
+    assert message_text(updates) == "chunk 1 of 2chunk 2 of 2permission: allow_always"
     assert updates[3]["status"] == "completed"
     (request,) = requests
     assert request["id"] == 0
@@ -820,7 +599,7 @@ def test_sdk_agent_honours_session_cancel(spawn: Spawn, tmp_path: Path) -> None:
 
     updates, response = agent.read_turn(prompt_id, cancel_then_answer)
     assert response["result"] == {"stopReason": "cancelled"}
-    assert _message_text(updates).endswith("permission: cancelled")
+    assert message_text(updates).endswith("permission: cancelled")
     assert [u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update"] == ["failed"]
     assert agent.close() == 0
 
@@ -849,7 +628,7 @@ def test_every_answer_beyond_one_turn_fits_the_schema_and_sessions_outlive_the_p
     first.request("session/set_config_option", {"sessionId": session_id, "configId": "model", "value": "huge"})
     assert first.read()["error"]["code"] == -32602
     updates, response = first.read_turn(first.prompt(session_id, "hello"))
-    assert _kinds(updates)[-1] == "usage_update"
+    assert kinds(updates)[-1] == "usage_update"
     assert_end_turn(response)
     first.request("logout", {})
     assert first.read()["result"] == {}
@@ -864,7 +643,7 @@ def test_every_answer_beyond_one_turn_fits_the_schema_and_sessions_outlive_the_p
     assert (listed["sessionId"], listed["cwd"], listed["title"]) == (session_id, str(tmp_path), "hello")
     second.request("session/load", {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []})
     replayed = [second.read()["params"]["update"] for _ in range(2)]
-    assert _kinds(replayed) == ["user_message_chunk", "agent_message_chunk"]
+    assert kinds(replayed) == ["user_message_chunk", "agent_message_chunk"]
     loaded = second.read()["result"]
     assert loaded["modes"]["currentModeId"] == "auto"
     second.request("session/resume", {"sessionId": session_id, "cwd": str(tmp_path)})

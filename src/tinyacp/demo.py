@@ -9,7 +9,7 @@ A prompt turn, in order (every step is a ``session/update`` unless marked otherw
 
     plan                  [read: pending, summarise: pending]
     agent_thought_chunk
-    tool_call             call_<n>, "Read files in <cwd>", kind read, status pending, locations [cwd]
+    tool_call             call_<n>, "Read files in <cwd>", name Read, kind read, status pending, locations [cwd]
     session/request_permission   (a request; options allow / allow_always / reject)
     -- allowed (allow_once or allow_always):
     tool_call_update      in_progress
@@ -30,6 +30,33 @@ cancelled; a late answer is ignored.
 
 ``--all-kinds`` (or the word ``all-kinds`` in the prompt text) replaces the turn with one update of each of
 the eleven v1 kinds, in schema order, and ``end_turn``, with no permission request.
+
+**The newer parts of ACP** (https://agentclientprotocol.com/protocol/overview; schema 1.29, the TypeScript SDK
+2.4.0). Each honours the client's opt-in in ``initialize``'s ``clientCapabilities`` as claude-agent-acp and
+codex-acp do, and each is reached by a word in the prompt, or for every turn by ``--with NAME[,NAME...]``:
+
+- ``with-notice``: a ``notice`` update, warning "Model fallback" (opt-in ``session.notices``); without it, the
+  same text heads the reply, ``**Model fallback:** ...``, as Claude's adapter writes it.
+- ``with-compaction``: ``compaction_update`` in_progress, two ``compaction_summary_chunk``, ``compaction_update``
+  completed with the summary (``session.compaction``); without it, a ``tool_call`` named ``Compact``. Either way
+  the context in use shrinks.
+- ``with-question``: ``elicitation/create``, a form of five fields: a string, a choice (``oneOf``), an integer, a
+  number, a boolean (``elicitation.form``); the reply repeats the answer, or says it was declined, dismissed or
+  did not fit the form. Without the opt-in the reply says it would have asked.
+- ``with-login``: ``elicitation/create`` in ``url`` mode, then ``elicitation/complete`` once accepted
+  (``elicitation.url``); without it, the link is in the reply.
+- ``with-subagent``: a child session ``<id>.sub-<n>`` does the reading (``subagents``): a ``subagent_update``
+  announces it (running) before any of its traffic, a ``session_message`` gives it the task, the child's own
+  updates and permission request come under its session id, its answer comes back as ``session_message`` and
+  ``session_message_chunk``, and a ``subagent_update`` reports it idle. A cancel of the parent cancels the child.
+  Without the opt-in, the ordinary turn.
+- ``with-bash``: the tool call is ``Bash`` (kind execute, ``ls -l <cwd>``), asked for even in mode ``auto``.
+  Nothing is run: the agent lists the files itself. Tool names need no opt-in.
+- every turn: ``plan_update`` (items under one ``planId``) in place of ``plan``, and ``plan_removed`` once the
+  turn is done (opt-in ``plan``); without it, the legacy ``plan``.
+
+The steps run in this order: the notice and the compaction before the plan, the questions after
+the thought, then the tool call (or the child).
 
 Errors: an unknown request method gets ``-32601 Method not found``; bad params (a relative or missing ``cwd``,
 missing ``mcpServers``, an unknown ``sessionId``) get ``-32602``. Unknown notifications, responses to ids the
@@ -55,8 +82,17 @@ offline:
   ``current_mode_update`` / ``config_option_update`` before the answer.
 - **Usage and cost**: every finished turn ends with a ``usage_update`` (context used, size, cumulative cost in
   USD, dearer on ``demo-large``) and the answer carries ``usage`` (token counts).
-- **System prompt**: ``systemPrompt`` on new/load/resume (advertised as ``sessionCapabilities.systemPrompt``) is
-  echoed in the reply's first chunk; it is not stored, as the protocol says.
+- **System prompt**: ``systemPrompt`` on new/load/resume/fork, ``append`` or ``override`` (advertised as
+  ``sessionCapabilities.systemPrompt.mode.override``), is echoed in the reply's first chunk (``System prompt
+  (override): ...`` for an override); it is not stored, as the protocol says, but a fork without one keeps its
+  source's.
+- **Fork** (``session/fork``, advertised as ``sessionCapabilities.fork``): a new session with the source's
+  history, mode, model and context; the source is left as it was.
+- **Unstable methods**: ``session/set_title`` (``sessionCapabilities.title``; reported to an open session as
+  ``session_info_update``), and ``providers/list``, ``providers/set`` (``openai`` or ``anthropic``, a base URL;
+  headers are taken and never shown), ``providers/disable`` for the one provider ``demo`` (``providers``).
+- **An extension method**: ``_tinyacp/echo`` answers ``{"params": <its params>, "notifications": [...]}``, the
+  methods of the ``_``-extension notifications received so far (the last 100).
 
 ``--delay SECONDS`` pauses between the updates of a turn (not before the first), reading input meanwhile, so a
 cancel can land mid-turn. The agent exits 0 when stdin closes: at once if it is idle or waiting for the
@@ -120,6 +156,33 @@ PERMISSION_OPTIONS: list[JsonObject] = [
 _OPTION_KINDS = {option["optionId"]: option["kind"] for option in PERMISSION_OPTIONS}
 
 ALL_KINDS_KEYWORD = "all-kinds"
+# What a prompt can add to its turn: the word ``with-<name>`` anywhere in the prompt (or ``--with <name>``).
+EXTRAS = ("notice", "compaction", "question", "login", "subagent", "bash")
+
+QUESTION = "How should I summarise the files?"
+QUESTION_FORM: JsonObject = {
+    "type": "object",
+    "title": "Summary",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "minLength": 1, "maxLength": 40},
+        "style": {
+            "type": "string",
+            "title": "Style",
+            "oneOf": [{"const": "short", "title": "Short"}, {"const": "long", "title": "Long"}],
+            "default": "short",
+        },
+        "lines": {"type": "integer", "title": "Lines at most", "minimum": 1, "maximum": 100, "default": 10},
+        "detail": {"type": "number", "title": "Detail, from 0 to 1", "minimum": 0, "maximum": 1, "default": 0.5},
+        "sizes": {"type": "boolean", "title": "Show the sizes", "default": True},
+    },
+    "required": ["name", "style"],
+}
+LOGIN_URL = "https://example.com/tinyacp-demo/login"
+FALLBACK_TITLE = "Model fallback"
+FALLBACK_TEXT = "demo-large is overloaded; this turn uses demo-small."
+CHILD_TITLE = "File reader"
+PROVIDER_PROTOCOLS = ["openai", "anthropic"]
+ECHO_METHOD = "_tinyacp/echo"
 
 # os.read() size: one pipe buffer on Linux, so a burst of lines is picked up in one system call.
 _READ_SIZE = 65536
@@ -137,6 +200,7 @@ class DemoSettings:
         verbose: bool = False,
         state_dir: str | None = None,
         require_auth: bool = False,
+        extras: tuple[str, ...] = (),
     ) -> None:
         self.delay = delay
         self.chunks = chunks
@@ -144,6 +208,7 @@ class DemoSettings:
         self.verbose = verbose
         self.state_dir = state_dir
         self.require_auth = require_auth
+        self.extras = extras
 
 
 class _Session:
@@ -162,6 +227,7 @@ class _Session:
         cost: float = 0.0,
         history: list[JsonObject] | None = None,
         system_prompt: str | None = None,
+        system_prompt_mode: str = "append",
     ) -> None:
         self.session_id = session_id
         self.cwd = cwd
@@ -173,6 +239,7 @@ class _Session:
         self.cost = cost
         self.history = [] if history is None else history
         self.system_prompt = system_prompt
+        self.system_prompt_mode = system_prompt_mode
 
     def record(self) -> JsonObject:
         """What the state file keeps, in this order; `_Session(**record)` makes the session again."""
@@ -192,12 +259,19 @@ class _Session:
 class _Turn:
     """State of the one prompt turn in progress."""
 
-    def __init__(self, session: _Session) -> None:
+    def __init__(self, session: _Session, extras: set[str]) -> None:
         self.session = session
+        self.extras = extras
         self.cancelled = False
         self.updates_sent = 0
-        self.open_tool_call: str | None = None
+        self.open_tool_call: tuple[str, str] | None = None
+        """(session id, tool call id) of the tool call started and not finished: a cancel marks it failed."""
+        self.open_child: str | None = None
+        """The child session at work: a cancel reports it idle."""
+        self.plan_id: str | None = None
         self.reply: list[str] = []
+        self.notes: list[str] = []
+        """Lines the reply carries between its echo and its body (answers to questions, what was skipped)."""
 
 
 class _FileRow:
@@ -208,10 +282,11 @@ class _FileRow:
 
 
 class _Listing:
-    def __init__(self) -> None:
+    def __init__(self, *, refused: bool = False) -> None:
         self.rows: list[_FileRow] = []
         self.skipped = 0
         self.error: str | None = None
+        self.refused = refused
 
 
 class _RpcError(Exception):
@@ -249,6 +324,14 @@ class DemoAgent:
         self._store = _Store(options.state_dir or default_state_dir())
         self._next_tool_call = 1
         self._next_request_id = 0
+        self._counters: dict[str, int] = {}
+        # What the client opted in to at `initialize` (see `_client_features`).
+        self._features: set[str] = set()
+        self._providers: dict[str, JsonObject | None] = {
+            "demo": {"apiType": "openai", "baseUrl": "https://example.com/tinyacp-demo/v1"}
+        }
+        # Extension notifications received, newest last (the echo method reports them); bounded.
+        self._extension_notes: collections.deque[str] = collections.deque(maxlen=100)
         # Ids of our requests still waiting for an answer, and the answers that came back.
         self._awaiting: set[int] = set()
         self._answers: dict[int, JsonObject] = {}
@@ -265,6 +348,12 @@ class DemoAgent:
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
             "session/prompt": self._prompt,
+            "session/fork": self._fork_session,
+            "session/set_title": self._set_title,
+            "providers/list": self._list_providers,
+            "providers/set": self._set_provider,
+            "providers/disable": self._disable_provider,
+            ECHO_METHOD: self._echo,
         }
         self._notifications: dict[str, Callable[[JsonObject], None]] = {
             "session/cancel": self._cancel,
@@ -290,6 +379,8 @@ class DemoAgent:
         if isinstance(method, str):
             if "id" not in message:
                 handler = self._notifications.get(method)
+                if method.startswith("_"):
+                    self._extension_notes.append(method)
                 if handler is None:
                     self._debug(f"ignored notification {method}")
                 else:
@@ -333,6 +424,7 @@ class DemoAgent:
         version = params.get("protocolVersion")
         if type(version) is not int:
             raise _RpcError(INVALID_PARAMS, "Invalid params: protocolVersion must be an integer")
+        self._features = _client_features(params.get("clientCapabilities"))
         # We speak version 1 only; the client disconnects if it cannot.
         return {
             "protocolVersion": 1,
@@ -346,9 +438,12 @@ class DemoAgent:
                     "close": {},
                     "delete": {},
                     "additionalDirectories": {},
-                    "systemPrompt": {},
+                    "systemPrompt": {"mode": {"override": {}}},
+                    "fork": {},
+                    "title": {},
                 },
                 "auth": {"logout": {}},
+                "providers": {},
             },
             "authMethods": AUTH_METHODS,
             "agentInfo": {"name": "tinyacp-demo", "title": "tinyacp demo agent", "version": __version__},
@@ -409,14 +504,90 @@ class DemoAgent:
             raise _RpcError(INVALID_PARAMS, "Invalid params: cwd differs from the session's")
         return session
 
-    def _open(self, session: _Session, params: JsonObject) -> None:
+    def _open(self, session: _Session, params: JsonObject, *, inherit: bool = False) -> None:
+        """Checks the directories and the system prompt, keeps the session in memory and saves it.
+
+        Without a ``systemPrompt`` a load or resume gets the default instructions, a fork (``inherit``) the source's.
+        """
         extra = params.get("additionalDirectories", [])
         if not isinstance(extra, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in extra):
             raise _RpcError(INVALID_PARAMS, "Invalid params: additionalDirectories must be absolute paths")
         system = params.get("systemPrompt")
-        session.system_prompt = _system_prompt_text(system) if system is not None else None
+        if system is not None:
+            session.system_prompt_mode, session.system_prompt = _system_prompt(system)
+        elif not inherit:
+            session.system_prompt = None
         self._sessions[session.session_id] = session
         self._save(session)
+
+    def _fork_session(self, params: JsonObject) -> JsonObject:
+        """A new session with the source's history, mode, model and context; the source is left as it was."""
+        self._check_auth()
+        source = self._known(params)
+        cwd = _cwd(params)
+        if not isinstance(params.get("mcpServers", []), list):
+            raise _RpcError(INVALID_PARAMS, "Invalid params: mcpServers must be a list")
+        number = self._store.claim(self._next_session)
+        self._next_session = number + 1
+        session = _Session(
+            f"demo-{number}",
+            cwd,
+            title=source.title,
+            updated_at=_now(),
+            mode=source.mode,
+            model=source.model,
+            used=source.used,
+            history=list(source.history),
+            system_prompt=source.system_prompt,
+            system_prompt_mode=source.system_prompt_mode,
+        )
+        self._open(session, params, inherit=True)
+        return {"sessionId": session.session_id, **_setup(session)}
+
+    def _set_title(self, params: JsonObject) -> JsonObject:
+        """``session/set_title`` (unstable): any stored session; reported as ``session_info_update`` to an open one."""
+        self._check_auth()
+        session = self._known(params)
+        title = params.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise _RpcError(INVALID_PARAMS, "Invalid params: title must be a non-empty string")
+        session.title = title.strip()[:200]
+        session.updated_at = _now()
+        if session.session_id in self._sessions:
+            update = {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": session.updated_at}
+            self._send(_notification(session.session_id, update))
+        self._save(session)
+        return {"title": session.title}
+
+    def _list_providers(self, params: JsonObject) -> JsonObject:
+        providers = [
+            {"providerId": name, "supported": PROVIDER_PROTOCOLS, "required": False, "current": current}
+            for name, current in self._providers.items()
+        ]
+        return {"providers": providers}
+
+    def _set_provider(self, params: JsonObject) -> JsonObject:
+        """``providers/set`` (unstable): points a provider at a base URL; its headers are taken and never shown."""
+        name = self._provider(params)
+        api_type, base_url = params.get("apiType"), params.get("baseUrl")
+        if api_type not in PROVIDER_PROTOCOLS or not isinstance(base_url, str) or not base_url:
+            raise _RpcError(INVALID_PARAMS, "Invalid params: apiType must be openai or anthropic, with a baseUrl")
+        self._providers[name] = {"apiType": api_type, "baseUrl": base_url}
+        return {}
+
+    def _disable_provider(self, params: JsonObject) -> JsonObject:
+        self._providers[self._provider(params)] = None
+        return {}
+
+    def _provider(self, params: JsonObject) -> str:
+        name = params.get("providerId")
+        if not isinstance(name, str) or name not in self._providers:
+            raise _RpcError(INVALID_PARAMS, "Invalid params: unknown providerId")
+        return name
+
+    def _echo(self, params: JsonObject) -> JsonObject:
+        """The extension method: the params back, and the extension notifications received so far."""
+        return {"params": params, "notifications": list(self._extension_notes)}
 
     def _list_sessions(self, params: JsonObject) -> JsonObject:
         self._check_auth()
@@ -511,7 +682,8 @@ class DemoAgent:
             for block in blocks
             if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
         )
-        self._turn = _Turn(session)
+        extras = {name for name in EXTRAS if f"with-{name}" in text}.union(self._options.extras)
+        self._turn = _Turn(session, extras)
         try:
             if self._options.all_kinds or ALL_KINDS_KEYWORD in text:
                 return {"stopReason": self._all_kinds_turn(self._turn, text)}  # its own usage_update, no account
@@ -556,44 +728,31 @@ class DemoAgent:
     # -- the turns -------------------------------------------------------------------------------------
 
     def _read_files_turn(self, turn: _Turn, text: str) -> str:
-        """Plan, think, ask to read the cwd, read it, reply. Returns the stop reason."""
+        """The prompt's extras, plan, think, read the cwd (or have a child read it), reply. Returns the stop reason."""
         cwd = turn.session.cwd
-        tool_call_id = self._new_tool_call_id()
-        title = f"Read files in {cwd}"
         opening = [
-            _plan("pending", "pending"),
+            *self._preface(turn),
+            self._plan(turn, "pending", "pending"),
             _chunk("agent_thought_chunk", f"I will list the files in {cwd}."),
-            {
-                "sessionUpdate": "tool_call",
-                "toolCallId": tool_call_id,
-                "title": title,
-                "kind": "read",
-                "status": "pending",
-                "locations": [{"path": cwd}],
-            },
         ]
-        if not self._emit_all(turn, opening):
+        if not (self._emit_all(turn, opening) and self._question(turn) and self._login(turn)):
             return self._end_cancelled(turn)
-        decision = "allow" if turn.session.mode == "auto" else self._ask_permission(turn, tool_call_id, title)
-        if decision is None:
+        if "subagent" in turn.extras and "subagents" in self._features:
+            listing = self._delegate(turn)
+        else:
+            listing = self._use_tool(turn, turn.session.session_id, "Bash" if "bash" in turn.extras else "Read")
+        if listing is None:
             return self._end_cancelled(turn)
-        if decision == "reject":
-            refusal = [
-                _tool_status(tool_call_id, "failed"),
-                *self._reply(text, f"I was not allowed to read the files in {cwd}.\n"),
+        if listing.refused:
+            rest = self._reply(turn, text, f"I was not allowed to read the files in {cwd}.\n")
+        else:
+            rest = [
+                self._plan(turn, "completed", "in_progress"),
+                *self._reply(turn, text, _summary(cwd, listing)),
+                self._plan(turn, "completed", "completed"),
             ]
-            return "end_turn" if self._emit_all(turn, refusal) else self._end_cancelled(turn)
-        if not self._emit(turn, _tool_status(tool_call_id, "in_progress")):
-            return self._end_cancelled(turn)
-        listing = _list_files(cwd)
-        result = _tool_status(tool_call_id, "failed" if listing.error else "completed")
-        result["content"] = [{"type": "content", "content": {"type": "text", "text": _table(listing)}}]
-        rest = [
-            result,
-            _plan("completed", "in_progress"),
-            *self._reply(text, _summary(cwd, listing)),
-            _plan("completed", "completed"),
-        ]
+        if turn.plan_id is not None:  # a finished turn takes its plan away
+            rest.append({"sessionUpdate": "plan_removed", "planId": turn.plan_id})
         return "end_turn" if self._emit_all(turn, rest) else self._end_cancelled(turn)
 
     def _all_kinds_turn(self, turn: _Turn, text: str) -> str:
@@ -601,50 +760,222 @@ class DemoAgent:
         updates = _all_kinds_updates(turn.session.cwd, self._new_tool_call_id(), text)
         return "end_turn" if self._emit_all(turn, updates) else self._end_cancelled(turn)
 
-    def _ask_permission(self, turn: _Turn, tool_call_id: str, title: str) -> str | None:
-        """Sends session/request_permission and waits for the answer, handling input meanwhile.
+    def _preface(self, turn: _Turn) -> list[JsonObject]:
+        """The notice and the compaction the prompt asked for, each in the shape the client opted in to."""
+        updates: list[JsonObject] = []
+        if "notice" in turn.extras:
+            if "notices" in self._features:
+                notice = {"severity": "warning", "title": FALLBACK_TITLE, "description": FALLBACK_TEXT}
+                updates.append({"sessionUpdate": "notice", **notice})
+            else:  # as Claude's adapter does: the warning becomes part of the reply
+                updates.append(_chunk("agent_message_chunk", f"**{FALLBACK_TITLE}:** {FALLBACK_TEXT}\n\n"))
+        if "compaction" in turn.extras:
+            updates += self._compaction(turn.session)
+        return updates
+
+    def _compaction(self, session: _Session) -> list[JsonObject]:
+        """The context is summed up and its usage drops; without the opt-in, an ordinary tool call says so."""
+        prompts = [update["content"]["text"] for update in session.history[::2]]
+        summary = f"{_count(len(prompts), 'earlier turn')} in {session.cwd}."
+        if prompts:
+            summary += f" The last prompt was: {prompts[-1][:80]}"
+        session.used = len(summary) // 4 + 1
+        if "compaction" not in self._features:
+            tool_call_id = self._new_tool_call_id()
+            done = _tool_status(tool_call_id, "completed")
+            done["content"] = [{"type": "content", "content": {"type": "text", "text": summary}}]
+            call = {"toolCallId": tool_call_id, "title": "Compact the conversation", "name": "Compact"}
+            return [{"sessionUpdate": "tool_call", **call, "kind": "other", "status": "in_progress"}, done]
+        compaction_id = f"compaction-{self._count('compaction')}"
+        half = len(summary) // 2
+        return [
+            {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": "in_progress"},
+            *(
+                {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id, "content": _text(piece)}
+                for piece in (summary[:half], summary[half:])
+            ),
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": compaction_id,
+                "status": "completed",
+                "summary": [_text(summary)],
+            },
+        ]
+
+    def _question(self, turn: _Turn) -> bool:
+        """``with-question``: a form elicitation, if the client takes forms. False if the turn got cancelled."""
+        if "question" not in turn.extras:
+            return True
+        if "elicitation.form" not in self._features:
+            turn.notes.append("I would ask how to summarise the files, but this client takes no forms.\n")
+            return True
+        params = {
+            "sessionId": turn.session.session_id,
+            "mode": "form",
+            "message": QUESTION,
+            "requestedSchema": QUESTION_FORM,
+        }
+        answer = self._ask(turn, "elicitation/create", params)
+        if answer is None:
+            return False
+        turn.notes.append(_answer_note(answer))
+        return True
+
+    def _login(self, turn: _Turn) -> bool:
+        """``with-login``: a URL elicitation, if the client takes URLs. False if the turn got cancelled."""
+        if "login" not in turn.extras:
+            return True
+        url = f"{LOGIN_URL}?session={turn.session.session_id}"
+        if "elicitation.url" not in self._features:
+            turn.notes.append(f"Sign in at {url} (this client opens no links).\n")
+            return True
+        elicitation_id = f"login-{self._count('login')}"
+        params = {
+            "sessionId": turn.session.session_id,
+            "mode": "url",
+            "message": "Sign in to the demo service.",
+            "elicitationId": elicitation_id,
+            "url": url,
+        }
+        answer = self._ask(turn, "elicitation/create", params)
+        if answer is None:
+            return False
+        if _action(answer) == "accept":
+            self._send(
+                {"jsonrpc": "2.0", "method": "elicitation/complete", "params": {"elicitationId": elicitation_id}}
+            )
+            turn.notes.append("You signed in.\n")
+        else:
+            turn.notes.append("You did not sign in.\n")
+        return True
+
+    def _delegate(self, turn: _Turn) -> _Listing | None:
+        """``with-subagent``: a child session reads the files, asking its own permission, and reports back.
+
+        Returns the child's listing (refused if it was not allowed), or None if the turn got cancelled.
+        """
+        parent, cwd = turn.session.session_id, turn.session.cwd
+        child = f"{parent}.sub-{self._count('child')}"
+        task, report = f"msg-{self._count('message')}", f"msg-{self._count('message')}"
+        announce = {
+            "sessionUpdate": "subagent_update",
+            "sessionId": child,
+            "title": CHILD_TITLE,
+            "description": f"Lists the files in {cwd}",
+            "state": {"state": "running"},
+        }
+        ask = {
+            "sessionUpdate": "session_message",
+            "messageId": task,
+            "senderSessionId": parent,
+            "recipientSessionId": child,
+            "content": [_text(f"List the files in {cwd}.")],
+        }
+        if not self._emit_all(turn, [announce, ask]):
+            return None
+        if not self._emit(turn, _chunk("agent_thought_chunk", f"I will list the files in {cwd}."), child):
+            return None
+        listing = self._use_tool(turn, child, "Read")
+        if listing is None:
+            return None
+        answer = f"I was not allowed to read the files in {cwd}.\n" if listing.refused else _summary(cwd, listing)
+        if not self._emit(turn, _chunk("agent_message_chunk", answer), child):
+            return None
+        back: list[JsonObject] = [
+            {
+                "sessionUpdate": "session_message",
+                "messageId": report,
+                "senderSessionId": child,
+                "recipientSessionId": parent,
+            },
+            {"sessionUpdate": "session_message_chunk", "messageId": report, "content": _text(answer)},
+            _child_state(child, "end_turn"),
+        ]
+        turn.notes.append(f'My helper "{CHILD_TITLE}" did the reading.\n')
+        return listing if self._emit_all(turn, back) else None
+
+    def _use_tool(self, turn: _Turn, session_id: str, name: str) -> _Listing | None:
+        """A ``Read`` or ``Bash`` tool call on the cwd, in ``session_id``: announced, asked for (but a read in mode
+        ``auto``), run. Bash runs nothing: the agent lists the files itself, as Read does.
+
+        Returns the listing (refused if rejected), or None if the turn got cancelled.
+        """
+        cwd = turn.session.cwd
+        tool_call_id = self._new_tool_call_id()
+        if name == "Bash":
+            call = {"toolCallId": tool_call_id, "title": f"ls -l {cwd}", "name": name, "kind": "execute"}
+        else:
+            call = {"toolCallId": tool_call_id, "title": f"Read files in {cwd}", "name": name, "kind": "read"}
+        announce = {"sessionUpdate": "tool_call", **call, "status": "pending", "locations": [{"path": cwd}]}
+        if not self._emit(turn, announce, session_id):
+            return None
+        asks = name != "Read" or turn.session.mode != "auto"
+        decision = self._ask_permission(turn, session_id, {**call, "status": "pending"}) if asks else "allow"
+        if decision is None:
+            return None
+        if decision == "reject":
+            return (
+                _Listing(refused=True) if self._emit(turn, _tool_status(tool_call_id, "failed"), session_id) else None
+            )
+        if not self._emit(turn, _tool_status(tool_call_id, "in_progress"), session_id):
+            return None
+        listing = _list_files(cwd)
+        result = _tool_status(tool_call_id, "failed" if listing.error else "completed")
+        result["content"] = [{"type": "content", "content": _text(_table(listing))}]
+        return listing if self._emit(turn, result, session_id) else None
+
+    def _ask_permission(self, turn: _Turn, session_id: str, tool_call: JsonObject) -> str | None:
+        """Asks ``session/request_permission`` for ``tool_call`` in ``session_id`` (the turn's, or a child's).
 
         Returns:
             "allow" or "reject", or None when the turn was cancelled (by session/cancel or the outcome).
+        """
+        params = {"sessionId": session_id, "toolCall": tool_call, "options": PERMISSION_OPTIONS}
+        answer = self._ask(turn, "session/request_permission", params)
+        return None if answer is None else _permission_decision(answer)
+
+    def _ask(self, turn: _Turn, method: str, params: JsonObject) -> JsonObject | None:
+        """Sends a request to the client and waits for the answer, handling input meanwhile.
+
+        Returns:
+            The answer (a result or an error), or None when the turn was cancelled first.
         """
         if self._paused_and_cancelled(turn):
             return None
         request_id = self._next_request_id
         self._next_request_id += 1
         self._awaiting.add(request_id)
-        self._send(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "session/request_permission",
-                "params": {
-                    "sessionId": turn.session.session_id,
-                    "toolCall": {
-                        "toolCallId": tool_call_id,
-                        "title": title,
-                        "kind": "read",
-                        "status": "pending",
-                    },
-                    "options": PERMISSION_OPTIONS,
-                },
-            }
-        )
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         while request_id not in self._answers:
             if turn.cancelled:
-                # Do not wait for the client's `cancelled` answer: the turn is over; a late answer is ignored.
+                # Do not wait for the client's answer: the turn is over; a late answer is ignored.
                 self._awaiting.discard(request_id)
                 return None
             message = self._read_message(None)
             if message is not None:
                 self._handle(message)
-        return _permission_decision(self._answers.pop(request_id))
+        return self._answers.pop(request_id)
 
-    def _reply(self, prompt_text: str, body: str) -> list[JsonObject]:
+    def _plan(self, turn: _Turn, read_status: str, summarise_status: str) -> JsonObject:
+        """The turn's plan: a ``plan_update`` of items under one id if the client opted in, else the legacy ``plan``."""
+        entries = [
+            {"content": "Read the files in the working directory", "priority": "high", "status": read_status},
+            {"content": "Summarise them", "priority": "medium", "status": summarise_status},
+        ]
+        if "plan" not in self._features:
+            return {"sessionUpdate": "plan", "entries": entries}
+        if turn.plan_id is None:
+            turn.plan_id = f"plan-{self._count('plan')}"
+        return {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": turn.plan_id, "entries": entries}}
+
+    def _reply(self, turn: _Turn, prompt_text: str, body: str) -> list[JsonObject]:
         """The reply as ``--chunks`` agent_message_chunk updates, the first one echoing the prompt."""
         echo = f"You said: {prompt_text}\n"
-        if self._turn is not None and self._turn.session.system_prompt:
-            echo = f"System prompt: {self._turn.session.system_prompt}\n" + echo
-        pieces = _split_reply(echo, body, self._options.chunks)
+        session = turn.session
+        if session.system_prompt:
+            how = " (override)" if session.system_prompt_mode == "override" else ""
+            echo = f"System prompt{how}: {session.system_prompt}\n" + echo
+        pieces = _split_reply(echo + "".join(turn.notes), body, self._options.chunks)
         return [_chunk("agent_message_chunk", piece) for piece in pieces]
 
     def _new_tool_call_id(self) -> str:
@@ -652,21 +983,29 @@ class DemoAgent:
         self._next_tool_call += 1
         return tool_call_id
 
+    def _count(self, what: str) -> int:
+        """The next number of a kind of thing the agent names (plans, compactions, children, messages)."""
+        self._counters[what] = number = self._counters.get(what, 0) + 1
+        return number
+
     def _end_cancelled(self, turn: _Turn) -> str:
-        """Marks the unfinished tool call failed; returns the "cancelled" stop reason."""
+        """Marks the unfinished tool call failed and the working child idle; returns the "cancelled" stop reason."""
         if turn.open_tool_call is not None:
-            self._update(turn, _tool_status(turn.open_tool_call, "failed"))
+            session_id, tool_call_id = turn.open_tool_call
+            self._update(turn, _tool_status(tool_call_id, "failed"), session_id)
+        if turn.open_child is not None:
+            self._update(turn, _child_state(turn.open_child, "cancelled"))
         return "cancelled"
 
     def _emit_all(self, turn: _Turn, updates: list[JsonObject]) -> bool:
         """Emits the updates one by one; False, with the rest left unsent, once the turn is cancelled."""
         return all(self._emit(turn, update) for update in updates)
 
-    def _emit(self, turn: _Turn, update: JsonObject) -> bool:
+    def _emit(self, turn: _Turn, update: JsonObject, session_id: str | None = None) -> bool:
         """Pauses (see `_paused_and_cancelled`), then sends the update; False if the turn got cancelled."""
         if self._paused_and_cancelled(turn):
             return False
-        self._update(turn, update)
+        self._update(turn, update, session_id)
         return True
 
     def _paused_and_cancelled(self, turn: _Turn) -> bool:
@@ -684,16 +1023,20 @@ class DemoAgent:
                 self._handle(message)
         return turn.cancelled
 
-    def _update(self, turn: _Turn, update: JsonObject) -> None:
+    def _update(self, turn: _Turn, update: JsonObject, session_id: str | None = None) -> None:
+        """Sends one update for the turn's session, or for ``session_id`` (a child's), and keeps track of it."""
+        session_id = session_id or turn.session.session_id
         kind = update["sessionUpdate"]
         if kind == "tool_call":
-            turn.open_tool_call = update["toolCallId"]
+            turn.open_tool_call = (session_id, update["toolCallId"])
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
             turn.open_tool_call = None
-        elif kind == "agent_message_chunk":
+        elif kind == "agent_message_chunk" and session_id == turn.session.session_id:
             turn.reply.append(update["content"]["text"])
+        elif kind == "subagent_update":
+            turn.open_child = update["sessionId"] if update["state"]["state"] == "running" else None
         turn.updates_sent += 1
-        self._send(_notification(turn.session.session_id, update))
+        self._send(_notification(session_id, update))
 
     # -- I/O -------------------------------------------------------------------------------------------
 
@@ -911,11 +1254,90 @@ def _cwd(params: JsonObject) -> str:
     return cwd
 
 
-def _system_prompt_text(value: Any) -> str:
+def _system_prompt(value: Any) -> tuple[str, str]:
+    """(mode, text) of a ``systemPrompt``: ``append`` or ``override`` (both advertised), with its text blocks."""
     blocks = value.get("content") if isinstance(value, dict) else None
-    if not isinstance(blocks, list) or value.get("mode") != "append":
-        raise _RpcError(INVALID_PARAMS, "Invalid params: systemPrompt must be an append of content blocks")
-    return "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+    mode = value.get("mode") if isinstance(value, dict) else None
+    if not isinstance(blocks, list) or mode not in ("append", "override"):
+        raise _RpcError(INVALID_PARAMS, "Invalid params: systemPrompt must be an append or override of content blocks")
+    return mode, "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def _client_features(capabilities: Any) -> set[str]:
+    """What ``initialize``'s ``clientCapabilities`` opt in to, read as the adapters read it: an object (``{}``
+    included) opts in; absent, null or anything else does not. Names: ``notices``, ``compaction``, ``plan``,
+    ``subagents``, ``elicitation.form``, ``elicitation.url``."""
+    if not isinstance(capabilities, dict):
+        return set()
+    session, elicitation = capabilities.get("session"), capabilities.get("elicitation")
+    found = {name for name in ("plan", "subagents") if isinstance(capabilities.get(name), dict)}
+    if isinstance(session, dict):
+        found.update(name for name in ("notices", "compaction") if isinstance(session.get(name), dict))
+    if isinstance(elicitation, dict):
+        found.update(f"elicitation.{mode}" for mode in ("form", "url") if isinstance(elicitation.get(mode), dict))
+    return found
+
+
+def _action(answer: JsonObject) -> str | None:
+    """The ``action`` of an elicitation answer; None for an error answer or a malformed one."""
+    result = answer.get("result")
+    action = result.get("action") if isinstance(result, dict) else None
+    return action if isinstance(action, str) else None
+
+
+def _answer_note(answer: JsonObject) -> str:
+    """What the reply says of the answer to the form."""
+    action = _action(answer)
+    if action == "accept":
+        content = answer["result"].get("content")
+        problem = _form_problem(content)
+        if problem is not None:
+            return f"Your answer does not fit the form ({problem}): I use the defaults.\n"
+        assert isinstance(content, dict)
+        given = [f"{name}={json.dumps(content[name])}" for name in QUESTION_FORM["properties"] if name in content]
+        return f"You answered: {', '.join(given)}.\n"
+    if action in ("decline", "cancel"):
+        return f"You {'declined' if action == 'decline' else 'dismissed'} the question: I use the defaults.\n"
+    return "The question got no answer: I use the defaults.\n"
+
+
+def _form_problem(content: Any) -> str | None:
+    """Why ``content`` does not fit `QUESTION_FORM`, or None if it does."""
+    if not isinstance(content, dict):
+        return "no content"
+    properties: JsonObject = QUESTION_FORM["properties"]
+    missing = [name for name in QUESTION_FORM["required"] if name not in content]
+    if missing:
+        return f"{missing[0]} is missing"
+    for name, value in content.items():
+        spec = properties.get(name)
+        if spec is None:
+            return f"{name} was not asked"
+        kind = spec["type"]
+        if kind == "string":
+            choices = [option["const"] for option in spec.get("oneOf", ())]
+            fits = isinstance(value, str) and (value in choices if choices else 1 <= len(value) <= spec["maxLength"])
+        elif kind == "boolean":
+            fits = type(value) is bool
+        else:  # `type(...)`: a JSON true is no number, though Python's True == 1
+            fits = type(value) is int or (kind == "number" and type(value) is float)
+            fits = fits and spec["minimum"] <= value <= spec["maximum"]
+        if not fits:
+            return f"{name} is not a valid {kind}"
+    return None
+
+
+def _child_state(child: str, stop_reason: str) -> JsonObject:
+    """A child session's work is over: it is idle, with the stop reason of its work."""
+    return {
+        "sessionUpdate": "subagent_update",
+        "sessionId": child,
+        "state": {"state": "idle", "stopReason": stop_reason},
+    }
+
+
+def _text(text: str) -> JsonObject:
+    return {"type": "text", "text": text}
 
 
 def _config_options(session: _Session) -> list[JsonObject]:
@@ -978,22 +1400,12 @@ def _permission_decision(answer: JsonObject) -> str | None:
     return "allow" if kind is not None and kind.startswith("allow") else "reject"
 
 
-def _plan(read_status: str, summarise_status: str) -> JsonObject:
-    return {
-        "sessionUpdate": "plan",
-        "entries": [
-            {"content": "Read the files in the working directory", "priority": "high", "status": read_status},
-            {"content": "Summarise them", "priority": "medium", "status": summarise_status},
-        ],
-    }
-
-
 def _tool_status(tool_call_id: str, status: str) -> JsonObject:
     return {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": status}
 
 
 def _chunk(kind: str, text: str) -> JsonObject:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    return {"sessionUpdate": kind, "content": _text(text)}
 
 
 def _list_files(cwd: str) -> _Listing:
@@ -1125,6 +1537,19 @@ def _all_kinds_updates(cwd: str, tool_call_id: str, text: str) -> list[JsonObjec
     ]
 
 
+def _extras(value: str) -> tuple[str, ...]:
+    """The names of ``--with NAME[,NAME...]``.
+
+    Raises:
+        ValueError: a name is not one of `EXTRAS`.
+    """
+    names = tuple(name.strip() for name in value.split(","))
+    unknown = [name for name in names if name not in EXTRAS]
+    if unknown:
+        raise ValueError(f"unknown {unknown[0]!r}: choose among {', '.join(EXTRAS)}")
+    return names
+
+
 # What `_plain_settings` knows of each option: its DemoSettings attribute, and how its value is read (None: a flag).
 _OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "--delay": ("delay", float),
@@ -1133,6 +1558,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "--all-kinds": ("all_kinds", None),
     "--verbose": ("verbose", None),
     "--require-auth": ("require_auth", None),
+    "--with": ("extras", _extras),
 }
 
 
@@ -1192,6 +1618,21 @@ def _argparse_settings(args: Sequence[str]) -> DemoSettings:
     parser.add_argument(
         "--require-auth", action="store_true", help=f"answer -32000 until authenticate (also ${REQUIRE_AUTH_ENV}=1)"
     )
+
+    def extras(value: str) -> tuple[str, ...]:
+        try:
+            return _extras(value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parser.add_argument(
+        "--with",
+        dest="extras",
+        type=extras,
+        default=(),
+        metavar="NAME[,NAME...]",
+        help=f"add to every turn what the prompt word with-NAME adds: {', '.join(EXTRAS)}",
+    )
     parsed = parser.parse_args(args)
     if parsed.delay < 0:
         parser.error("--delay must be >= 0")
@@ -1204,6 +1645,7 @@ def _argparse_settings(args: Sequence[str]) -> DemoSettings:
         verbose=parsed.verbose,
         state_dir=parsed.state_dir,
         require_auth=parsed.require_auth,
+        extras=parsed.extras,
     )
 
 
