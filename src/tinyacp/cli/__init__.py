@@ -289,8 +289,9 @@ def _view_options(view: argparse.ArgumentParser) -> None:
 
 def _replay_options(replayer: argparse.ArgumentParser) -> None:
     from .. import replay
+    from .._roles import plain
 
-    replayer.description = (replay.__doc__ or "").split("\n\n")[1]
+    replayer.description = plain((replay.__doc__ or "").split("\n\n")[1])
     replay.build_parser(replayer)
     replayer.set_defaults(handler=replay.run)
 
