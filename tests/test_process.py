@@ -29,7 +29,7 @@ import pytest
 from conftest import wait_for
 from tinyacp import _process
 from tinyacp._errors import SpawnError
-from tinyacp._process import STDERR_TAIL_BYTES, AgentProcess, StderrTarget
+from tinyacp._process import CLOSED, STDERR_TAIL_BYTES, WOULD_BLOCK, AgentProcess, StderrTarget
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="these checks read /proc")
 
@@ -233,16 +233,26 @@ def test_write_reaches_the_agent_and_stdout_fd_carries_its_answer(agents: Agents
     assert proc.write(b'{"jsonrpc":"2.0"}\n') == 18
     assert read_output(proc) == b'{"jsonrpc":"2.0"}\n'
     assert proc.terminate(30.0) == 0  # it ignores SIGTERM: only the EOF can end it cleanly
-    with pytest.raises(BrokenPipeError):
-        proc.write(b"late\n")
+    assert proc.write(b"late\n") == CLOSED
 
 
-def test_write_to_an_agent_that_exited_is_a_broken_pipe(agents: Agents) -> None:
+def test_write_to_an_agent_that_exited_says_closed_instead_of_raising(agents: Agents) -> None:
     proc = agents.spawn("--exit")
     agents.report(proc)
     wait_for(lambda: proc.poll() is not None, timeout=WAIT, what="the agent exited")
-    with pytest.raises(BrokenPipeError):
-        proc.write(b"{}\n")
+    assert proc.write(b"{}\n") == CLOSED
+
+
+def test_read_into_says_would_block_then_reads_then_says_the_end_once_closed(agents: Agents) -> None:
+    proc = agents.spawn("--ignore-term", "--echo")
+    agents.report(proc)
+    buffer = memoryview(bytearray(64))
+    assert proc.read_into(buffer) == WOULD_BLOCK  # the agent wrote nothing yet
+    proc.write(b"ping\n")
+    assert readable(proc.stdout_fd, WAIT)
+    assert bytes(buffer[: proc.read_into(buffer)]) == b"ping\n"
+    proc.terminate(30.0)
+    assert proc.read_into(buffer) == 0  # our end is closed: nothing more will come
 
 
 # ------------------------------------------------------------------------------------------------------------

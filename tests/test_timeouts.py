@@ -198,6 +198,27 @@ def test_a_prompt_the_agent_does_not_read_times_out_while_writing_and_tears_down
     assert_torn_down(client)
 
 
+@pytest.mark.slow
+def test_a_prompt_the_agent_never_reads_raises_agent_timeout_at_its_deadline_without_waiting_for_the_grace(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    # No session/cancel can reach an agent that does not read: waiting cancel_grace for its answer would be waiting
+    # for nothing. The whole call takes the deadline and the teardown (kill_grace), not the minute of grace.
+    agent = scripted([*handshake()[:4], {"op": "hang"}])  # never reads again: the pipe fills up
+    timeout, kill_grace, margin = 0.5, 0.5, 5.0
+    client = make_client(command=agent.argv, cancel_grace=60, kill_grace=kill_grace)
+    start(client)
+    started = time.monotonic()
+
+    with pytest.raises(AgentTimeout, match="did not read its input"):
+        client.prompt("s1", "x" * (4 << 20), timeout=timeout)  # far more than a pipe holds
+
+    elapsed = time.monotonic() - started
+    assert timeout <= elapsed < timeout + kill_grace + margin
+    assert_torn_down(client)
+    assert "session/prompt" not in agent.methods()
+
+
 def test_a_handshake_call_that_times_out_half_written_tears_the_agent_down(
     make_client: MakeClient, scripted: MakeScripted
 ) -> None:

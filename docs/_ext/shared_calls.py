@@ -4,7 +4,8 @@
 (``new_session = blocking(_calls.new_session)``), which static analysis sees as an attribute with no docstring.
 This extension turns each into a method with the call's parameters (``self`` first), its docstring as Python
 has it (with what any call may raise added to its ``Raises:`` list), and the answer's type as the result
-(``CallSpec[Session]`` becomes ``Session``); ``awaitable`` methods are async.
+(``CallSpec[Session]`` becomes ``Session``; a ``streaming`` method returns the shell's prompt stream);
+``awaitable`` methods are async.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import griffe
 
 _SHELLS = {"_client": "Client", "_async_client": "AsyncClient"}
-_ADAPTERS = {"blocking": False, "awaitable": True}
+_ADAPTERS = {"blocking": False, "awaitable": True, "streaming": False}
+_STREAMS = {"_client": "PromptStream", "_async_client": "AsyncPromptStream"}
 
 
 class SharedCalls(griffe.Extension):
@@ -29,11 +31,13 @@ class SharedCalls(griffe.Extension):
             shell = pkg[module][name]
             for member in list(shell.members.values()):
                 value = getattr(member, "value", None)
-                if isinstance(value, griffe.ExprCall) and str(value.function) in _ADAPTERS:
-                    shell.set_member(member.name, _method(member, calls[member.name], _ADAPTERS[str(value.function)]))
+                adapter = str(value.function) if isinstance(value, griffe.ExprCall) else None
+                if adapter in _ADAPTERS:
+                    stream = _STREAMS[module] if adapter == "streaming" else None
+                    shell.set_member(member.name, _method(member, calls[member.name], _ADAPTERS[adapter], stream))
 
 
-def _method(attribute: griffe.Object, call: griffe.Function, is_async: bool) -> griffe.Function:
+def _method(attribute: griffe.Object, call: griffe.Function, is_async: bool, stream: str | None) -> griffe.Function:
     answer = call.returns
     if not (isinstance(answer, griffe.ExprSubscript) and str(answer.left) == "CallSpec"):
         raise TypeError(f"{call.path} must be annotated to return CallSpec[...], not {answer}")
@@ -45,7 +49,7 @@ def _method(attribute: griffe.Object, call: griffe.Function, is_async: bool) -> 
         parameters=griffe.Parameters(
             griffe.Parameter("self", kind=griffe.ParameterKind.positional_or_keyword), *parameters
         ),
-        returns=answer.slice,
+        returns=stream or answer.slice,
     )
     if call.docstring is None:
         raise TypeError(f"{call.path} has no docstring")

@@ -16,36 +16,26 @@ import math
 import select
 import signal
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
 
 from . import _calls
 from ._calls import CallSpec, method_of
-from ._driver import CHECKPOINT, Driven, Wait
-from ._errors import AgentTimeout, ClientBusy, ObserverError, UsageError
-from ._messages import PromptContent
+from ._driver import Await, Checkpoint, Driven, WaitFor
+from ._errors import AgentTimeout, ClientBusy
 from ._options import Options
 from ._process import AgentProcess
 from ._records import PromptResult, Update
-from ._shell import ShellBase
+from ._shell import Finished, ShellBase, StreamBase
 
-__all__ = ["AsyncClient", "PromptStream"]
+__all__ = ["AsyncClient", "AsyncPromptStream"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _ABANDON_WRITE = 0.5
 """Seconds a cancelled prompt gives its ``session/cancel`` to reach the agent before the teardown."""
-
-
-class _Finished(Generic[T]):
-    """What a driver generator returned, told apart from a streamed update."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: T) -> None:
-        self.value = value
 
 
 def awaitable(
@@ -57,6 +47,17 @@ def awaitable(
         return await self._call(call(self, *args, **kwargs))
 
     return method_of("AsyncClient", call, method)
+
+
+def streaming(
+    call: Callable[Concatenate[ShellBase, P], CallSpec[PromptResult]],
+) -> Callable[Concatenate[AsyncClient, P], AsyncPromptStream]:
+    """``call`` as a method of :class:`AsyncClient` that returns an :class:`AsyncPromptStream` of the turn."""
+
+    def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> AsyncPromptStream:
+        return AsyncPromptStream(self, call(self, *args, **kwargs))
+
+    return method_of("AsyncClient", call, method, returns="AsyncPromptStream")
 
 
 class AsyncClient(ShellBase):
@@ -76,8 +77,6 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._stream: PromptStream | None = None
-        """A streamed prompt that holds the client between two of its consumer's requests."""
         self._driving: asyncio.Task[Any] | None = None
         """The task inside the driver right now (whose observer methods run), to refuse a re-entrant close."""
         self._exit_seen = False
@@ -107,21 +106,7 @@ class AsyncClient(ShellBase):
     set_config_option = awaitable(_calls.set_config_option)
     set_model = awaitable(_calls.set_model)
     prompt = awaitable(_calls.prompt)
-
-    def prompt_stream(
-        self,
-        session_id: str,
-        content: str | Sequence[PromptContent],
-        *,
-        timeout: float | None = None,
-    ) -> PromptStream:
-        """Send a prompt and iterate over this turn's updates as they arrive (each after the observer recorded
-        it); the :class:`PromptResult` is then ``stream.result``.
-
-        Nothing is sent until the first iteration. While the consumer does not ask for the next update, the
-        client does not read from the agent. Leaving an ``async with`` block early cancels the turn politely.
-        """
-        return PromptStream(self, session_id, content, timeout)
+    prompt_stream = streaming(_calls.prompt_stream)
 
     async def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from any task.
@@ -136,11 +121,11 @@ class AsyncClient(ShellBase):
         self._queue_cancel(session_id)
         if self._busy:
             return
-        self._enter()
+        self._hold()
         try:
-            await self._guarded(self._driver.send_cancels(time.monotonic() + self.options.cancel_grace), False)
+            await self._guarded(self._cancels_sent(), False)
         finally:
-            self._leave()
+            self._release()
 
     async def close(self) -> None:
         """Tear down: record what the agent already sent (up to 1 MiB), then stop its whole group and reap it.
@@ -155,27 +140,21 @@ class AsyncClient(ShellBase):
         """
         if self._driving is not None and self._driving is asyncio.current_task():
             raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
-        stream = self._stream
-        if stream is not None and not stream.running:
-            stream.abandon()  # a prompt stream its consumer left without closing it
+        self._abandon_idle_stream()
         if self._busy:
             self.kill()
             await self._idle.wait()
         if self._closed:
             await self._reaped()
             return
-        self._enter()
+        self._hold()
         try:
             try:
-                await self._advance(self._driver.drain())
-            except ObserverError:
-                raise
-            except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
-                self._failure = exc
+                await self._advance(self._closing())
             finally:
                 await self._teardown_async()
         finally:
-            self._leave()
+            self._release()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -207,74 +186,65 @@ class AsyncClient(ShellBase):
     # ----------------------------------------------------------------------------------------------------------
     # The shell: hold the client, wait with the event loop, await the observer.
 
-    def _enter(self) -> None:
+    def _hold(self) -> None:
         if self._busy:
             raise ClientBusy("another call is in flight on this client")
         self._busy = True
         self._idle.clear()
 
-    def _leave(self) -> None:
+    def _release(self) -> None:
         self._busy = False
         self._idle.set()
 
     async def _call(self, spec: CallSpec[T]) -> T:
         """Run one request through the driver and return its decoded answer."""
-        self._enter()
+        self._hold()
         try:
-            self._ensure_open()
-            deadline = self._deadline(spec.timeout)
-            driven = self._driver.call(spec.build(), deadline, prompt=spec.prompt)
-            finished = await self._guarded(driven, spec.prompt)
-            assert finished.__class__ is _Finished, "only a streamed prompt hands out updates"
-            return finished.value
+            return self._answer(await self._guarded(self._begin(spec), spec.prompt))
         finally:
-            self._leave()
+            self._release()
 
-    async def _guarded(self, driven: Driven[T], prompt: bool) -> Update | _Finished[T]:
+    async def _guarded(self, driven: Driven[T], prompt: bool, value: Any = None) -> Update | Finished[T]:
         """Advance ``driven``; on failure tear down as the failure requires. A cancelled task asks the agent
         to stop the turn, then tears it down (shielded) and re-raises."""
-        self._driving = asyncio.current_task()
         try:
-            return await self._advance(driven)
+            return await self._advance(driven, value)
         except asyncio.CancelledError:
             await self._abandon(driven, prompt)
             raise
         except BaseException as exc:
-            driven.close()
-            error, teardown = self._settle(exc, prompt)
-            if teardown:
+            if self._settle(driven, exc, prompt):
                 await self._teardown_async()
-            raised = self._raised(error)
+            raised = self._raised(exc)
             if raised is exc:
                 raise
             raise raised from None
+
+    async def _advance(self, driven: Driven[T], value: Any = None) -> Update | Finished[T]:
+        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
+        error: BaseException | None = None
+        self._driving = asyncio.current_task()
+        try:
+            while True:
+                step = self._step(driven, value, error)
+                value = error = None
+                if isinstance(step, WaitFor):
+                    value = await self._wait(step)
+                elif isinstance(step, Update | Finished):
+                    return step
+                elif isinstance(step, Await):
+                    try:
+                        value = await step.awaitable
+                    except Exception as exc:
+                        error = exc
+                elif isinstance(step, Checkpoint):
+                    await asyncio.sleep(0)
+                else:
+                    assert_never(step)
         finally:
             self._driving = None
 
-    async def _advance(self, driven: Driven[T]) -> Update | _Finished[T]:
-        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
-        wait = self._driver.wait
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                action = driven.send(value) if error is None else driven.throw(error)
-            except StopIteration as stop:
-                return _Finished(stop.value)
-            value = error = None
-            if action is CHECKPOINT:
-                await asyncio.sleep(0)
-            elif action is wait:
-                value = await self._wait(wait)
-            elif action.__class__ is Update:
-                return action
-            else:
-                try:
-                    value = await action
-                except Exception as exc:
-                    error = exc
-
-    async def _wait(self, wait: Wait) -> bool:
+    async def _wait(self, wait: WaitFor) -> bool:
         """Wait until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
         deadline. True when the agent's exit was seen."""
         loop = asyncio.get_running_loop()
@@ -483,43 +453,16 @@ class _Watch:
         fds.clear()
 
 
-class PromptStream:
+class AsyncPromptStream(StreamBase["AsyncClient"]):
     """The updates of one prompt turn, as they arrive; then :attr:`result`.
 
-    ``async for update in client.prompt_stream(session_id, text)`` yields each update of the turn's session
-    after the observer recorded it. Buffering is one update: the agent is not read while the consumer is busy.
-    The stream resumes the same call driver as :meth:`AsyncClient.prompt`.
+    ``async with client.prompt_stream(session_id, text) as stream: async for update in stream: ...`` yields each
+    update of the turn's session after the observer recorded it. Buffering is one update: the agent is not read
+    while the consumer is busy. The stream runs the same call as :meth:`AsyncClient.prompt` and holds the client
+    until the turn ends. Leaving the ``async with`` block early (or :meth:`aclose`) cancels the turn.
     """
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        session_id: str,
-        content: str | Sequence[PromptContent],
-        timeout: float | None,
-    ) -> None:
-        self._client = client
-        self._session_id = session_id
-        self._content = content
-        self._timeout = timeout
-        self._driven: Driven[PromptResult] | None = None
-        self._result: PromptResult | None = None
-        self._finished = False
-        self.running = False
-        """Whether a task is advancing the stream right now."""
-
-    @property
-    def result(self) -> PromptResult:
-        """The turn's result, once the iteration ended.
-
-        Raises:
-            UsageError: the turn has not ended yet.
-        """
-        if self._result is None:
-            raise UsageError("the turn has not ended yet: iterate the stream to its end first")
-        return self._result
-
-    def __aiter__(self) -> PromptStream:
+    def __aiter__(self) -> AsyncPromptStream:
         return self
 
     async def __anext__(self) -> Update:
@@ -527,73 +470,29 @@ class PromptStream:
 
         Raises:
             StopAsyncIteration: the turn ended (:attr:`result` holds it).
-            AgentTimeout, AgentExited, RequestError, ReaderExhaustion, TransferLimitExceeded, ObserverError,
-            MissingDurableObserver, ProtocolViolation, UnsupportedContent, ClientBusy, ClientClosed:
-            as :meth:`AsyncClient.prompt`.
+            AgentTimeout: as :meth:`AsyncClient.prompt_stream` says, and every error listed there.
         """
-        while True:
-            update = await self._next()
-            if update is None:
-                raise StopAsyncIteration
-            if update.session_id == self._session_id:
-                return update
+        update = await self._next()
+        if update is None:
+            raise StopAsyncIteration
+        return update
 
     async def aclose(self) -> None:
         """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
-        most ``cancel_grace``; past it the agent is torn down."""
-        if self._driven is None or self._finished:
-            return
-        self._client._driver.leave_early()
-        try:
-            while await self._next() is not None:
-                pass
-        except AgentTimeout:
-            pass  # the agent is torn down; leaving was what the caller asked for
-
-    def abandon(self) -> None:
-        """The consumer left mid-turn and nobody advances the stream: release the client for closing."""
-        if self._driven is not None:
-            self._driven.close()
-        self._finish()
+        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
+        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
+            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
+                await self._next()
 
     async def _next(self) -> Update | None:
-        if self._finished:
+        driven = self._started()
+        if driven is None:
             return None
-        client = self._client
-        if self._driven is None:
-            client._enter()
-            client._stream = self
-            try:
-                client._ensure_open()
-                deadline = client._deadline(self._timeout)
-                call = client._core.prompt(self._session_id, self._content)
-            except BaseException:
-                self._finish()
-                raise
-            self._driven = client._driver.call(call, deadline, prompt=True, stream=True)
-        self.running = True
-        try:
-            event = await client._guarded(self._driven, True)
-        except BaseException:
-            self._finish()
-            raise
-        finally:
-            self.running = False
-        if event.__class__ is Update:
-            return event
-        self._result = event.value  # type: ignore[union-attr]  # a _Finished, by its class
-        self._finish()
-        return None
+        with self._advancing():
+            event = await self._client._guarded(driven, True, self._resume())
+        return self._arrived(event)
 
-    def _finish(self) -> None:
-        if not self._finished:
-            self._finished = True
-            client = self._client
-            if client._stream is self:
-                client._stream = None
-            client._leave()
-
-    async def __aenter__(self) -> PromptStream:
+    async def __aenter__(self) -> AsyncPromptStream:
         return self
 
     async def __aexit__(

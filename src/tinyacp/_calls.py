@@ -49,10 +49,10 @@ class CallSpec(Generic[T]):
 _SPEC = f"{CallSpec.__name__}["
 
 
-def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F) -> F:
+def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F, returns: str | None = None) -> F:
     """``method``, a shell's adapter of ``call``, shown as the call itself: its name and docstring, and its
-    signature with ``self`` first and the answer's type as the result (what ``help()``, IDEs and the API
-    reference show)."""
+    signature with ``self`` first and the answer's type (or ``returns``) as the result (what ``help()``, IDEs and
+    the API reference show)."""
     functools.update_wrapper(method, call)
     method.__qualname__ = f"{owner}.{call.__name__}"
     signature = inspect.signature(call)
@@ -62,7 +62,7 @@ def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F) -> F:
     shell, *parameters = signature.parameters.values()
     method.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature
         parameters=[shell.replace(name="self", annotation=inspect.Parameter.empty), *parameters],
-        return_annotation=answer[len(_SPEC) : -1],
+        return_annotation=returns or answer[len(_SPEC) : -1],
     )
     return method
 
@@ -362,3 +362,34 @@ def prompt(
         ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
     """
     return CallSpec(lambda: shell._core.prompt(session_id, content, meta), timeout, prompt=True)
+
+
+@_raises_also
+def prompt_stream(
+    shell: ShellBase,
+    session_id: str,
+    content: str | Sequence[PromptContent],
+    *,
+    meta: Meta | None = None,
+    timeout: float | None = None,
+) -> CallSpec[PromptResult]:
+    """Send a prompt and iterate over this turn's updates as they arrive; the :class:`PromptResult` is then
+    ``stream.result``.
+
+    The same turn as :meth:`prompt` (the same deadline, cancel and limits), with each update of the turn's
+    session handed out after the observer recorded it. Nothing is sent until the first iteration, and while the
+    consumer does not ask for the next update, the client does not read from the agent (the buffer is one
+    update). The stream holds the client until the turn ends. Leaving early (closing the stream, or leaving its
+    ``with`` block) sends ``session/cancel`` once and reads on, recording everything, until the agent ends the
+    turn, for at most ``Options.cancel_grace``; past it the agent is torn down.
+
+    Raises:
+        UnsupportedContent: a block the agent did not advertise (nothing is written).
+        TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
+        AgentTimeout: no answer even after the cancel (the agent is torn down).
+        AuthRequired: the agent wants `authenticate` first (the client stays usable).
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        RequestError: the agent answered with an error.
+        ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
+    """
+    return prompt(shell, session_id, content, meta=meta, timeout=timeout)

@@ -8,22 +8,24 @@ bounded by the call's deadline) and calls the observer plainly. :func:`blocking`
 
 from __future__ import annotations
 
+import contextlib
 import math
 import select
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
 
 from . import _calls
 from ._calls import CallSpec, method_of
-from ._driver import Driven, Wait
-from ._errors import ClientBusy, ObserverError
+from ._driver import Await, Checkpoint, Driven, WaitFor
+from ._errors import AgentTimeout, ClientBusy, ObserverError
 from ._options import Options
-from ._shell import ShellBase
+from ._records import PromptResult, Update
+from ._shell import Finished, ShellBase, StreamBase
 
-__all__ = ["Client"]
+__all__ = ["Client", "PromptStream"]
 
 _SIGNAL_CHECK_MS = 200
 """The longest one ``poll`` sleeps in a wait: a signal that arrives after Python last checked for one and before
@@ -40,6 +42,17 @@ def blocking(call: Callable[Concatenate[ShellBase, P], CallSpec[T]]) -> Callable
         return self._call(call(self, *args, **kwargs))
 
     return method_of("Client", call, method)
+
+
+def streaming(
+    call: Callable[Concatenate[ShellBase, P], CallSpec[PromptResult]],
+) -> Callable[Concatenate[Client, P], PromptStream]:
+    """``call`` as a method of :class:`Client` that returns a :class:`PromptStream` of the turn."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> PromptStream:
+        return PromptStream(self, call(self, *args, **kwargs))
+
+    return method_of("Client", call, method, returns="PromptStream")
 
 
 class Client(ShellBase):
@@ -102,6 +115,7 @@ class Client(ShellBase):
     set_config_option = blocking(_calls.set_config_option)
     set_model = blocking(_calls.set_model)
     prompt = blocking(_calls.prompt)
+    prompt_stream = streaming(_calls.prompt_stream)
 
     def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.
@@ -130,24 +144,19 @@ class Client(ShellBase):
         """
         if self._reentered():
             raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
+        self._abandon_idle_stream()
         if not self._lock.acquire(blocking=False):
             self.kill()
             self._lock.acquire()
-        self._owner = threading.get_ident()
         try:
             if self._closed:
                 return
             try:
-                self._run(self._driver.drain())
-            except ObserverError:
-                raise
-            except Exception as exc:  # the agent's last words broke a rule: we are closing anyway
-                self._failure = exc
+                self._advance(self._closing())
             finally:
                 self._teardown()
         finally:
-            self._owner = None
-            self._lock.release()
+            self._release()
 
     def __enter__(self) -> Client:
         return self
@@ -158,15 +167,13 @@ class Client(ShellBase):
         self.close()
 
     # ----------------------------------------------------------------------------------------------------------
-    # The shell: hold the client, wait, call the observer plainly.
+    # The shell: hold the client with a lock, wait with poll, call the observer plainly.
 
     def _call(self, spec: CallSpec[T]) -> T:
         """Run one request through the driver and return its decoded answer."""
         self._hold()
         try:
-            self._ensure_open()
-            deadline = self._deadline(spec.timeout)
-            return self._guarded(self._driver.call(spec.build(), deadline, prompt=spec.prompt), spec.prompt)
+            return self._answer(self._guarded(self._begin(spec), spec.prompt))
         finally:
             self._release()
             self._flush_if_idle()
@@ -174,45 +181,44 @@ class Client(ShellBase):
     def _hold(self) -> None:
         if not self._lock.acquire(blocking=False):
             raise ClientBusy("another call is in flight on this client")
-        self._owner = threading.get_ident()
 
     def _release(self) -> None:
-        self._owner = None
         self._lock.release()
 
-    def _guarded(self, driven: Driven[T], prompt: bool) -> T:
-        """Run ``driven``; on failure tear down as the failure requires."""
+    def _guarded(self, driven: Driven[T], prompt: bool, value: Any = None) -> Update | Finished[T]:
+        """Advance ``driven``; on failure tear down as the failure requires."""
         try:
-            return self._run(driven)
+            return self._advance(driven, value)
         except BaseException as exc:
-            error, teardown = self._settle(exc, prompt)
-            if teardown:
+            if self._settle(driven, exc, prompt):
                 self._teardown()
-            raised = self._raised(error)
+            raised = self._raised(exc)
             if raised is exc:
                 raise
             raise raised from None
 
-    def _run(self, driven: Driven[T]) -> T:
-        """Run a driver generator to its end, waiting as it asks."""
-        wait = self._driver.wait
-        value: Any = None
+    def _advance(self, driven: Driven[T], value: Any = None) -> Update | Finished[T]:
+        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
         error: BaseException | None = None
+        self._owner = threading.get_ident()
         try:
             while True:
-                try:
-                    action = driven.send(value) if error is None else driven.throw(error)
-                except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]  # the generator returns T
+                step = self._step(driven, value, error)
                 value = error = None
-                if action is wait:
-                    value = self._wait(wait)
+                if isinstance(step, WaitFor):
+                    value = self._wait(step)
+                elif isinstance(step, Update | Finished):
+                    return step
+                elif isinstance(step, Await):
+                    error = _refused(step.awaitable)
+                elif isinstance(step, Checkpoint):
+                    pass  # the sync driver is not cooperative: nothing else runs on this thread
                 else:
-                    error = _refused(action)
+                    assert_never(step)
         finally:
-            driven.close()
+            self._owner = None
 
-    def _wait(self, wait: Wait) -> bool:
+    def _wait(self, wait: WaitFor) -> bool:
         """Block until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
         deadline. True when the agent's exit was seen."""
         wait_for_events = self._polls[wait.read, wait.write].poll
@@ -239,12 +245,11 @@ class Client(ShellBase):
         """Write queued cancels when no call is in flight to do it."""
         if not self._driver.cancels or not self._lock.acquire(blocking=False):
             return
-        self._owner = threading.get_ident()
         try:
             if self._closed:
                 self._driver.cancels.clear()
                 return
-            self._guarded(self._driver.send_cancels(time.monotonic() + self.options.cancel_grace), False)
+            self._guarded(self._cancels_sent(), False)
         finally:
             self._release()
 
@@ -258,3 +263,51 @@ def _refused(awaitable: object) -> ObserverError:
         "an observer method returned an awaitable (a coroutine function?); the sync Client cannot await it "
         "(use AsyncClient)"
     )
+
+
+class PromptStream(StreamBase["Client"]):
+    """The updates of one prompt turn, as they arrive; then :attr:`result`.
+
+    ``with client.prompt_stream(session_id, text) as stream: for update in stream: ...`` yields each update of the
+    turn's session after the observer recorded it. Buffering is one update: the agent is not read while the
+    consumer is busy. The stream runs the same call as :meth:`Client.prompt`, in the consumer's thread, and holds
+    the client until the turn ends. Leaving the ``with`` block early (or :meth:`close`) cancels the turn.
+    """
+
+    def __iter__(self) -> PromptStream:
+        return self
+
+    def __next__(self) -> Update:
+        """The next update of the turn's session.
+
+        Raises:
+            StopIteration: the turn ended (:attr:`result` holds it).
+            AgentTimeout: as :meth:`Client.prompt_stream` says, and every error listed there.
+        """
+        update = self._next()
+        if update is None:
+            raise StopIteration
+        return update
+
+    def close(self) -> None:
+        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
+        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
+        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
+            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
+                self._next()
+
+    def _next(self) -> Update | None:
+        driven = self._started()
+        if driven is None:
+            return None
+        with self._advancing():
+            event = self._client._guarded(driven, True, self._resume())
+        return self._arrived(event)
+
+    def __enter__(self) -> PromptStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

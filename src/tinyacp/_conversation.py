@@ -522,6 +522,12 @@ class Conversation:
         """Whether a prompt turn is waiting for its response."""
         return self._turn is not None
 
+    @property
+    def turn_session(self) -> str | None:
+        """The session of the prompt turn waiting for its response (None: no turn is)."""
+        turn = self._turn
+        return None if turn is None else turn.session_id
+
     def cancel_request(self) -> OutgoingMessage | None:
         """A ``$/cancel_request`` for the request in flight, whose deadline passed; None if none is in flight.
 

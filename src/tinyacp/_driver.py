@@ -2,23 +2,29 @@
 
 A call is a generator (:meth:`CallDriver.call`) that reads and writes the agent's pipes without ever blocking,
 hands each line to the core (:mod:`tinyacp._conversation`), calls the observer, and checks the clock once per
-read batch. It yields to its shell only what a shell does its own way:
+read batch. It yields to its shell only what a shell does its own way, as one of the frozen values of
+:data:`Step` (a closed set: each shell matches it exhaustively, and mypy checks that it does):
 
-* :class:`Wait` (the driver's one instance): block until the agent's output is readable (``read``), its input
-  is writable (``write``), the agent exits or another thread wakes the client, or until ``deadline``; send back
-  whether the agent's exit was seen. The sync shell polls; the asyncio shell registers reader/writer callbacks.
+* :class:`WaitFor`: block until the agent's output is readable (``read``), its input is writable (``write``),
+  the agent exits or another thread wakes the client, or until ``deadline``; send back whether the agent's exit
+  was seen. The sync shell polls; the asyncio shell registers reader/writer callbacks.
 * :data:`CHECKPOINT`, when the driver is cooperative and has not waited for 5 ms: the asyncio shell lets the
   other tasks of its loop run, so that an agent that floods cannot starve them.
-* an awaitable an observer method returned: the asyncio shell awaits it and sends the result back (or throws
-  its exception in); the sync shell throws in an :class:`~tinyacp.ObserverError`.
-* in a streamed prompt, each :class:`~tinyacp.Update` itself, after it was recorded: the stream hands it to its
-  consumer and resumes the driver when asked for the next one.
+* :class:`Await`: an awaitable an observer method returned: the asyncio shell awaits it and sends the result
+  back (or throws its exception in); the sync shell throws in an :class:`~tinyacp.ObserverError`.
+* in a streamed prompt, each :class:`~tinyacp.Update` itself, after it was recorded: the shell hands it to the
+  stream's consumer, and resumes the driver with True once the consumer left early (the turn is then cancelled).
 
 An update is recorded on the hot path without any yield, and with no frame of its own: the core decodes the
 updates of a read a run at a time (:meth:`~tinyacp._conversation.Conversation.receive_updates`), the observer
-records each, then the core collects the run. The driver writes while it reads (full duplex): our
-lines wait in a short queue, written as the agent takes them, while the agent's lines keep being read and
-recorded. Its state (the queue, the kill flag, the cancels asked for) lives as long as the client.
+records each, then the core collects the run. The driver writes while it reads (full duplex): our lines wait in
+a short queue, written as the agent takes them, while the agent's lines keep being read and recorded.
+
+What lives as long as the client is on the :class:`CallDriver` (the queue, the lines read but not handled yet,
+the kill flag, the cancels asked for, the flush point); what one call needs (its deadline, whether it is a
+prompt in its grace, whether it streams) is in a :class:`_Run` the call creates, gone when the call ends. The
+pipes come as two functions that never raise for what a pipe does (:meth:`~tinyacp._process.AgentProcess.read_into`
+and :meth:`~tinyacp._process.AgentProcess.write`): the OS errors are mapped there, once.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final, TypeAlias, TypeVar, cast
 
+import msgspec
+
 from ._conversation import ON_SEND, ON_UPDATE, Call, Conversation, Done, Reaction, Record
 from ._errors import AgentTimeout, ObserverError
+from ._process import CLOSED, WOULD_BLOCK
 from ._records import OutgoingMessage, Update
 from .reader import LineReader, ReaderEvent
 
-__all__ = ["CHECKPOINT", "ON_FLUSH", "CallDriver", "Driven", "Gone", "Wait", "observer_failed"]
+__all__ = ["CHECKPOINT", "ON_FLUSH", "Await", "CallDriver", "Checkpoint", "Driven", "Gone", "Step", "WaitFor"]
 
 T = TypeVar("T")
 
@@ -57,32 +66,36 @@ _NEED_DATA: Final = ReaderEvent.NEED_DATA
 _END_OF_INPUT: Final = ReaderEvent.END_OF_INPUT
 
 
-class Wait:
+class WaitFor(msgspec.Struct, frozen=True, gc=False):
     """Block until one of these is ready or the deadline passes; send back whether the agent's exit was seen."""
 
-    __slots__ = ("deadline", "read", "write")
-
-    def __init__(self) -> None:
-        self.deadline = 0.0
-        self.read = True
-        """Wake when the agent's output is readable."""
-        self.write = False
-        """Wake when the agent's input is writable."""
+    read: bool
+    """Wake when the agent's output is readable."""
+    write: bool
+    """Wake when the agent's input is writable."""
+    deadline: float
+    """The monotonic time to wake at, whatever happens (``math.inf``: none)."""
 
 
-class _Checkpoint:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "CHECKPOINT"
+class Checkpoint(msgspec.Struct, frozen=True, gc=False):
+    """Let the other tasks of the event loop run; send back nothing."""
 
 
-CHECKPOINT: Final = _Checkpoint()
-"""Let the other tasks of the event loop run (yielded by a cooperative driver at least every 5 ms of work)."""
+CHECKPOINT: Final = Checkpoint()
+"""The one :class:`Checkpoint` (yielded by a cooperative driver at least every 5 ms of work)."""
 
-Driven: TypeAlias = Generator[Any, Any, T]
-"""A driver generator that returns ``T``: it yields :class:`Wait`, :data:`CHECKPOINT`, awaitables and, when
-streaming, updates."""
+
+class Await(msgspec.Struct, frozen=True, gc=False):
+    """Await what an observer method returned; send back its result, or throw in its exception."""
+
+    awaitable: Awaitable[Any]
+
+
+Step: TypeAlias = WaitFor | Checkpoint | Await | Update
+"""What a driver generator yields: a closed set, which each shell matches exhaustively."""
+
+Driven: TypeAlias = Generator[Step, Any, T]
+"""A driver generator that returns ``T``."""
 
 
 class Gone(Exception):
@@ -105,14 +118,35 @@ def observer_failed(callback: Callable[..., Any], exc: BaseException) -> Observe
     return error
 
 
+class _Run:
+    """One call's own state, created by the call and gone after it."""
+
+    __slots__ = ("deadline", "grace", "prompt", "salvage", "stream", "yield_at")
+
+    def __init__(self, deadline: float, *, prompt: bool = False, stream: bool = False) -> None:
+        self.deadline = deadline
+        """When the call ends: its deadline, or the end of the grace after its cancel."""
+        self.prompt = prompt
+        self.grace = False
+        """A prompt that asked the agent to stop: it waits at most ``cancel_grace`` more for the answer."""
+        self.stream = stream
+        """Each update is handed out after it was recorded (until the consumer leaves)."""
+        self.yield_at = 0.0
+        """When a cooperative driver next lets the event loop run."""
+        self.salvage = 0
+        """While > 0: read only what is there (this many bytes more, less one), write nothing, wait for nothing."""
+
+
 class CallDriver:
     """Runs calls against one agent: its pipes (through ``read_into`` and ``write``), the core and the observer.
 
     Args:
         core: the conversation.
         reader: the line buffer of the agent's output.
-        read_into: a non-blocking read into a view: the count, 0 at the end of input, or ``BlockingIOError``.
-        write: a non-blocking write: the count, or ``BlockingIOError``, ``BrokenPipeError``.
+        read_into: a non-blocking read into a view: the count, 0 at the end of input, or
+            :data:`~tinyacp._process.WOULD_BLOCK`; it raises nothing.
+        write: a non-blocking write: the count, :data:`~tinyacp._process.WOULD_BLOCK` or
+            :data:`~tinyacp._process.CLOSED`; it raises nothing.
         callbacks: the observer's methods by name (None where it has none).
         cancel_grace: how long a prompt waits for its answer once it asked the agent to stop.
         cooperative: yield :data:`CHECKPOINT` while the agent floods (the asyncio shell).
@@ -133,8 +167,6 @@ class CallDriver:
     ) -> None:
         self.core = core
         self.reader = reader
-        self.wait = Wait()
-        """The one :class:`Wait` this driver yields."""
         self.killed = False
         """Set by ``kill()`` (from any thread): the call in flight ends with :class:`Gone` at its next batch."""
         self.cancels: deque[str] = deque()
@@ -155,16 +187,6 @@ class CallDriver:
         self._input_closed = False
         self._recorded = False
         self._flushed_seq = 0
-        # The call in flight.
-        self._deadline = 0.0
-        self._prompt = False
-        self._grace = False
-        self._stream = False
-        self._leave_early = False
-        self._yield_at = 0.0
-        """When a cooperative driver next lets the event loop run."""
-        self._salvage = 0
-        """While > 0: read only what is there (this many bytes more, less one), write nothing, wait for nothing."""
 
     # ----------------------------------------------------------------------------------------------------------
     # What the shells run.
@@ -173,24 +195,28 @@ class CallDriver:
         """Send ``call`` and handle the agent's lines until its answer, which the generator returns.
 
         A prompt whose deadline passed, or whose reply reached a limit, asks the agent to stop once
-        (``session/cancel``) and from then on waits at most ``cancel_grace`` for the answer. Another call whose
-        deadline passes sends ``$/cancel_request`` for its id, then raises :class:`~tinyacp.AgentTimeout`.
-        With ``stream``, each update is also yielded after it was recorded.
+        (``session/cancel``) and from then on waits at most ``cancel_grace`` for the answer; if that cancel (or
+        the prompt itself) cannot be written, because the agent does not read its input, nothing can reach the
+        agent and the prompt raises :class:`~tinyacp.AgentTimeout` at the deadline. Another call whose deadline
+        passes sends ``$/cancel_request`` for its id if the pipe takes it at once, then raises
+        :class:`~tinyacp.AgentTimeout`. With ``stream``, each update of the turn's session is also yielded after it
+        was recorded.
 
         Raises:
             AgentTimeout: the deadline (or the grace after the cancel) passed.
             Gone: the agent went away or was killed (the shell raises AgentExited).
-            ObserverError, ReaderExhaustion, TransferLimitExceeded, ProtocolViolation, RequestError,
-            MissingDurableObserver, UnsupportedProtocolVersion: as the core and the observer say.
+            ObserverError: the observer raised, or returned an awaitable that failed.
+            ReaderExhaustion: a line passed the reader's limit.
+            TransferLimitExceeded: an update broke a transfer limit.
+            ProtocolViolation: the answer cannot be used.
+            RequestError: the agent answered with an error.
+            MissingDurableObserver: an update or a permission request came and there is no observer.
+            UnsupportedProtocolVersion: the agent speaks another version.
         """
-        self._deadline = deadline
-        self._prompt = prompt
-        self._grace = False
-        self._stream = stream
-        self._leave_early = False
+        run = _Run(deadline, prompt=prompt, stream=stream)
         try:
-            yield from self._send(call.message)
-            done = yield from self._pump()
+            yield from self._send(run, call.message)
+            done = yield from self._pump(run)
             yield from self._flush()
         except GeneratorExit:
             raise
@@ -205,10 +231,13 @@ class CallDriver:
         """At close: record what the agent already sent, up to a bound, then stop; write nothing.
 
         Raises:
-            ObserverError, ReaderExhaustion, TransferLimitExceeded, MissingDurableObserver: as in a call.
+            ObserverError: the observer raised.
+            ReaderExhaustion: a line passed the reader's limit.
+            TransferLimitExceeded: an update broke a transfer limit.
+            MissingDurableObserver: an update came and there is no observer.
         """
         try:
-            yield from self._salvaged()
+            yield from self._salvaged(_Run(0.0))
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -230,9 +259,9 @@ class CallDriver:
             ObserverError: recording a line failed.
             Gone: the agent was killed, or went away (what it wrote is recorded first).
         """
-        self._deadline = deadline
-        yield from self._write_cancels()
-        yield from self._drain_out()
+        run = _Run(deadline)
+        yield from self._write_cancels(run)
+        yield from self._drain_out(run)
 
     def send_now(self, message: OutgoingMessage, deadline: float) -> Driven[None]:
         """Record and write one line, waiting at most until ``deadline`` for the agent to take it.
@@ -241,24 +270,19 @@ class CallDriver:
             ObserverError: recording it failed.
             Gone: the agent went away (what it wrote is recorded first).
         """
-        self._deadline = deadline
-        yield from self._send(message)
-        yield from self._drain_out()
+        run = _Run(deadline)
+        yield from self._send(run, message)
+        yield from self._drain_out(run)
 
     @property
     def writing(self) -> bool:
         """Whether some of our lines are not written yet (one may be in the pipe in part)."""
         return bool(self._out)
 
-    def leave_early(self) -> None:
-        """A streamed prompt's consumer leaves: at the next resume, cancel the turn once, stop streaming and
-        wait at most ``cancel_grace`` for the answer."""
-        self._leave_early = True
-
     # ----------------------------------------------------------------------------------------------------------
     # The loop.
 
-    def _pump(self) -> Generator[Any, Any, Done]:
+    def _pump(self, run: _Run) -> Driven[Done]:
         """Handle the agent's lines in order until the call has its answer.
 
         The hot path is the run loop, with no frame per line: the core decodes a run of updates in one pass,
@@ -268,7 +292,7 @@ class CallDriver:
         receive_updates = self.core.receive_updates
         updates_recorded = self.core.updates_recorded
         on_update = self._on_update
-        stream = self._stream and not self._salvage
+        stream = run.stream and not run.salvage
         lines: list[bytes] = self._held
         at = 0  # lines[:at] are handled
         try:
@@ -279,37 +303,37 @@ class CallDriver:
                         lines = polled
                         at = 0
                     else:
-                        yield from self._need_data(polled)  # type: ignore[arg-type]  # a ReaderEvent
+                        yield from self._need_data(run, polled)  # type: ignore[arg-type]  # a ReaderEvent
                     continue
                 if not stream:
-                    run = receive_updates(lines, at)
-                    if run:
-                        at += len(run)
-                        for update in run:
+                    updates = receive_updates(lines, at)
+                    if updates:
+                        at += len(updates)
+                        for update in updates:
                             try:
                                 result = on_update(update)
                             except Exception as exc:
                                 raise observer_failed(on_update, exc) from exc
                             if result is not None:
                                 yield from self._awaited(on_update, result)
-                        updates_recorded(run)
+                        updates_recorded(updates)
                         continue
                 at += 1
-                done = yield from self._line(lines[at - 1])
+                done = yield from self._line(run, lines[at - 1])
                 if done is not None:
                     return done
-                stream = self._stream and not self._salvage
+                stream = run.stream and not run.salvage
         finally:
             self._held = lines[at:]  # the next pump (or the close's) starts with them
 
-    def _line(self, line: bytes) -> Generator[Any, Any, Done | None]:
+    def _line(self, run: _Run, line: bytes) -> Driven[Done | None]:
         """Handle one line the way the core says; a :class:`Done` once the call has its answer."""
-        event: Any = self.core.receive(line)  # an Update or a Reaction, told apart by class
-        if event.__class__ is not Update:
-            done = yield from self._react(event)
+        event = self.core.receive(line)
+        if not isinstance(event, Update):
+            done = yield from self._react(run, event)
             if done is None and len(self._out) > _MAX_QUEUED:  # a reaction may queue an answer; an update not
-                yield from self._batch()
-                yield from self._fill()
+                yield from self._batch(run)
+                yield from self._fill(run)
             return done
         on_update = self._on_update
         try:
@@ -320,183 +344,179 @@ class CallDriver:
             yield from self._awaited(on_update, result)
         cancel = self.core.update_recorded(event)
         if cancel is not None:
-            yield from self._stop_turn(cancel)
-        if self._stream and not self._salvage:
-            self._stream = yield from self._hand_out(event)
+            yield from self._stop_turn(run, cancel)
+        if run.stream and not run.salvage and event.session_id == self.core.turn_session:
+            yield from self._hand_out(run, event)
         return None
 
-    def _need_data(self, event: ReaderEvent) -> Driven[None]:
+    def _need_data(self, run: _Run, event: ReaderEvent) -> Driven[None]:
         """No complete line is buffered: act once per read batch, then read more (or wait for it)."""
         if event is not _NEED_DATA:
             if event is _END_OF_INPUT:
                 raise Gone("the agent closed its output before answering")
             self.reader.writable()  # raises the ReaderExhaustion that stopped the reader
-        yield from self._batch()
-        yield from self._fill()
+        yield from self._batch(run)
+        yield from self._fill(run)
 
-    def _batch(self) -> Driven[None]:
+    def _batch(self, run: _Run) -> Driven[None]:
         """Once per read batch: let the loop run, act on kill and cancels, write what we can, check the clock."""
         now = self._clock()
-        if self._cooperative and now >= self._yield_at:
+        if self._cooperative and now >= run.yield_at:
             yield CHECKPOINT
-            self._yield_at = now + _FAIR_SLICE
+            run.yield_at = now + _FAIR_SLICE
         if self.killed:
             raise Gone("the agent was stopped by kill()")
-        if self._salvage:
+        if run.salvage:
             return
         if self.cancels:
-            yield from self._write_cancels()
+            yield from self._write_cancels(run)
         if self._out:
-            yield from self._push()
-        if now >= self._deadline:
-            yield from self._deadline_passed()
+            yield from self._push(run)
+        if now >= run.deadline:
+            yield from self._deadline_passed(run)
 
-    def _fill(self) -> Driven[None]:
+    def _fill(self, run: _Run) -> Driven[None]:
         """Read what the agent wrote into the buffer; if nothing is there, wait (a queue too full to take more
         of the agent's lines waits for the agent to read instead)."""
-        wait = self.wait
         if len(self._out) > _MAX_QUEUED:
-            wait.read, wait.write = False, True
+            read = False
         else:
             reader = self.reader
-            salvage = self._salvage
+            salvage = run.salvage
             if salvage == 1:
                 raise Gone("read as much as a close records")
-            try:
-                count = self._read_into(reader.writable())
-            except BlockingIOError:
-                if self.agent_gone or salvage:
-                    raise Gone("the agent exited before answering") from None
-                wait.read, wait.write = True, bool(self._out)
-            else:
+            count = self._read_into(reader.writable())
+            if count != WOULD_BLOCK:
                 reader.commit(count)
                 if salvage:
-                    self._salvage = max(1, salvage - count)
+                    run.salvage = max(1, salvage - count)
                 return
+            if self.agent_gone or salvage:
+                raise Gone("the agent exited before answering")
+            read = True
         yield from self._flush()
-        wait.deadline = self._deadline
-        if (yield wait):
+        if (yield WaitFor(read, bool(self._out), run.deadline)):
             self.agent_gone = True
-        self._yield_at = self._clock() + _FAIR_SLICE  # a wait let the loop run
+        run.yield_at = self._clock() + _FAIR_SLICE  # a wait let the loop run
 
-    def _react(self, reaction: Reaction) -> Generator[Any, Any, Done | None]:
+    def _react(self, run: _Run, reaction: Reaction) -> Driven[Done | None]:
         """Run the core's reaction to a line: its records and writes, in its order."""
         callbacks = self._callbacks
         value: Any = None
-        effect: Any  # a Record or a Write, told apart by class
         try:
             while True:
                 effect = reaction.send(value)
-                if effect.__class__ is Record:
+                if isinstance(effect, Record):
                     value = yield from self._record(callbacks[effect.callback], effect.value)
                 else:
                     value = None
-                    yield from self._send(effect.message)
+                    yield from self._send(run, effect.message)
         except StopIteration as stop:
             return cast("Done | None", stop.value)
 
-    def _hand_out(self, update: Update) -> Generator[Any, Any, bool]:
-        """Stream an update to the consumer (after the flush point); False once the consumer left early."""
+    def _hand_out(self, run: _Run, update: Update) -> Driven[None]:
+        """Stream an update to the consumer (after the flush point). When the shell resumes with True, the
+        consumer left early: cancel the turn once, stop streaming and wait at most ``cancel_grace``."""
         yield from self._flush()
-        yield update
-        if not self._leave_early:
-            return True
+        if not (yield update):
+            return
+        run.stream = False
         cancel = self.core.cancel_turn_once()
         if cancel is not None:
-            yield from self._send(cancel)
-        self._enter_grace()
-        return False
+            yield from self._send(run, cancel)
+        self._enter_grace(run)
 
     # ----------------------------------------------------------------------------------------------------------
     # Deadlines and cancels.
 
-    def _enter_grace(self) -> None:
-        if not self._grace:
-            self._grace = True
-            self._deadline = min(self._deadline, self._clock() + self._cancel_grace)
+    def _enter_grace(self, run: _Run) -> None:
+        if not run.grace:
+            run.grace = True
+            run.deadline = min(run.deadline, self._clock() + self._cancel_grace)
 
-    def _stop_turn(self, cancel: OutgoingMessage) -> Driven[None]:
+    def _stop_turn(self, run: _Run, cancel: OutgoingMessage) -> Driven[None]:
         """A reply limit was reached: send the one cancel; a prompt then waits at most ``cancel_grace``."""
-        yield from self._send(cancel)
-        if self._prompt:
-            self._enter_grace()
+        yield from self._send(run, cancel)
+        if run.prompt:
+            self._enter_grace(run)
 
-    def _deadline_passed(self) -> Driven[None]:
-        if self._prompt and not self._grace:
-            self._grace = True
-            self._deadline = self._clock() + self._cancel_grace
+    def _deadline_passed(self, run: _Run) -> Driven[None]:
+        if run.prompt and not run.grace:
             cancel = self.core.deadline_passed()
             if cancel is not None:
-                yield from self._send(cancel)
+                yield from self._send(run, cancel)
+            if self._out:
+                # The agent has not read our lines (the prompt, or the cancel): no cancel can reach it, so no
+                # answer to one is waited for.
+                raise AgentTimeout("the agent did not read its input by the deadline: session/cancel cannot reach it")
+            run.grace = True
+            run.deadline = self._clock() + self._cancel_grace
             return
-        if self._prompt:
+        if run.prompt:
             raise AgentTimeout("the agent did not end the turn within cancel_grace after session/cancel")
         request = self.core.cancel_request() if not self._out else None
         if request is not None:  # best effort: written if the pipe takes it now, never waited for
-            yield from self._send(request)
+            yield from self._send(run, request)
         raise AgentTimeout("the agent did not answer in time")
 
-    def _write_cancels(self) -> Driven[None]:
+    def _write_cancels(self, run: _Run) -> Driven[None]:
         """Write the cancels other threads asked for, in this thread and in order; a kill ends the call."""
         if self.killed:
             raise Gone("the agent was stopped by kill()")
         cancels = self.cancels
         while cancels:
-            yield from self._send(self.core.cancel(cancels.popleft()))
+            yield from self._send(run, self.core.cancel(cancels.popleft()))
 
     # ----------------------------------------------------------------------------------------------------------
     # Our lines.
 
-    def _send(self, message: OutgoingMessage) -> Driven[None]:
+    def _send(self, run: _Run, message: OutgoingMessage) -> Driven[None]:
         """Record the line with ``on_send``, flush, then write it (or queue what the agent cannot take yet)."""
-        if self._salvage or self._input_closed:
+        if run.salvage or self._input_closed:
             return
         yield from self._record(self._callbacks.get(ON_SEND), message)
         yield from self._flush()
         self._out.append(memoryview(message.raw + b"\n"))
-        yield from self._push()
+        yield from self._push(run)
 
-    def _push(self) -> Driven[None]:
+    def _push(self, run: _Run) -> Driven[None]:
         """Write queued lines until the pipe is full. If the agent is gone, record what it wrote, then end."""
         out = self._out
         write = self._write
-        try:
-            while out:
-                data = out[0]
-                written = write(data)
-                if written == len(data):
-                    out.popleft()
-                else:
-                    out[0] = data[written:]
-            return
-        except BlockingIOError:
-            return
-        except (BrokenPipeError, ConnectionResetError):
-            self._input_closed = True
-            out.clear()
-        yield from self._salvaged()
-        raise Gone("the agent closed its input")
+        while out:
+            data = out[0]
+            written = write(data)
+            if written == len(data):
+                out.popleft()
+            elif written >= 0:
+                out[0] = data[written:]
+            elif written == WOULD_BLOCK:
+                return
+            else:
+                assert written == CLOSED
+                self._input_closed = True
+                out.clear()
+                yield from self._salvaged(run)
+                raise Gone("the agent closed its input")
 
-    def _drain_out(self) -> Driven[None]:
+    def _drain_out(self, run: _Run) -> Driven[None]:
         """Wait (writing only) until the queue is empty or the deadline passed."""
-        wait = self.wait
-        while self._out and self._clock() < self._deadline:
+        while self._out and self._clock() < run.deadline:
             if self.killed:
                 raise Gone("the agent was stopped by kill()")
-            wait.read, wait.write, wait.deadline = False, True, self._deadline
-            if (yield wait):
+            if (yield WaitFor(False, True, run.deadline)):
                 self.agent_gone = True
-            yield from self._push()
+            yield from self._push(run)
 
-    def _salvaged(self) -> Driven[None]:
+    def _salvaged(self, run: _Run) -> Driven[None]:
         """Read and record what the agent already wrote (bounded), acting on none of it."""
-        self._salvage = _SALVAGE_BYTES + 1
+        run.salvage = _SALVAGE_BYTES + 1
         try:
-            yield from self._pump()
+            yield from self._pump(run)
         except Gone:
             pass
         finally:
-            self._salvage = 0
+            run.salvage = 0
 
     # ----------------------------------------------------------------------------------------------------------
     # The observer.
@@ -518,7 +538,7 @@ class CallDriver:
         if not hasattr(result, "__await__"):
             return result
         try:
-            return (yield cast(Awaitable[Any], result))
+            return (yield Await(result))
         except ObserverError:
             raise
         except Exception as exc:

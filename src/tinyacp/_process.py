@@ -20,7 +20,6 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # signal's own functions, minus the enums
 import _thread
 import contextlib
-import errno
 import functools
 import math
 import os
@@ -36,7 +35,13 @@ from typing import IO, Any, Final, Literal, TypeAlias
 from ._errors import SpawnError, describe_returncode
 from ._fd_limit import retry_when_out_of_fds
 
-__all__ = ["STDERR_TAIL_BYTES", "AgentProcess", "StderrTarget"]
+__all__ = ["CLOSED", "STDERR_TAIL_BYTES", "WOULD_BLOCK", "AgentProcess", "StderrTarget"]
+
+WOULD_BLOCK: Final = -1
+"""What :meth:`AgentProcess.read_into` and :meth:`AgentProcess.write` return when the pipe is not ready."""
+
+CLOSED: Final = -2
+"""What :meth:`AgentProcess.write` returns once the agent's stdin is closed."""
 
 StderrTarget: TypeAlias = Literal["discard", "tail"] | int | IO[Any]
 """Where the agent's stderr goes: ``"discard"`` (or ``subprocess.DEVNULL``), ``"tail"`` (keep the last
@@ -250,20 +255,39 @@ class AgentProcess:
             while os.read(self.wake_fd, 4096):
                 pass
 
-    def write(self, data: bytes | memoryview) -> int:
-        """Write to the agent's stdin once, without blocking.
+    def read_into(self, view: memoryview) -> int:
+        """Read the agent's stdout into ``view`` once, without blocking. What the pipe does is told by the value,
+        never raised: this is where the client's reads meet the OS.
 
         Returns:
-            How many bytes were written; may be fewer than ``len(data)``.
+            How many bytes were read; 0 at the end of the output (also once :meth:`terminate` closed it, or if
+            the read failed); :data:`WOULD_BLOCK` when there is nothing to read yet.
+        """
+        try:
+            return os.readv(self.stdout_fd, [view])
+        except BlockingIOError:
+            return WOULD_BLOCK
+        except OSError:  # EBADF once closed by terminate(), EIO: nothing more will come from this pipe
+            return 0
 
-        Raises:
-            BlockingIOError: The pipe is full; wait until ``stdin_fd`` is writable.
-            BrokenPipeError: The agent closed its stdin (it exited) or :meth:`terminate` closed ours.
+    def write(self, data: bytes | memoryview) -> int:
+        """Write to the agent's stdin once, without blocking. What the pipe does is told by the value, never
+        raised: this is where the client's writes meet the OS.
+
+        Returns:
+            How many bytes were written, which may be fewer than ``len(data)``; :data:`WOULD_BLOCK` when the pipe
+            is full (wait until ``stdin_fd`` is writable); :data:`CLOSED` when the agent closed its stdin (it
+            exited), :meth:`terminate` closed ours, or the write failed.
         """
         with self._fd_lock:
             if self.stdin_fd < 0:
-                raise BrokenPipeError(errno.EPIPE, "the agent's stdin is closed")
-            return os.write(self.stdin_fd, data)
+                return CLOSED
+            try:
+                return os.write(self.stdin_fd, data)
+            except BlockingIOError:
+                return WOULD_BLOCK
+            except OSError:  # EPIPE, ECONNRESET, EBADF: nothing more reaches the agent through this pipe
+                return CLOSED
 
     def poll(self) -> int | None:
         """Reap the agent if it has exited, without blocking, and return its returncode (None if alive)."""

@@ -1,6 +1,13 @@
-"""What the sync and the asyncio client share: the core, the reader, the process, the call driver
-(:mod:`tinyacp._driver`), and the rules for failing, cancelling and closing. The public calls themselves are
-written once, in :mod:`tinyacp._calls`. Only waiting and calling the observer differ between the two shells."""
+"""What the sync and the asyncio client share, so that each shell shows only how it waits.
+
+:class:`ShellBase` builds the core, the reader, the process and the call driver (:mod:`tinyacp._driver`), and
+holds the rules both shells follow: starting a call, one turn of the send/throw trampoline that runs a driver
+generator (:meth:`ShellBase._step`), what a failed call raises and whether it tears the agent down, what a close
+records before the teardown, and where a cancel asked for between calls goes. :class:`StreamBase` is what both
+prompt streams share. The public calls themselves are written once, in :mod:`tinyacp._calls`. What differs
+between the shells is only how they wait (``select.poll`` or the event loop), hold the client (a lock or a flag)
+and tear down (blocking, or on the loop with the blocking part in a thread).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._conversation import (
     ON_MESSAGE,
@@ -20,12 +27,16 @@ from ._conversation import (
     ON_UPDATE,
     Conversation,
 )
-from ._driver import ON_FLUSH, CallDriver, Gone
-from ._errors import AgentExited, AgentTimeout, ClientClosed, ProtocolViolation, RequestError
+from ._driver import ON_FLUSH, CallDriver, Driven, Gone, Step
+from ._errors import AgentExited, AgentTimeout, ClientClosed, ObserverError, ProtocolViolation, RequestError, UsageError
 from ._messages import Initialize, SessionState
 from ._options import Options, check_seconds, require_observer
 from ._process import AgentProcess
+from ._records import PromptResult, Update
 from .reader import LineReader
+
+if TYPE_CHECKING:
+    from ._calls import CallSpec
 
 T = TypeVar("T")
 
@@ -34,6 +45,15 @@ OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH)
 
 _KEEP_CLIENT = (RequestError, ProtocolViolation)
 """Errors about one answer: the stream is still in step, so the client stays usable."""
+
+
+class Finished(Generic[T]):
+    """What a driver generator returned, told apart from a streamed update."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
 
 
 def resolve_callbacks(observer: object | None) -> dict[str, Callable[..., Any] | None]:
@@ -77,15 +97,10 @@ class ShellBase:
             kill_grace=options.kill_grace,
             tail_thread=tail_thread,
         )
-        stdout_fd = self._proc.stdout_fd
-
-        def read_into(view: memoryview) -> int:
-            return os.readv(stdout_fd, [view])
-
         self._driver = CallDriver(
             self._core,
             reader,
-            read_into=read_into,
+            read_into=self._proc.read_into,
             write=self._proc.write,
             callbacks=callbacks,
             cancel_grace=options.cancel_grace,
@@ -93,6 +108,8 @@ class ShellBase:
         )
         self._owner: int | None = None
         """The thread running a call (or a close) of the sync client, so that a re-entrant close is refused."""
+        self._stream: StreamBase[Any] | None = None
+        """A streamed prompt that holds the client between two of its consumer's requests."""
 
     def __del__(self) -> None:
         # A client dropped without close() must not leave its agent behind: kill the group at once.
@@ -179,29 +196,93 @@ class ShellBase:
         """How the agent ended, after the teardown (its exit status is known only after the reap)."""
         return AgentExited(what, returncode=self._proc.returncode, stderr_tail=self._proc.stderr_tail())
 
-    def _settle(self, exc: BaseException, prompt: bool) -> tuple[BaseException, bool]:
-        """What a failed call raises, and whether the agent must be torn down first.
+    # ----------------------------------------------------------------------------------------------------------
+    # Running a call: what each shell's own loop calls.
+
+    def _hold(self) -> None:
+        """Take the client for one call (or a stream); each shell holds it its own way.
+
+        Raises:
+            ClientBusy: another call is in flight.
+        """
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Give the client back."""
+        raise NotImplementedError
+
+    def _begin(self, spec: CallSpec[T], *, stream: bool = False) -> Driven[T]:
+        """The driver generator of one call, for a shell that holds the client; nothing is written before the
+        shell runs it.
+
+        Raises:
+            ClientClosed: the client is closed.
+            ValueError: the call's ``timeout`` is not a finite, non-negative number.
+        """
+        self._ensure_open()
+        deadline = self._deadline(spec.timeout)
+        return self._driver.call(spec.build(), deadline, prompt=spec.prompt, stream=stream)
+
+    @staticmethod
+    def _step(driven: Driven[T], value: Any, error: BaseException | None) -> Step | Finished[T]:
+        """One turn of the trampoline: resume ``driven`` with ``value`` (or throw ``error`` in); what it yields
+        next, or what it returned."""
+        try:
+            return driven.send(value) if error is None else driven.throw(error)
+        except StopIteration as stop:
+            return Finished(stop.value)
+
+    @staticmethod
+    def _answer(event: Update | Finished[T]) -> T:
+        """What a call that does not stream returned."""
+        assert isinstance(event, Finished), "only a streamed prompt hands out updates"
+        return event.value
+
+    def _settle(self, driven: Driven[Any], exc: BaseException, prompt: bool) -> bool:
+        """A call failed with ``exc``: end it, and say whether the agent must be torn down before it is raised.
 
         An error about one answer, or the deadline of a call other than a prompt whose lines all reached the
         pipe, leaves the client usable; everything else (the agent gone, a broken rule, a prompt that outlived
-        its grace, a line half written: what follows it would be glued to it) tears it down.
+        its deadline, a line half written: what follows it would be glued to it) tears it down.
         """
+        driven.close()
         if isinstance(exc, Gone):
-            return exc, True
+            return True
         if isinstance(exc, _KEEP_CLIENT):
-            return exc, False
+            return False
         if isinstance(exc, AgentTimeout) and not prompt and not self._driver.writing:
-            return exc, False
+            return False
         if self._failure is None:
             self._failure = exc
-        return exc, True
+        return True
 
     def _raised(self, exc: BaseException) -> BaseException:
         """The exception a failed call raises once the teardown it needed is done."""
         return self._exited(exc.what) if isinstance(exc, Gone) else exc
 
+    def _closing(self) -> Driven[None]:
+        """What a close runs before its teardown: record what the agent already sent. Only an observer's failure
+        is raised; the agent's last words breaking a rule is kept as the failure, since we are closing anyway."""
+        try:
+            yield from self._driver.drain()
+        except ObserverError:
+            raise
+        except Exception as exc:
+            self._failure = exc
+
+    def _cancels_sent(self) -> Driven[None]:
+        """With no call in flight: write the cancels asked for, giving the agent ``cancel_grace`` to take them."""
+        return self._driver.send_cancels(time.monotonic() + self.options.cancel_grace)
+
+    def _abandon_idle_stream(self) -> None:
+        """A close while a prompt stream that its consumer left (without closing it) holds the client: the stream
+        lets go of it, so that the close can go on."""
+        stream = self._stream
+        if stream is not None and not stream.running:
+            stream.abandon()
+
     def _teardown(self) -> None:
-        """Unconditional: whatever happened, the agent's whole group goes and our fds close."""
+        """Unconditional: whatever happened, the agent's whole group goes and our fds close (blocking)."""
         self._closed = True
         self._core.end_call()
         self._proc.terminate(self.options.kill_grace)
@@ -227,3 +308,99 @@ class ShellBase:
     def _reentered(self) -> bool:
         """Whether the sync client is called from inside its own call (an observer method)."""
         return self._owner == threading.get_ident()
+
+
+S = TypeVar("S", bound=ShellBase)
+
+
+class StreamBase(Generic[S]):
+    """What both prompt streams share: the call, started at the first request for an update, the client held
+    from then until the turn ends (or the consumer leaves), and the result.
+
+    A shell's stream asks for the next event with its own wait (:meth:`_started`, then the shell's ``_guarded``
+    inside :meth:`_advancing`, then :meth:`_arrived`).
+    """
+
+    def __init__(self, client: S, spec: CallSpec[PromptResult]) -> None:
+        self._client = client
+        self._spec = spec
+        self._driven: Driven[PromptResult] | None = None
+        self._result: PromptResult | None = None
+        self._finished = False
+        self._leaving = False
+        """The consumer leaves early: the next resume tells the driver so (once)."""
+        self.running = False
+        """Whether the stream is being advanced right now."""
+
+    @property
+    def result(self) -> PromptResult:
+        """The turn's result, once the iteration ended.
+
+        Raises:
+            UsageError: the turn has not ended yet.
+        """
+        if self._result is None:
+            raise UsageError("the turn has not ended yet: iterate the stream to its end first")
+        return self._result
+
+    def abandon(self) -> None:
+        """The consumer left mid-turn and nobody advances the stream: release the client for closing."""
+        if self._driven is not None:
+            self._driven.close()
+        self._finish()
+
+    def _started(self) -> Driven[PromptResult] | None:
+        """The call, started (the client held) at the first request; None once the turn ended."""
+        if self._finished:
+            return None
+        if self._driven is None:
+            client = self._client
+            client._hold()
+            client._stream = self
+            try:
+                self._driven = client._begin(self._spec, stream=True)
+            except BaseException:
+                self._finish()
+                raise
+        return self._driven
+
+    def _leave(self) -> bool:
+        """The consumer leaves early: whether there is a turn to cancel and read to its end."""
+        if self._driven is None or self._finished:
+            return False
+        self._leaving = True
+        return True
+
+    def _resume(self) -> bool | None:
+        """What the next resume sends the driver: True once, when the consumer left early (else None, which
+        also starts it)."""
+        leaving, self._leaving = self._leaving, False
+        return True if leaving else None
+
+    @contextlib.contextmanager
+    def _advancing(self) -> Iterator[None]:
+        """Around one advance: the stream is running; if the advance fails, the stream is over."""
+        self.running = True
+        try:
+            yield
+        except BaseException:
+            self._finish()
+            raise
+        finally:
+            self.running = False
+
+    def _arrived(self, event: Update | Finished[PromptResult]) -> Update | None:
+        """The update handed out, or None once the turn ended (its result kept)."""
+        if isinstance(event, Update):
+            return event
+        self._result = event.value
+        self._finish()
+        return None
+
+    def _finish(self) -> None:
+        if not self._finished:
+            self._finished = True
+            client = self._client
+            if client._stream is self:
+                client._stream = None
+            client._release()
