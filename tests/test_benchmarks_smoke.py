@@ -113,6 +113,16 @@ def test_the_batch_benchmark_runs_and_prints_a_row_per_engine_and_concurrency() 
     assert probe.endswith("µs (each turn creates its journal file)."), probe
 
 
+def test_the_start_up_benchmark_measures_what_each_start_leaves_out() -> None:
+    done = run_benchmark("startup", "--runs", "1")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.decode().splitlines() if line.startswith("| `import")]
+    rows += [line.split("|")[1:-1] for line in done.stdout.decode().splitlines() if line.startswith("| each start")]
+    assert len(rows) == 3
+    for cells in rows:  # typing is what they leave out, and it is not loaded by anything else they import
+        assert cells[1].strip() == "`typing`" and cells[2].strip().endswith(" ms"), cells
+
+
 def retained_and_peak(client: ClientLike, session_id: str, updates: int) -> tuple[int, int]:
     """Blocks left allocated by one flooded prompt, and the peak of traced memory while it ran."""
     gc.collect()

@@ -21,15 +21,12 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .._constants import SYSTEM_PROMPT_MODES
 from .._version import __version__
 from ._dirs import default_config_path
 from ._exit import BATCH_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
-
-TYPE_CHECKING = False  # `typing` only for the type checker: `tinyacp --help` does without it
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["main"]
 
@@ -91,52 +88,42 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
 _Options = Callable[[argparse.ArgumentParser], None]
 
 
-class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]  # generic only in the stubs
-    """Subcommands whose own options are added when one of them is chosen on the command line.
+class _Subcommands:
+    """Subcommands whose own options are added only to the one the command line names.
 
     ``tinyacp --help`` needs only their names and summaries, and a run only its own subcommand's options: adding
     every subcommand's options (and importing ``replay`` for its own) cost each run about 14 ms of its start.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.pending: dict[str, _Options] = {}
+    def __init__(self, add_parser: Callable[..., argparse.ArgumentParser], chosen: str | None) -> None:
+        self.add_parser = add_parser
+        self._chosen = chosen
 
     def add(self, name: str, options: _Options, **kwargs: Any) -> argparse.ArgumentParser:
-        """Add the subcommand ``name``; ``options`` adds its own options to its parser when it is chosen."""
-        parser: argparse.ArgumentParser = self.add_parser(name, **kwargs)
-        self.pending[name] = options
+        """Add the subcommand ``name``; ``options`` adds its own options to its parser, when it is the chosen one
+        (every subcommand is, when none was named)."""
+        parser = self.add_parser(name, **kwargs)
+        if self._chosen is None or self._chosen == name:
+            options(parser)
         return parser
 
-    def complete(self, name: str) -> None:
-        """Add the options of ``name`` if they are not there yet."""
-        options = self.pending.pop(name, None)
-        if options is not None:
-            options(self.choices[name])
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        if isinstance(values, list) and values:
-            self.complete(values[0])
-        super().__call__(parser, namespace, values, option_string)
+def _chosen(argv: Sequence[str]) -> str:
+    """The subcommand a command line names: its first word that is not an option (``tinyacp`` itself takes only
+    ``--help`` and ``--version``, which take no value); "" when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
-def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
-    """The command line of ``tinyacp``. With ``lazy``, a subcommand's own options are added only once the command
-    line names it (what ``main`` uses); otherwise every subcommand is complete."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line of ``tinyacp``. Given the command line ``argv``, only the subcommand it names gets its own
+    options (what ``main`` uses); without it, every subcommand is complete."""
     parser = argparse.ArgumentParser(
         prog="tinyacp",
         description="Send prompts to coding agents that speak ACP, watch them work, decide what they may run.",
     )
-    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"tinyacp {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    assert isinstance(commands, _Subcommands)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = _Subcommands(subparsers.add_parser, None if argv is None else _chosen(argv))
 
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
@@ -212,9 +199,6 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
         help="run the built-in demo agent on stdin/stdout (same flags as python -m tinyacp.demo)",
         add_help=False,
     )
-    if not lazy:
-        for name in list(commands.pending):
-            commands.complete(name)
     return parser
 
 
@@ -412,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .. import demo
 
         return demo.main(args_list[1:])
-    parser = build_parser(lazy=True)
+    parser = build_parser(args_list)
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help(sys.stderr)
