@@ -2,10 +2,11 @@
 
 A call here takes the client and returns a :class:`CallSpec`: how to build the request in the core, its timeout,
 whether it is a prompt. Each shell makes it a method with its own small adapter (``blocking`` in
-:mod:`tinyacp._client` waits for the answer; ``awaitable`` in :mod:`tinyacp._async_client` awaits it), and
-:func:`method_of` gives that method the call's name, docstring and signature. So ``Client.new_session`` and
-``AsyncClient.new_session`` take the same arguments, say the same thing, and differ only in how they wait.
-What any call may raise is written once too, and added to each call's ``Raises:`` list.
+:mod:`tinyacp._client` waits for the answer; ``awaitable`` in :mod:`tinyacp._async_client` awaits it;
+``streaming`` in each returns that shell's prompt stream, which runs the call), and :func:`method_of` gives that
+method the call's name, docstring and signature. So ``Client.new_session`` and ``AsyncClient.new_session`` take
+the same arguments, say the same thing, and differ only in how they wait. What any call may raise is written once
+too, here and nowhere else, and added to each call's ``Raises:`` list.
 """
 
 from __future__ import annotations
@@ -68,10 +69,12 @@ def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F, returns
 
 
 _EVERY_CALL_RAISES = """\
-        AgentExited: the agent exited or stopped reading its input (it is torn down).
-        AgentTimeout: the deadline passed.
-        ObserverError: the observer raised (the agent is torn down).
-        ClientBusy: another call is in flight.
+        AgentExited: the agent exited, closed its input or output, or ``kill()`` stopped it (what it wrote before
+            is recorded first; the agent is torn down).
+        AgentTimeout: the deadline passed (a call other than a prompt sends ``$/cancel_request`` for it, best
+            effort, and leaves the client usable when its line was written whole).
+        ObserverError: an observer method, or its ``flush``, raised (the agent is torn down).
+        ClientBusy: another call is in flight, or the call is made from inside an observer method.
         ClientClosed: the client was closed or torn down.
         ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
         TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
@@ -90,9 +93,23 @@ def _raises_also(call: C) -> C:
     if not doc.rstrip().splitlines()[-1].startswith(" " * 8) or "\n    Raises:\n" not in doc:
         raise TypeError(f"{call.__name__}'s docstring must end with its Raises: list")
     named = set(re.findall(r"^ {8}(\w+):", doc.split("\n    Raises:\n", 1)[1], flags=re.MULTILINE))
-    also = [line for line in _EVERY_CALL_RAISES.splitlines(keepends=True) if line.split(":")[0].strip() not in named]
+    # One entry per error: its first line at the entries' indentation, its continuation lines deeper.
+    entries = re.findall(r"^ {8}\S.*\n(?: {12}.*\n)*", _EVERY_CALL_RAISES, flags=re.MULTILINE)
+    also = [entry for entry in entries if entry.split(":")[0].strip() not in named]
     call.__doc__ = doc.rstrip() + "\n" + "".join(also) + "    "
     return call
+
+
+def _raises_like(model: Callable[..., Any]) -> Callable[[C], C]:
+    """``call`` with the whole ``Raises:`` list of ``model`` (what any call may raise included) as its last section,
+    for a call that raises what ``model`` does."""
+
+    def apply(call: C) -> C:
+        raises = (model.__doc__ or "").split("\n    Raises:\n", 1)[1]
+        call.__doc__ = (call.__doc__ or "").rstrip() + "\n\n    Raises:\n" + raises
+        return call
+
+    return apply
 
 
 def _paths(
@@ -355,7 +372,8 @@ def prompt(
     Raises:
         UnsupportedContent: a block the agent did not advertise (nothing is written).
         TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
-        AgentTimeout: no answer even after the cancel (the agent is torn down).
+        AgentTimeout: no answer within ``cancel_grace`` after the cancel, or the agent did not read its input by
+            the deadline, so that no cancel could reach it (the agent is torn down).
         AuthRequired: the agent wants `authenticate` first (the client stays usable).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
@@ -364,7 +382,7 @@ def prompt(
     return CallSpec(lambda: shell._core.prompt(session_id, content, meta), timeout, prompt=True)
 
 
-@_raises_also
+@_raises_like(prompt)
 def prompt_stream(
     shell: ShellBase,
     session_id: str,
@@ -377,19 +395,11 @@ def prompt_stream(
     ``stream.result``.
 
     The same turn as :meth:`prompt` (the same deadline, cancel and limits), with each update of the turn's
-    session handed out after the observer recorded it. Nothing is sent until the first iteration, and while the
-    consumer does not ask for the next update, the client does not read from the agent (the buffer is one
-    update). The stream holds the client until the turn ends. Leaving early (closing the stream, or leaving its
-    ``with`` block) sends ``session/cancel`` once and reads on, recording everything, until the agent ends the
-    turn, for at most ``Options.cancel_grace``; past it the agent is torn down.
-
-    Raises:
-        UnsupportedContent: a block the agent did not advertise (nothing is written).
-        TransferLimitExceeded: the prompt is too long (nothing is written), or an update broke a limit.
-        AgentTimeout: no answer even after the cancel (the agent is torn down).
-        AuthRequired: the agent wants `authenticate` first (the client stays usable).
-        SessionNotFound: the agent does not know the session (the client stays usable).
-        RequestError: the agent answered with an error.
-        ReaderExhaustion: the agent sent a line longer than the reader's limit (it is torn down).
+    session handed out after the observer recorded it. Nothing is sent until the first request for an update,
+    and while the consumer does not ask for the next one the client does not read from the agent (the buffer is
+    one update). The stream holds the client until the turn ends. Leaving early (closing the stream, or leaving
+    its ``with`` block) sends ``session/cancel`` once and reads on, recording everything, until the agent ends
+    the turn, for at most ``Options.cancel_grace``; past it the agent is torn down. What :meth:`prompt` raises,
+    the request for an update raises.
     """
     return prompt(shell, session_id, content, meta=meta, timeout=timeout)

@@ -58,19 +58,9 @@ def streaming(
 class Client(ShellBase):
     """A conversation with one agent process, which the client starts at once and owns until ``close()``.
 
-    Every call may also raise, besides what its own ``Raises`` says:
-
-    - :class:`AgentExited`: the agent exited, closed its input or output, or ``kill()`` stopped it (what it wrote
-      before is recorded first; the agent is torn down);
-    - :class:`AgentTimeout`: the deadline passed (a call other than a prompt sends ``$/cancel_request`` for it,
-      best effort, and leaves the client usable);
-    - :class:`ObserverError`: an observer method, or its ``flush``, raised (the agent is torn down);
-    - :class:`ReaderExhaustion`: a line passed the reader's limit (the agent is torn down);
-    - :class:`TransferLimitExceeded`: an update passed ``max_update_bytes`` or ``max_updates``;
-    - :class:`ProtocolViolation`: the answer cannot be used (the client stays usable);
-    - :class:`ClientBusy`: another call is in flight, or the call is made from inside an observer method;
-    - :class:`ClientClosed`: the client is closed;
-    - :class:`ValueError`: ``timeout`` is not a finite, non-negative number (nothing is written).
+    Each call's ``Raises`` lists its own errors, then what any call may raise (the agent gone, the deadline, the
+    observer failing, a line past a limit, a busy or closed client, a bad ``timeout``), with what each leaves of
+    the client.
 
     Args:
         options: what to start and how.

@@ -6,7 +6,11 @@ Teardown is unconditional and escalating, as in trio's ``Process`` and anyio's `
 (a blocked agent gets EOF or SIGPIPE), SIGTERM to the group, a grace period, SIGKILL to the group, then reap.
 
 This module never waits for data: the sync and the asyncio shells wait on the fds exposed here themselves
-(``select.poll``, ``loop.add_reader``). Teardown blocks; the asyncio shell runs it in a worker thread.
+(``select.poll``, ``loop.add_reader``). :meth:`AgentProcess.read_into` and :meth:`AgentProcess.write` never raise
+for what a pipe does (nothing to read yet, full, closed): they say it by their value, so the pipes' OS errors are
+mapped here, once. :meth:`AgentProcess.terminate` blocks for its grace periods; the asyncio shell starts the
+teardown with :meth:`AgentProcess.begin_terminate`, waits for the agent's exit on its event loop, and runs only
+what would still block in a worker thread.
 
 Limits:
     A process that left the group on purpose (``setsid``, ``setpgid``, a daemonising tool) is not reached

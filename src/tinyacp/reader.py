@@ -24,7 +24,9 @@ Blocking use, with a file descriptor or a binary file object as the source::
     for line in reader:
         handle(line)
 
-Sans-I/O use, for callers that do their own reads (the asyncio client does), in the style of h11::
+Sans-I/O use, for callers that do their own reads, in the style of h11 (both clients read this way: their call
+driver reads the agent's pipe into :meth:`LineReader.writable` and takes whole lines with
+:meth:`LineReader.poll_lines`)::
 
     >>> reader = LineReader()
     >>> view = reader.writable()

@@ -540,7 +540,7 @@ class _Driver(abc.ABC):
         """Release what the driver holds (the pool closes the actors)."""
 
 
-class _CallDriver(_Driver):
+class _CallPerTurnDriver(_Driver):
     """A Ray call per turn: for a driver the actors cannot connect to (a Ray Client)."""
 
     def _submit(self, slot: _Slot, item: Item, attempt: int, first: int) -> None:
@@ -783,7 +783,7 @@ def run_on_ray(run: Run, out: Path, address: str | None) -> None:
             if listener is not None and contact is not None:
                 _ConnectionDriver(ray, run, pool, listener, contact).drive()
             else:
-                _CallDriver(ray, run, pool).drive()
+                _CallPerTurnDriver(ray, run, pool).drive()
         finally:
             pool.close()
     finally:
