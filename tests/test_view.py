@@ -199,7 +199,7 @@ def test_a_damaged_journal_renders_what_it_can_and_says_what_it_skipped(hostile:
     data = page_data(page)
     assert len(data["turns"]) == 2 and data["turns"][0]["skipped"] == 2
     notes = " ".join(data["notes"])
-    assert "lines not records, shown raw: 7, 8" in notes and "last line is torn (11 bytes" in notes
+    assert "lines 7, 8 are not records, shown raw" in notes and "last line is torn (11 bytes" in notes
     bad = events(page, 0, "bad")
     assert [event["n"] for event in bad] == [7, 8] and "not a record <script>" in bad[0]["x"]
     assert "msg" in kinds(page, 0) and data["turns"][0]["stop"] == "end_turn"

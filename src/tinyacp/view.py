@@ -201,9 +201,11 @@ def _epochs(path: Path, view: _View, wanted: set[int] | None = None) -> dict[int
 
 
 def _note_skipped(view: _View, where: str, skipped: list[int]) -> None:
-    if skipped:
-        lines = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
-        view.note(f"{where}: {len(skipped)} lines not records, shown raw: {lines}")
+    if len(skipped) == 1:
+        view.note(f"{where}: line {skipped[0]} is not a record, shown raw")
+    elif skipped:
+        lines = ", ".join(map(str, skipped[:10])) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
+        view.note(f"{where}: lines {lines} are not records, shown raw")
 
 
 def _read_journal(path: Path, view: _View) -> None:

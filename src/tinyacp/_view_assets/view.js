@@ -158,7 +158,7 @@
     if (x === null) return 1;  // what a turn lacks goes last, whichever the direction
     if (y === null) return -1;
     const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
-    return (order || a.i - b.i) * state.dir;
+    return order ? order * state.dir : a.i - b.i;  // ties keep the file's order, whichever the direction
   }
 
   const filterText = el("input", { type: "search", id: "filter", placeholder: "filter: id, agent, error, prompt…",

@@ -1,0 +1,295 @@
+"""``tinyacp view``'s page in a real browser: headless Chromium (the system's, Debian's ``chromium``) driven by
+Playwright. The pages are made from real runs of the demo agent (tests/view_util.py). Every request the page makes
+is intercepted: the page itself is the only one answered, and any other fails the test; so does any console error.
+
+Without Chromium or Playwright these tests are skipped, except where ``TINYACP_REQUIRE_BROWSER=1`` (CI sets it):
+there a browser that cannot be had is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyacp import view
+from view_util import HOSTILE_FILE, demo_batch, hostile_journal, page_data
+
+WAIT_MS = 15_000
+"""Every wait of a test on the page, at most."""
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ORIGIN = "http://view.test"
+"""Where the page is served from, by the route that answers it: no server, no network."""
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("TINYACP_REQUIRE_BROWSER") == "1":  # CI sets it: there a missing browser is a failure
+        pytest.fail(f"the browser tests need {why} (TINYACP_REQUIRE_BROWSER=1)")
+    pytest.skip(f"the browser tests need {why}")
+
+
+@pytest.fixture(scope="module")
+def browser(batch_page: Path, hostile_page: Path) -> Iterator[Any]:
+    """One headless Chromium for the module (each test opens its own page). The pages are made first: Playwright's
+    synchronous API runs an event loop in this thread while the browser is open, and a batch runs one of its own."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable('Playwright: pip install -e ".[test]"')
+    executable = shutil.which("chromium")
+    if executable is None:
+        _unavailable("Chromium: apt-get install chromium")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@dataclass
+class Loaded:
+    """A page of the browser with its record of what happened: the requests, the console's errors."""
+
+    page: Any
+    requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[str]:
+        """The ids of the turns the table shows, in order."""
+        ids: list[str] = self.page.eval_on_selector_all(
+            "#turn-table tbody tr", "rows => rows.map(r => r.cells[0].textContent)"
+        )
+        return ids
+
+    def wait_rows(self, count: int) -> None:
+        """Wait until the table shows ``count`` rows (the text filter waits a moment for more typing)."""
+        from playwright.sync_api import expect
+
+        expect(self.page.locator("#turn-table tbody tr")).to_have_count(count, timeout=WAIT_MS)
+
+    def open(self, turn: str) -> str:
+        """Open the turn from the table; returns the text the turn's section shows."""
+        self.page.locator("#turn-table tbody tr", has_text=turn).first.click(timeout=WAIT_MS)
+        self.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
+        text: str = self.page.inner_text("#turn", timeout=WAIT_MS)
+        return text
+
+
+def load(browser: Any, html: Path) -> Loaded:
+    """Open ``html`` as the only thing the page may load; every other request is counted and refused."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(WAIT_MS)
+    loaded = Loaded(page)
+    body = html.read_bytes()
+    url = f"{ORIGIN}/{html.name}"
+
+    def route(request_route: Any) -> None:
+        if request_route.request.url == url and not loaded.requests:
+            loaded.requests.append("page")
+            request_route.fulfill(status=200, body=body, headers={"content-type": "text/html; charset=utf-8"})
+        else:
+            loaded.requests.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda message: loaded.errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: loaded.errors.append(str(error)))
+    page.goto(url, timeout=WAIT_MS)
+    page.wait_for_selector("body[data-ready]", timeout=WAIT_MS, state="attached")
+    return loaded
+
+
+@pytest.fixture
+def opened(browser: Any) -> Iterator[Any]:
+    """Open pages; after the test, each must have made no request but its own and logged no error."""
+    pages: list[Loaded] = []
+
+    def make(html: Path) -> Loaded:
+        pages.append(load(browser, html))
+        return pages[-1]
+
+    yield make
+    for loaded in pages:
+        assert loaded.requests == ["page"], "the page asked for more than itself"
+        assert loaded.errors == [], "the console logged errors"
+        assert loaded.page.evaluate("typeof window.__pwned") == "undefined"
+        loaded.page.close()
+
+
+@pytest.fixture(scope="module")
+def batch_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("view-browser")
+    return view.write_html(demo_batch(base / "out", base / "work"))
+
+
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("view-browser-hostile")
+    journal = hostile_journal(base / "hostile.jsonl", base / "work")
+    return view.write_html(journal, base / "hostile.html")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The table.
+
+
+def test_the_table_has_a_row_per_turn_and_the_overview_a_row_per_agent(opened: Any, batch_page: Path) -> None:
+    loaded = opened(batch_page)
+    assert sorted(loaded.rows()) == ["crash-1", "read-1", "read-2", "rejected-1", "slow-1"]
+    agents = page_data(batch_page.read_text(encoding="utf-8"))["overview"]["agents"]
+    assert loaded.page.locator("#agents tbody tr").count() == len(agents) == 2
+    assert loaded.page.locator("#overview svg[role=img]").count() == 3  # a duration chart per agent, one of cost
+    assert "5 of 5 matching turns shown" in loaded.page.inner_text("#count")
+    demo = loaded.page.locator("#agents tbody tr", has_text="demo").inner_text()
+    assert demo.split("\t")[:4] == ["demo", "4", "3", "1"]
+
+
+def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[str]:
+    """The order the page must give: by the value, ties in the file's order, turns without one last."""
+
+    def value(turn: dict[str, Any]) -> Any:
+        return (1 if turn["ok"] else 0) if key == "ok" else turn.get(key)
+
+    present = [turn for turn in turns if value(turn) is not None]
+    missing = [turn for turn in turns if value(turn) is None]
+    return [turn["id"] for turn in sorted(present, key=value, reverse=descending) + missing]  # a stable sort
+
+
+COLUMNS = ["id", "agent", "ok", "stop", "secs", "tools", "allow", "reject", "tokens", "cost"]
+
+
+@pytest.mark.parametrize("key", COLUMNS)
+def test_every_column_sorts_both_ways(opened: Any, batch_page: Path, key: str) -> None:
+    loaded = opened(batch_page)
+    turns = page_data(batch_page.read_text(encoding="utf-8"))["turns"]
+    header = loaded.page.locator(f"#turn-table th[data-key={key}] button")
+    header.click()
+    assert loaded.rows() == _expected(turns, key, descending=False)
+    assert loaded.page.get_attribute(f"#turn-table th[data-key={key}]", "aria-sort") == "ascending"
+    header.click()
+    assert loaded.rows() == _expected(turns, key, descending=True)
+    assert loaded.page.get_attribute(f"#turn-table th[data-key={key}]", "aria-sort") == "descending"
+
+
+def test_the_filters_keep_the_turns_of_a_text_an_agent_and_an_outcome(opened: Any, batch_page: Path) -> None:
+    loaded = opened(batch_page)
+    page = loaded.page
+    page.select_option("#outcome-filter", "failed")
+    assert sorted(loaded.rows()) == ["crash-1", "slow-1"]
+    page.select_option("#outcome-filter", "ok")
+    assert sorted(loaded.rows()) == ["read-1", "read-2", "rejected-1"]
+    page.select_option("#outcome-filter", "")
+    agent = page_data(batch_page.read_text(encoding="utf-8"))["turns"]
+    crashed = next(turn["agent"] for turn in agent if turn["id"] == "crash-1")
+    page.select_option("#agent-filter", crashed)
+    assert loaded.rows() == ["crash-1"]
+    page.select_option("#agent-filter", "")
+    page.fill("#filter", "AgentTimeout")  # the text of an error
+    loaded.wait_rows(1)
+    assert loaded.rows() == ["slow-1"]
+    page.fill("#filter", "READ-")
+    loaded.wait_rows(2)
+    assert loaded.rows() == ["read-1", "read-2"]
+    page.fill("#filter", "nothing matches this")
+    loaded.wait_rows(0)
+    assert page.inner_text("#count").startswith("0 of 0 matching turns")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One turn.
+
+
+def test_an_opened_turn_shows_its_prompt_messages_tool_call_and_the_decision(opened: Any, batch_page: Path) -> None:
+    loaded = opened(batch_page)
+    text = loaded.open("read-1")
+    assert "What is in this folder?" in text
+    assert "You said: What is in this folder?" in text
+    assert "tool call [read] Read files in" in text and "notes.txt" in text and "completed" in text
+    assert "permission asked: Read files in" in text
+    assert "→ allowed (option allow “Allow”, allow_once) · decided by policy" in text
+    assert "stop reason: end_turn" in text
+    thought = loaded.page.locator("#turn details.thought").first
+    assert thought.get_attribute("open") is None  # folded
+    assert not thought.locator("pre").is_visible()
+    thought.locator("summary").click()
+    assert thought.locator("pre").is_visible()
+    assert loaded.page.locator("#turn .time").first.inner_text().startswith("+")
+
+
+def test_a_rejected_permission_says_so_and_who_decided(opened: Any, batch_page: Path) -> None:
+    text = opened(batch_page).open("rejected-1")
+    assert "→ rejected (option reject “Reject”, reject_once) · decided by default-reject" in text
+    assert "failed" in text  # the tool call the agent then gave up
+
+
+def test_a_failed_turn_shows_its_error_and_the_agents_stderr(opened: Any, batch_page: Path) -> None:
+    loaded = opened(batch_page)
+    text = loaded.open("crash-1")
+    assert "AgentExited" in text and "the agent's stderr (tail)" in text
+    assert "the agent fell over: <b>bold</b>" in text  # as text, not as markup
+    assert loaded.page.locator("#turn b").count() == 0
+    assert "AgentTimeout" in loaded.open("slow-1")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Hostile content, and a page that cannot reach anything.
+
+
+def test_hostile_text_shows_as_text_and_runs_nothing(opened: Any, hostile_page: Path) -> None:
+    loaded = opened(hostile_page)
+    page = loaded.page
+    first = loaded.open("hostile #1")
+    assert '<script>window.__pwned=1</script></script><img src=x onerror="window.__pwned=2">' in first
+    assert "\u27e8U+202E\u27e9evil" in first and "\u241b[31mred" in first
+    assert HOSTILE_FILE in first  # a file name from the agent's listing
+    second = loaded.open("hostile #2")
+    assert "notice (warning)" in second and "Model fallback <script>" in second
+    assert "tool call name edit_file [edit] Edit <script>" in second
+    assert "- old line" in second and "+ new line" in second and "diff of javascript:alert(1)" in second
+    assert "update hologram_update" in second and '{"beam":"<script>' in second
+    assert page.locator("#turn del").inner_text().strip() == "- old line"
+    assert page.locator("#turn ins").inner_text().strip() == "+ new line"
+    counts = page.evaluate(
+        "[document.querySelectorAll('img, a, iframe, object, embed, link[href]:not([rel=icon])').length,"
+        " document.querySelectorAll('script').length, document.querySelectorAll('[onerror], [onclick]').length]"
+    )
+    assert counts == [0, 4, 0]  # the data of the page and of its two turns, and the page's own script
+
+
+def test_the_policy_stops_a_request_even_from_script_on_the_page(browser: Any, hostile_page: Path) -> None:
+    loaded = load(browser, hostile_page)
+    try:
+        outcome = loaded.page.evaluate("fetch('http://elsewhere.test/x').then(() => 'sent', () => 'refused')")
+        loaded.page.evaluate("new Image().src = 'http://elsewhere.test/pixel.png'")
+        loaded.page.evaluate("document.body.appendChild(document.createElement('link'))")
+        assert outcome == "refused"
+        assert loaded.requests == ["page"]  # neither reached the network (nor the route)
+        assert all("Content Security Policy" in error for error in loaded.errors) and loaded.errors
+    finally:
+        loaded.page.close()
+
+
+def test_a_damaged_journal_says_what_it_skipped(opened: Any, hostile_page: Path, tmp_path: Path) -> None:
+    journal = next(hostile_page.parent.glob("*.jsonl"))
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(journal.read_bytes().replace(b"\n", b"\nnot a record\n", 1) + b'{"torn')
+    loaded = opened(view.write_html(damaged, tmp_path / "damaged.html"))
+    notes = loaded.page.locator("#notes")
+    notes.locator("summary").click()
+    assert "line 2 is not a record" in notes.inner_text() and "torn" in notes.inner_text()
+    assert "journal line 2 is not a record" in loaded.open("damaged #1")
