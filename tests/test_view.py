@@ -77,6 +77,7 @@ def test_a_batch_turn_carries_its_prompt_messages_tool_call_and_decision(batch: 
     assert shown == ["prompt", "tool", "perm", "msg", "result"]
     assert events(page, read, "prompt")[0]["x"] == "What is in this folder?"
     assert "notes.txt" in json.dumps(events(page, read, "tool")[0]["content"])
+    assert (events(page, read, "tool")[0]["name"], events(page, read, "tool")[0]["kind"]) == ("Read", "read")
     assert events(page, read, "perm")[0]["decision"]["allowed"] is True
     assert events(page, read, "perm")[0]["decision"]["by"] == "policy"
     rejected = events(page, index["rejected-1"], "perm")[0]["decision"]

@@ -219,7 +219,7 @@ def test_an_opened_turn_shows_its_prompt_messages_tool_call_and_the_decision(ope
     text = loaded.open("read-1")
     assert "What is in this folder?" in text
     assert "You said: What is in this folder?" in text
-    assert "tool call [read] Read files in" in text and "notes.txt" in text and "completed" in text
+    assert "tool call Read [read] Read files in" in text and "notes.txt" in text and "completed" in text
     assert "permission asked: Read files in" in text
     assert "→ allowed (option allow “Allow”, allow_once) · decided by policy" in text
     assert "stop reason: end_turn" in text
@@ -259,7 +259,7 @@ def test_hostile_text_shows_as_text_and_runs_nothing(opened: Any, hostile_page: 
     assert HOSTILE_FILE in first  # a file name from the agent's listing
     second = loaded.open("hostile #2")
     assert "notice (warning)" in second and "Model fallback <script>" in second
-    assert "tool call name edit_file [edit] Edit <script>" in second
+    assert "tool call edit_file [edit] Edit <script>" in second
     assert "- old line" in second and "+ new line" in second and "diff of javascript:alert(1)" in second
     assert "update hologram_update" in second and '{"beam":"<script>' in second
     assert page.locator("#turn del").inner_text().strip() == "- old line"

@@ -294,7 +294,7 @@
         pre(e.x));
     },
     tool: function (e) {
-      const title = [e.name ? "name " + e.name : null, e.kind ? "[" + e.kind + "]" : null, e.title].filter(Boolean).join(" ");
+      const title = [e.name, e.kind ? "[" + e.kind + "]" : null, e.title].filter(Boolean).join(" ");
       return el("div", { cls: "tool status-" + (e.status || "pending") },
         el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "tool call "),
           el("span", { cls: "data" }, title || e.id), " · ", el("strong", { cls: "status" }, e.status || "pending"),
