@@ -1477,7 +1477,7 @@ def test_a_setting_the_agent_does_not_offer_exits_2_before_the_prompt(cli: Cli, 
 
 
 def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: Cli) -> None:
-    _named(cli, _with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"override": {}}}}))
+    _named(cli, _with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}))
     done = cli.run(
         "prompt", "--agent", "scripted", "--system-prompt", "Be brief.", "--system-prompt-mode", "override", "hi"
     )

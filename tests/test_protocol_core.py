@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from schema_util import check_client_line, errors
+from schema_util import UNSTABLE, check_client_line, errors
 from test_conversation import Driver, make_core, piece, result, update
 from tinyacp import (
     AuthMethod,
@@ -52,7 +52,7 @@ EVERYTHING: dict[str, Any] = {
             "close": {},
             "delete": {},
             "additionalDirectories": {},
-            "systemPrompt": {"override": {}},
+            "systemPrompt": {"mode": {"override": {}}},
         },
         "auth": {"logout": {}},
     },
@@ -251,12 +251,25 @@ def test_calls_the_agent_did_not_advertise_are_refused_and_nothing_is_written(pi
     assert core.authenticate("agent-login").message.id == 2  # no id was used up by a refusal
 
 
-def test_an_override_system_prompt_needs_its_sub_capability() -> None:
-    init = {**EVERYTHING, "agentCapabilities": {"sessionCapabilities": {"systemPrompt": {}}}}
+@pytest.mark.parametrize(
+    "advertised",
+    [{}, {"override": {}}, {"mode": {}}, {"mode": {"override": None}}, {"mode": "override"}],
+    ids=["append-only", "override-outside-mode", "mode-without-override", "override-null", "mode-not-an-object"],
+)
+def test_an_override_system_prompt_needs_the_mode_override_sub_capability(advertised: dict[str, Any]) -> None:
+    init = {**EVERYTHING, "agentCapabilities": {"sessionCapabilities": {"systemPrompt": advertised}}}
     core = opened(None, init=init).core
-    with pytest.raises(NotAdvertised, match="override"):
+    with pytest.raises(NotAdvertised, match=r"systemPrompt\.mode\.override"):
         core.new_session("/work", system_prompt=SystemPrompt("x", mode="override"))
     assert sent(core.new_session("/work", system_prompt=SystemPrompt("x")).message, "NewSessionRequest")["systemPrompt"]
+
+
+def test_an_override_system_prompt_is_sent_when_the_agent_offers_mode_override() -> None:
+    init = {**EVERYTHING, "agentCapabilities": {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}}
+    core = opened(None, init=init).core
+    message = core.new_session("/work", system_prompt=SystemPrompt("Be terse.", mode="override")).message
+    params = check_client_line(message.raw, "NewSessionRequest", UNSTABLE)["params"]
+    assert params["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be terse."}]}
 
 
 def test_nothing_is_advertised_before_initialize() -> None:

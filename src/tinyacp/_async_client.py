@@ -99,6 +99,7 @@ class AsyncClient(ShellBase):
     new_session = awaitable(_calls.new_session)
     load_session = awaitable(_calls.load_session)
     resume_session = awaitable(_calls.resume_session)
+    fork_session = awaitable(_calls.fork_session)
     close_session = awaitable(_calls.close_session)
     delete_session = awaitable(_calls.delete_session)
     list_sessions = awaitable(_calls.list_sessions)
@@ -107,6 +108,7 @@ class AsyncClient(ShellBase):
     set_model = awaitable(_calls.set_model)
     prompt = awaitable(_calls.prompt)
     prompt_stream = streaming(_calls.prompt_stream)
+    request = awaitable(_calls.request)
 
     async def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from any task.

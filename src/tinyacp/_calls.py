@@ -144,14 +144,14 @@ def authenticate(
 
 
 @_raises_also
-def logout(shell: ShellBase, *, timeout: float | None = None) -> CallSpec[None]:
-    """Log out (only if the agent advertised ``auth.logout``).
+def logout(shell: ShellBase, *, meta: Meta | None = None, timeout: float | None = None) -> CallSpec[None]:
+    """Log out (only if the agent advertised ``auth.logout``; ``meta`` as ``_meta``).
 
     Raises:
         NotAdvertised: the agent did not advertise logout (nothing written).
         RequestError: the agent answered with an error.
     """
-    return CallSpec(shell._core.logout, timeout)
+    return CallSpec(lambda: shell._core.logout(meta), timeout)
 
 
 @_raises_also
@@ -243,27 +243,92 @@ def resume_session(
 
 
 @_raises_also
-def close_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
-    """Ask the agent to close a session (free what it holds for it).
+def fork_session(
+    shell: ShellBase,
+    session_id: str,
+    cwd: str | os.PathLike[str],
+    mcp_servers: Sequence[AnyMcpServer] = (),
+    *,
+    additional_directories: Sequence[str | os.PathLike[str]] | None = None,
+    system_prompt: SystemPrompt | None = None,
+    meta: Meta | None = None,
+    timeout: float | None = None,
+    force: bool = False,
+) -> CallSpec[Session]:
+    """Fork a session: a new session that starts from the context of ``session_id``, whose working directory
+    is ``cwd`` (made absolute). The original session is left as it was. Some agents (OpenCode) replay the
+    fork's history as updates under the new session id before they answer: each goes to ``on_update``.
+
+    Raises:
+        NotAdvertised: the agent did not advertise ``sessionCapabilities.fork`` (``force=True`` sends it
+            anyway, recorded as forced), or a system prompt or additional directories it did not advertise;
+            nothing written.
+        SessionNotFound: the agent does not know the session (the client stays usable).
+        AuthRequired: the agent wants `authenticate` first (the client stays usable).
+        RequestError: the agent answered with an error.
+    """
+    path, extra = _paths(shell, cwd, additional_directories or ())
+    return CallSpec(
+        lambda: shell._core.fork_session(
+            session_id,
+            path,
+            mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=extra if additional_directories is not None else None,
+            force=force,
+        ),
+        timeout,
+    )
+
+
+@_raises_also
+def request(
+    shell: ShellBase, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+) -> CallSpec[Any]:
+    """Send a request the client has no call of its own for, and return its answer as decoded JSON: an
+    extension method (its name begins with ``_``) or one of the unstable methods of ACP (``providers/list``,
+    ``providers/set``, ``session/set_title``, ``session/status``, …).
+
+    ``params`` is the JSON object sent (None: ``{}``); :class:`~tinyacp.Secret` values anywhere in it are sent
+    plainly and redacted in the journal. The line is recorded before it is written; at the deadline the client
+    sends ``$/cancel_request`` for it, as for any call.
+
+    Raises:
+        UsageError: ``method`` has a call of its own (use it), or is neither an extension method nor an unstable
+            one (nothing written).
+        TypeError: ``params`` is not a dict (nothing written).
+        RequestError: the agent answered with an error (-32601 when it does not know the method).
+    """
+    return CallSpec(lambda: shell._core.request(method, params), timeout)
+
+
+@_raises_also
+def close_session(
+    shell: ShellBase, session_id: str, *, meta: Meta | None = None, timeout: float | None = None
+) -> CallSpec[None]:
+    """Ask the agent to close a session (free what it holds for it; ``meta`` as ``_meta``).
 
     Raises:
         NotAdvertised: the agent did not advertise ``sessionCapabilities.close`` (nothing written).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
     """
-    return CallSpec(lambda: shell._core.close_session(session_id), timeout)
+    return CallSpec(lambda: shell._core.close_session(session_id, meta), timeout)
 
 
 @_raises_also
-def delete_session(shell: ShellBase, session_id: str, *, timeout: float | None = None) -> CallSpec[None]:
-    """Ask the agent to delete a session from its list.
+def delete_session(
+    shell: ShellBase, session_id: str, *, meta: Meta | None = None, timeout: float | None = None
+) -> CallSpec[None]:
+    """Ask the agent to delete a session from its list (``meta`` as ``_meta``).
 
     Raises:
         NotAdvertised: the agent did not advertise ``sessionCapabilities.delete`` (nothing written).
         SessionNotFound: the agent does not know the session (the client stays usable).
         RequestError: the agent answered with an error.
     """
-    return CallSpec(lambda: shell._core.delete_session(session_id), timeout)
+    return CallSpec(lambda: shell._core.delete_session(session_id, meta), timeout)
 
 
 @_raises_also
@@ -272,16 +337,18 @@ def list_sessions(
     cwd: str | os.PathLike[str] | None = None,
     cursor: str | None = None,
     *,
+    meta: Meta | None = None,
     timeout: float | None = None,
 ) -> CallSpec[SessionPage]:
-    """One page of the agent's sessions, those in ``cwd`` only when given; pass ``next_cursor`` for more.
+    """One page of the agent's sessions, those in ``cwd`` only when given; pass ``next_cursor`` for more
+    (``meta`` as ``_meta``).
 
     Raises:
         NotAdvertised: the agent did not advertise ``sessionCapabilities.list`` (nothing written).
         RequestError: the agent answered with an error.
     """
     path = None if cwd is None else shell._absolute(cwd)
-    return CallSpec(lambda: shell._core.list_sessions(path, cursor), timeout)
+    return CallSpec(lambda: shell._core.list_sessions(path, cursor, meta), timeout)
 
 
 @_raises_also

@@ -98,6 +98,7 @@ class Client(ShellBase):
     new_session = blocking(_calls.new_session)
     load_session = blocking(_calls.load_session)
     resume_session = blocking(_calls.resume_session)
+    fork_session = blocking(_calls.fork_session)
     close_session = blocking(_calls.close_session)
     delete_session = blocking(_calls.delete_session)
     list_sessions = blocking(_calls.list_sessions)
@@ -106,6 +107,7 @@ class Client(ShellBase):
     set_model = blocking(_calls.set_model)
     prompt = blocking(_calls.prompt)
     prompt_stream = streaming(_calls.prompt_stream)
+    request = blocking(_calls.request)
 
     def cancel(self, session_id: str) -> None:
         """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.

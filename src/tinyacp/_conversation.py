@@ -31,6 +31,7 @@ import msgspec
 
 from . import _requests as requests
 from . import _tolerant_json as tolerant_json
+from ._elicitation import ElicitationParams, ElicitationReply, elicitation_request
 from ._errors import (
     AuthRequired,
     MissingDurableObserver,
@@ -62,6 +63,7 @@ from ._messages import (
     LoadedSession,
     LooseUpdateParams,
     Modes,
+    Notice,
     OutError,
     OutNotification,
     OutRequest,
@@ -75,18 +77,21 @@ from ._messages import (
     SessionPage,
     SessionState,
     SessionUpdate,
+    Subagent,
+    SubagentUpdate,
     SystemPrompt,
     UnknownUpdate,
     UpdateLine,
     UsageUpdate,
     config_options,
+    merged_subagent,
     session_from,
     stop_reason,
     turn_usage,
 )
 from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
-from ._requests import Meta
+from ._requests import Meta, Params
 from ._tolerant_json import parseable
 from .reader import ReaderLimits
 
@@ -101,6 +106,7 @@ ON_PERMISSION_REQUEST: Final = "on_permission_request"
 ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
+ON_ELICITATION: Final = "on_elicitation"
 
 _JOIN_EVERY: Final = 1024
 """The kept reply text is joined into one string every time this many more parts were kept."""
@@ -182,10 +188,12 @@ class _Turn:
         "kept_bytes",
         "kept_chunks",
         "last_usage",
+        "notices",
         "other_updates",
         "overflow",
         "parts",
         "session_id",
+        "subagents",
         "timed_out",
     )
 
@@ -204,6 +212,9 @@ class _Turn:
         self.cancel_sent = False
         self.timed_out = False
         self.last_usage: UsageUpdate | None = None
+        self.notices: list[Notice] = []
+        self.subagents: dict[str, Subagent] = {}
+        """The children announced in this turn, by session id, each with its merged latest state."""
 
 
 class Conversation:
@@ -253,6 +264,8 @@ class Conversation:
         self._pending: _Pending | None = None
         self._turn: _Turn | None = None
         self._sessions: dict[str, SessionState] = {}
+        self._parents: dict[str, str] = {}
+        """Each child session announced by a ``subagent_update``, and the session that announced it."""
         self._loading: str | None = None
         """The session a ``session/load`` in flight replays."""
         self._replayed = 0
@@ -360,32 +373,84 @@ class Conversation:
         )
         return self._request("session/resume", params, lambda raw: self._opened(raw, session_id))
 
-    def close_session(self, session_id: str) -> Call[None]:
+    def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Sequence[AnyMcpServer] = (),
+        *,
+        meta: Meta | None = None,
+        system_prompt: SystemPrompt | None = None,
+        additional_directories: Sequence[str] | None = None,
+        force: bool = False,
+    ) -> Call[Session]:
+        """The ``session/fork`` request: a new session from the context of ``session_id``, which stays as it was.
+
+        Raises:
+            NotAdvertised: the agent did not advertise ``sessionCapabilities.fork`` (unless ``force``), or the
+                extras asked for.
+        """
+        params, refusal = requests.fork_params(
+            self.agent,
+            session_id,
+            cwd,
+            mcp_servers,
+            meta=meta,
+            system_prompt=system_prompt,
+            additional_directories=additional_directories,
+        )
+        return self._request("session/fork", params, lambda raw: self._opened(raw, None), refusal=refusal, force=force)
+
+    def close_session(self, session_id: str, meta: Meta | None = None) -> Call[None]:
         """The ``session/close`` request; the session's state is forgotten once the agent agrees.
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.close``.
         """
         requests.session_capability(self.agent, "close", "session/close")
-        return self._request("session/close", {"sessionId": session_id}, lambda raw: self._forget(session_id))
+        params = requests.with_meta({"sessionId": session_id}, meta)
+        return self._request("session/close", params, lambda raw: self._forget(session_id))
 
-    def delete_session(self, session_id: str) -> Call[None]:
+    def delete_session(self, session_id: str, meta: Meta | None = None) -> Call[None]:
         """The ``session/delete`` request.
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.delete``.
         """
         requests.session_capability(self.agent, "delete", "session/delete")
-        return self._request("session/delete", {"sessionId": session_id}, lambda raw: self._forget(session_id))
+        params = requests.with_meta({"sessionId": session_id}, meta)
+        return self._request("session/delete", params, lambda raw: self._forget(session_id))
 
-    def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> Call[SessionPage]:
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, meta: Meta | None = None
+    ) -> Call[SessionPage]:
         """The ``session/list`` request, filtered by ``cwd`` (absolute) and continued from ``cursor``.
 
         Raises:
             NotAdvertised: the agent did not advertise ``sessionCapabilities.list``.
         """
         requests.session_capability(self.agent, "list", "session/list")
-        return self._request("session/list", requests.list_params(cwd, cursor), requests.decode_session_page)
+        params = requests.list_params(cwd, cursor, meta)
+        return self._request("session/list", params, requests.decode_session_page)
+
+    def request(self, method: str, params: Params | None = None) -> Call[Any]:
+        """A request of an extension method (``_`` first) or an unstable one; its answer is the decoded JSON.
+
+        Raises:
+            UsageError: ``method`` has a call of its own, or is neither an extension nor an unstable method.
+        """
+        body = requests.extension_params(method, params)
+        return self._request(method, body, _decoded)
+
+    def notification(self, method: str, params: Params | None = None) -> OutgoingMessage:
+        """A notification of an extension method (``_`` first) or an unstable one.
+
+        Raises:
+            UsageError: ``method`` has a call of its own, or is neither an extension nor an unstable method.
+            TransferLimitExceeded: the line is longer than ``max_message_bytes``.
+        """
+        body = requests.extension_params(method, params)
+        return self._message(None, method, OutNotification("2.0", method, body))
 
     def authenticate(self, method_id: str, meta: Meta | None = None) -> Call[None]:
         """The ``authenticate`` request with one of the methods the agent offered.
@@ -397,14 +462,14 @@ class Conversation:
         params = requests.authenticate_params(self.agent, method_id, meta)
         return self._request("authenticate", params, _finish_nothing)
 
-    def logout(self) -> Call[None]:
+    def logout(self, meta: Meta | None = None) -> Call[None]:
         """The ``logout`` request.
 
         Raises:
             NotAdvertised: the agent did not advertise ``agentCapabilities.auth.logout``.
         """
         requests.require_logout(self.agent)
-        return self._request("logout", {}, _finish_nothing)
+        return self._request("logout", requests.with_meta({}, meta), _finish_nothing)
 
     def set_mode(self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
         """The ``session/set_mode`` request; the session's current mode is updated once the agent agrees.
@@ -475,28 +540,28 @@ class Conversation:
         self._turn = _Turn(session_id)
         return call
 
-    def cancel(self, session_id: str) -> OutgoingMessage:
+    def cancel(self, session_id: str, meta: Meta | None = None) -> OutgoingMessage:
         """A ``session/cancel`` notification; from now on this turn's permission requests are cancelled.
 
         Raises:
             TransferLimitExceeded: the line is longer than ``max_message_bytes`` (the turn is left as it was).
         """
-        message = self.check_cancel(session_id)
+        message = self.check_cancel(session_id, meta)
         turn = self._turn
         if turn is not None and turn.session_id == session_id:
             turn.cancel_sent = True
         return message
 
-    def check_cancel(self, session_id: str) -> OutgoingMessage:
+    def check_cancel(self, session_id: str, meta: Meta | None = None) -> OutgoingMessage:
         """The ``session/cancel`` line, built without marking the turn: lets a shell refuse it when it is asked
         for, rather than when it is written in the middle of another call.
 
         Raises:
             TransferLimitExceeded: the line is longer than ``max_message_bytes``.
+            TypeError: ``meta`` is not a dict.
         """
-        return self._message(
-            None, "session/cancel", OutNotification("2.0", "session/cancel", {"sessionId": session_id})
-        )
+        params = requests.with_meta({"sessionId": session_id}, meta)
+        return self._message(None, "session/cancel", OutNotification("2.0", "session/cancel", params))
 
     def cancel_turn_once(self) -> OutgoingMessage | None:
         """The one ``session/cancel`` a limit or a deadline sends; None if the turn was cancelled already."""
@@ -651,6 +716,8 @@ class Conversation:
             cancelled=turn.cancel_sent,
             meta=fields or None,
             usage=usage,
+            notices=tuple(turn.notices),
+            subagents=tuple(turn.subagents.values()),
         )
 
     # ----------------------------------------------------------------------------------------------------------
@@ -802,15 +869,40 @@ class Conversation:
     def _other_recorded(self, update: Update, payload: SessionUpdate, turn: _Turn | None) -> None:
         """Any update but a message chunk, once recorded: count it, keep the session state and the usage."""
         session_id = update.session_id
+        cls = payload.__class__
         if turn is not None and session_id == turn.session_id:
             turn.other_updates += 1
-            if payload.__class__ is UsageUpdate:
-                turn.last_usage = payload
+            if cls is UsageUpdate:
+                turn.last_usage = payload  # type: ignore[assignment]  # checked by its class
+            elif cls is Notice:
+                turn.notices.append(payload)  # type: ignore[arg-type]  # checked by its class
         elif self._loading == session_id:
             self._replayed += 1
-        cls = payload.__class__
         if cls is CurrentModeUpdate or cls is ConfigOptionUpdate or cls is AvailableCommandsUpdate:
             self._sessions[session_id] = _applied(self._state(session_id), payload)
+        elif cls is SubagentUpdate:
+            self._announced(session_id, payload, turn)  # type: ignore[arg-type]  # checked by its class
+
+    def _announced(self, parent: str, payload: SubagentUpdate, turn: _Turn | None) -> None:
+        """A ``subagent_update``: remember whose child the session is, and keep its state for the turn's result
+        when the turn's session (or one of its children) announced it."""
+        child = payload.session_id
+        if child != parent:  # a session cannot be its own child: that would make a loop of parents
+            self._parents[child] = parent
+        if turn is not None and self._descends(parent, turn.session_id):
+            turn.subagents[child] = merged_subagent(turn.subagents.get(child), payload)
+
+    def _descends(self, session_id: str, ancestor: str) -> bool:
+        """Whether ``session_id`` is ``ancestor`` or a child (a subagent) of it, at any depth."""
+        parents = self._parents
+        for _ in range(len(parents) + 1):  # bounded: the announcements may make a loop
+            if session_id == ancestor:
+                return True
+            parent = parents.get(session_id)
+            if parent is None:
+                return False
+            session_id = parent
+        return False
 
     def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Reaction:
         if not self.has_observer:
@@ -873,6 +965,8 @@ class Conversation:
                 return self._notification(raw, method)
             if method == "session/request_permission":
                 return self._permission(raw, envelope)
+            if method == "elicitation/create" and self.features.elicitation:
+                return self._elicitation(raw, envelope)
             return self._unserved(raw, method, envelope.id)
         if envelope.id is not msgspec.UNSET:
             return self._response_to_us(raw, envelope)
@@ -933,16 +1027,59 @@ class Conversation:
                 "a permission request arrived and the client has no observer to record the decision"
             )
         request = PermissionRequest(self.epoch, raw, request_id, params.session_id, params.tool_call, params.options)
+        request.parent_session_id = self._parents.get(params.session_id)
         reply = yield Record(ON_PERMISSION_REQUEST, request)
         if reply is not None and not isinstance(reply, PermissionReply):
             raise ObserverError(
                 f"on_permission_request must return a PermissionReply or None, not {type(reply).__name__}"
             )
-        turn = self._turn
-        cancelled = turn is not None and turn.cancel_sent and turn.session_id == params.session_id
-        decide(request, reply, self.policy, cancelled=cancelled)
+        decide(request, reply, self.policy, cancelled=self._cancelled(params.session_id))
         yield Record(ON_PERMISSION_DECISION, request)
         yield Write(self._response(request_id, {"outcome": request.outcome}))
+        return None
+
+    def _cancelled(self, session_id: str | None) -> bool:
+        """Whether the turn was cancelled and ``session_id`` is its session or a child of it: the agent cancels
+        the children of a cancelled session itself, so their questions get the cancelled answer too."""
+        turn = self._turn
+        return (
+            turn is not None
+            and turn.cancel_sent
+            and session_id is not None
+            and self._descends(session_id, turn.session_id)
+        )
+
+    def _elicitation(self, raw: bytes, envelope: Envelope) -> Reaction:
+        """``elicitation/create`` (with elicitation on): recorded as received, decided by the observer's
+        ``on_elicitation`` (no reply: declined; a cancelled turn's: cancelled), then answered; the answer, which
+        carries the decision, is recorded before it is written."""
+        request_id = envelope.id
+        assert request_id is not msgspec.UNSET
+        try:
+            params = msgspec.json.decode(envelope.params or b"null", type=ElicitationParams)
+            problem = params.problem()
+        except _UNREADABLE as exc:
+            problem = str(exc)
+        if problem is not None:
+            note = self._note(raw, MessageKind.INVALID_REQUEST, "elicitation/create", request_id, problem)
+            yield Record(ON_MESSAGE, note)
+            yield Write(self._error(request_id, INVALID_PARAMS, f"Invalid params: {problem}"))
+            return None
+        if not self.has_observer:
+            raise MissingDurableObserver("an elicitation arrived and the client has no observer to record it")
+        yield Record(ON_MESSAGE, self._note(raw, MessageKind.ELICITATION, "elicitation/create", request_id))
+        request = elicitation_request(self.epoch, raw, request_id, params)
+        if self._cancelled(params.session_id):
+            request.reply, request.decided_by = ElicitationReply.cancel(), "cancelled"
+        else:
+            reply = yield Record(ON_ELICITATION, request)
+            if reply is not None and not isinstance(reply, ElicitationReply):
+                raise ObserverError(
+                    f"on_elicitation must return an ElicitationReply or None, not {type(reply).__name__}"
+                )
+            request.reply = reply or ElicitationReply.decline()
+            request.decided_by = "observer" if reply is not None else "default-decline"
+        yield Write(self._response(request_id, request.reply._wire()))
         return None
 
     def _response_to_us(self, raw: bytes, envelope: Envelope) -> Reaction:
@@ -983,6 +1120,11 @@ class Conversation:
 
 def _finish_nothing(result: msgspec.Raw) -> None:
     return None
+
+
+def _decoded(result: msgspec.Raw) -> Any:
+    """The answer to an extension or unstable request: its JSON as Python values."""
+    return msgspec.json.decode(result)
 
 
 def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Protocol, runtime_checkable
 
+from ._elicitation import ElicitationReply, ElicitationRequest
 from ._permissions import PermissionReply, PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
 
@@ -31,7 +32,9 @@ class Observer(Protocol):
     """What the client calls. Subclass :class:`BaseObserver` to implement only what you need.
 
     ``on_message`` and ``on_send`` are optional: an observer without them still works, and gets no record of
-    responses, other requests and our own lines. ``flush()`` is optional too: the flush point (see the module
+    responses, other requests and our own lines. ``on_elicitation`` is optional too: with
+    ``ClientFeatures(elicitation=True)`` it answers the agent's questions to the user (``elicitation/create``);
+    without it they are declined. ``flush()`` is optional too: the flush point (see the module
     documentation); :class:`BaseObserver` has none, so an observer that writes each record at once costs
     nothing there.
     """
@@ -71,4 +74,12 @@ class BaseObserver:
 
     def on_send(self, message: OutgoingMessage) -> Awaitable[None] | None:
         """Called for every line the client is about to write, before the write."""
+        return None
+
+    def on_elicitation(
+        self, request: ElicitationRequest
+    ) -> ElicitationReply | Awaitable[ElicitationReply | None] | None:
+        """Called for every ``elicitation/create`` (with ``ClientFeatures(elicitation=True)``), after its line
+        went to ``on_message``; return a reply, or None to decline. A ``url`` elicitation asks the user to open
+        a URL: tinyacp never opens it."""
         return None

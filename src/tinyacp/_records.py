@@ -17,10 +17,12 @@ from ._limits import Overflow
 from ._messages import (
     AgentMessageChunk,
     AgentThoughtChunk,
+    Notice,
     RequestId,
     Secret,
     SessionUpdate,
     StopReason,
+    Subagent,
     ToolCall,
     ToolCallUpdate,
     TurnUsage,
@@ -74,6 +76,12 @@ class Update(msgspec.Struct, frozen=True, gc=False):
         return payload.status if isinstance(payload, ToolCall | ToolCallUpdate) else None
 
     @property
+    def tool_name(self) -> str | None:
+        """The tool's own name (``Bash``, ``Read``), when this update carries one."""
+        payload = self.payload
+        return payload.name if isinstance(payload, ToolCall | ToolCallUpdate) else None
+
+    @property
     def tool_kind(self) -> str | None:
         """The tool call's kind (the agent's claim), when this update carries one."""
         payload = self.payload
@@ -95,6 +103,8 @@ class MessageKind(enum.StrEnum):
     """A notification other than ``session/update``; skipped."""
     INVALID = "invalid"
     """Not JSON, not an object, not JSON-RPC 2.0; skipped."""
+    ELICITATION = "elicitation"
+    """An ``elicitation/create`` request (with elicitation on): ``on_elicitation`` decides its answer next."""
     REFUSED_UPDATE = "refused_update"
     """An update past a transfer limit: recorded, not acted on; the call in flight raises."""
 
@@ -156,6 +166,11 @@ class PromptResult(msgspec.Struct, frozen=True):
     """Fields of the prompt response beyond ``stopReason`` and a readable ``usage`` (``_meta``, for one)."""
     usage: TurnUsage | None = None
     """Tokens, context window and cost of the turn, when the agent reported any."""
+    notices: tuple[Notice, ...] = ()
+    """The turn's ``notice`` updates for its session, in order (warnings, a model fallback): never in ``text``."""
+    subagents: tuple[Subagent, ...] = ()
+    """Each child session announced in the turn (by its session or one of its children), in the order of their
+    first announcement, with its merged latest state."""
 
 
 def usage_fields(usage: TurnUsage | None, last: UsageUpdate | None = None) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ._errors import NotAdvertised, ProtocolViolation, UnsupportedContent, UnsupportedProtocolVersion
+from ._errors import NotAdvertised, ProtocolViolation, UnsupportedContent, UnsupportedProtocolVersion, UsageError
 from ._features import ClientFeatures
 from ._messages import (
     PROTOCOL_VERSION,
@@ -38,6 +38,8 @@ from ._messages import (
 )
 
 __all__ = [
+    "OWN_CALLS",
+    "UNSTABLE_METHODS",
     "Meta",
     "Params",
     "Refusal",
@@ -48,6 +50,8 @@ __all__ = [
     "decode_initialize",
     "decode_options",
     "decode_session_page",
+    "extension_params",
+    "fork_params",
     "initialize_params",
     "list_params",
     "mode_params",
@@ -175,28 +179,124 @@ def session_params(
         if not isinstance(system_prompt, SystemPrompt):
             raise TypeError("system_prompt must be a tinyacp.SystemPrompt")
         capability = session_capability(agent, "systemPrompt", "systemPrompt")
-        if system_prompt.mode == "override" and (
-            not isinstance(capability, dict) or capability.get("override") is None
-        ):
+        if system_prompt.mode == "override" and not _offers_override(capability):
             raise NotAdvertised(
-                "the agent did not advertise sessionCapabilities.systemPrompt.override; nothing was written"
+                "the agent did not advertise sessionCapabilities.systemPrompt.mode.override; nothing was written"
             )
         params["systemPrompt"] = system_prompt._wire()
     return with_meta(params, meta)
 
 
-def list_params(cwd: str | None, cursor: str | None) -> Params:
+def _offers_override(capability: Any) -> bool:
+    """Whether ``sessionCapabilities.systemPrompt`` offers the ``override`` mode: ``{"mode": {"override": {}}}``."""
+    modes = capability.get("mode") if isinstance(capability, dict) else None
+    return isinstance(modes, dict) and modes.get("override") is not None
+
+
+def fork_params(
+    agent: Initialize | None,
+    session_id: str,
+    cwd: str,
+    mcp_servers: Sequence[AnyMcpServer],
+    *,
+    meta: Meta | None,
+    system_prompt: SystemPrompt | None,
+    additional_directories: Sequence[str] | None,
+) -> tuple[Params, Refusal]:
+    """``session/fork``, refused if the agent did not advertise ``sessionCapabilities.fork``.
+
+    Raises:
+        NotAdvertised: no ``initialize`` answer yet, or a system prompt or additional directories the agent
+            did not advertise.
+        TypeError: ``system_prompt`` is not a :class:`~tinyacp.SystemPrompt`.
+        ValueError: a directory is not absolute.
+    """
+    offered = agent_for(agent, "session/fork").agent_capabilities.session_capabilities.get("fork") is not None
+    refusal = None if offered else "the agent did not advertise sessionCapabilities.fork"
+    params = session_params(
+        agent,
+        session_id,
+        cwd,
+        mcp_servers,
+        meta=meta,
+        system_prompt=system_prompt,
+        additional_directories=additional_directories or (),
+    )
+    return params, refusal
+
+
+OWN_CALLS: dict[str, str] = {
+    "initialize": "initialize",
+    "authenticate": "authenticate",
+    "logout": "logout",
+    "session/new": "new_session",
+    "session/load": "load_session",
+    "session/resume": "resume_session",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "session/list": "list_sessions",
+    "session/fork": "fork_session",
+    "session/set_mode": "set_mode",
+    "session/set_config_option": "set_config_option",
+    "session/set_model": "set_model",
+    "session/prompt": "prompt",
+    "session/cancel": "cancel",
+}
+"""The methods that have a call of their own, and that call: ``request`` and ``notify`` refuse them."""
+
+UNSTABLE_METHODS: frozenset[str] = frozenset(
+    {
+        "auth/status",
+        "mcp/message",
+        "providers/disable",
+        "providers/list",
+        "providers/set",
+        "session/archive",
+        "session/set_title",
+        "session/status",
+        "session/unarchive",
+    }
+)
+"""The agent's methods in the unstable schema of the TypeScript SDK 2.4.0 that have no call of their own."""
+
+
+def extension_params(method: str, params: Params | None) -> Params:
+    """The params of an extension method (``_`` first) or of an unstable one, sent by ``request``/``notify``.
+
+    Raises:
+        UsageError: ``method`` has a call of its own, or is neither an extension nor an unstable method.
+        TypeError: ``method`` is not a str, or ``params`` is not a dict.
+    """
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a str, not {type(method).__name__}")
+    own = OWN_CALLS.get(method)
+    if own is not None:
+        raise UsageError(f"{method} has a call of its own: use {own}(); nothing was written")
+    if not (method.startswith("_") or method in UNSTABLE_METHODS):
+        raise UsageError(
+            f"{method!r} is neither an extension method (its name begins with '_') nor one of the unstable methods "
+            f"{sorted(UNSTABLE_METHODS)}; nothing was written"
+        )
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict (a JSON object) or None, not {type(params).__name__}")
+    return params
+
+
+def list_params(cwd: str | None, cursor: str | None, meta: Meta | None) -> Params:
     """``session/list``, filtered by ``cwd`` and continued from ``cursor``.
 
     Raises:
         ValueError: ``cwd`` is not absolute.
+        TypeError: ``meta`` is not a dict.
     """
     params: Params = {}
     if cwd is not None:
         params["cwd"] = absolute(cwd)
     if cursor is not None:
         params["cursor"] = cursor
-    return params
+    return with_meta(params, meta)
 
 
 def authenticate_params(agent: Initialize | None, method_id: str, meta: Meta | None) -> Params:

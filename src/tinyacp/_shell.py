@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._conversation import (
+    ON_ELICITATION,
     ON_MESSAGE,
     ON_PERMISSION_DECISION,
     ON_PERMISSION_REQUEST,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 REQUIRED_CALLBACKS = (ON_UPDATE, ON_PERMISSION_REQUEST, ON_PERMISSION_DECISION)
-OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH)
+OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH, ON_ELICITATION)
 
 _KEEP_CLIENT = (RequestError, ProtocolViolation)
 """Errors about one answer: the stream is still in step, so the client stays usable."""
