@@ -202,6 +202,7 @@ CALLS = (
     "new_session",
     "load_session",
     "resume_session",
+    "fork_session",
     "close_session",
     "delete_session",
     "list_sessions",
@@ -209,6 +210,7 @@ CALLS = (
     "set_config_option",
     "set_model",
     "prompt",
+    "request",
 )
 ANY_CALL_RAISES = {
     "AgentExited",
