@@ -30,11 +30,6 @@ ACP = TESTS / "acp"
 """The copy of the ACP schema and examples the tests read (see acp/README.md for its origin and licence)."""
 SCHEMA_PATH = ACP / "schema" / "v1" / "schema.json"
 
-CORE_MODULES = frozenset(
-    {"test_conversation", "test_core_property", "test_messages", "test_newer_messages", "test_reader"}
-)
-"""The first layer: the pure core, the line reader and the messages, no process and no I/O (``pytest -m core``)."""
-
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it (``-p no:xdist``) it is never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -61,14 +56,19 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 2 * cores
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the first layer ``core`` by module (a new one needs no decorator), leaving out slow ones.
+@pytest.hookimpl(trylast=True)  # after pytest has selected the tests by -m and -k
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``pytest -m core`` is the fast loop: the first layer's modules mark their tests ``core`` (``pytestmark``),
+    and their slow tests (a gibibyte through the reader, hypothesis at hundreds of examples) are left out of it;
+    any other expression (``-m "core and slow"``) selects as written.
 
     Under pytest-xdist the slow tests are spread over the workers' first shares (see :func:`spread_slow_tests`).
     """
-    for item in items:
-        if item.path.stem in CORE_MODULES and item.get_closest_marker("slow") is None:
-            item.add_marker(pytest.mark.core)
+    if config.getoption("markexpr").strip() == "core":
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if os.environ.get("PYTEST_XDIST_WORKER") and workers > 1:
         items[:] = spread_slow_tests(items, workers)

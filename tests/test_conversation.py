@@ -50,6 +50,8 @@ from tinyacp import (
 )
 from tinyacp._conversation import Conversation
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 EPOCH = 3
 SESSION = "s1"
 MAX_LINE = 1024 * 1024  # the default max_update_bytes: the least line limit the core accepts with it

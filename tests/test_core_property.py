@@ -36,6 +36,8 @@ from tinyacp import (
 from tinyacp._conversation import Conversation
 from tinyacp.reader import ReaderEvent
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 SESSIONS = ["s1", "s2"]
 OPTION_IDS = ["allow", "approved", "proceed_once", "once", "reject", "abort", "cancel", "always"]
 # What the core (and the reader under it) may raise while reading: the documented errors of Client.prompt.

@@ -57,6 +57,8 @@ from tinyacp import (
 )
 from tinyacp._conversation import Conversation, Done, Reaction, Record, Write
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 EXAMPLES = ACP / "examples"
 EPOCH = 7
 CLIENT_INFO = ClientInfo("tinyacp-tests", "0.0.1")

@@ -41,6 +41,8 @@ from tinyacp import (
 from tinyacp._messages import LooseUpdateParams, PermissionParams, UpdateLine, merged_subagent
 from tinyacp._permissions import decide
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 SESSION = "s1"
 TEXT = {"type": "text", "text": "Summary\nso far"}
 

@@ -35,6 +35,8 @@ from tinyacp import (
     UsageError,
 )
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 SESSION = "s1"
 __all__ = ["piece"]  # the fixture: every test runs with the bytes fed whole and one at a time
 AUTH_METHODS: list[dict[str, Any]] = [

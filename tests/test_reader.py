@@ -32,6 +32,8 @@ from tinyacp.reader import (
     default_reader_limits,
 )
 
+pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
+
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
