@@ -1,6 +1,7 @@
 """No import circle in the package: every module imports alone in a fresh interpreter, and the graph of the
 package's own imports, those inside functions included, has no cycle (an import inside a function hides a circle
-from the first check until the function runs)."""
+from the first check until the function runs). An import under ``if TYPE_CHECKING:`` never runs: a type may name
+a module that imports the annotated one."""
 
 from __future__ import annotations
 
@@ -42,15 +43,30 @@ def _imported(node: ast.Import | ast.ImportFrom, package: str, modules: dict[str
     return [f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module for alias in node.names]
 
 
+def _run_time_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run, wherever it stands (in a function too); not those under
+    ``if TYPE_CHECKING:``, which only the type checker follows."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Which of the package's modules each module imports, wherever the import statement stands."""
+    """Which of the package's modules each module imports, wherever the import statement stands (for the type
+    checker alone excepted)."""
     modules = modules_of(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         own_package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
+        for node in _run_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
             for imported in _imported(node, own_package, modules):
                 target = imported
                 while target not in modules and "." in target:  # a name defined in a module: that module
@@ -100,9 +116,10 @@ def test_a_circle_through_an_import_inside_a_function_is_found(tmp_path: Path) -
     (package / "sub" / "__init__.py").write_text("")
     (package / "sub" / "a.py").write_text("from .b import thing\n")
     (package / "sub" / "b.py").write_text("def thing():\n    from . import a\n    return a\n")
-    (package / "c.py").write_text("from .sub import a\nimport pkg.sub.b\n")
+    (package / "c.py").write_text("from .sub import a\nimport pkg.sub.b\nif TYPE_CHECKING:\n    from . import d\n")
+    (package / "d.py").write_text("from . import c\n")
     assert circles(import_graph(package)) == [["pkg.sub.a", "pkg.sub.b"]]
-    assert import_graph(package)["pkg.c"] == {"pkg.sub.a", "pkg.sub.b"}
+    assert import_graph(package)["pkg.c"] == {"pkg.sub.a", "pkg.sub.b"}  # pkg.d only for the type checker
 
 
 @pytest.mark.parametrize("module", sorted(modules_of(PACKAGE)))
