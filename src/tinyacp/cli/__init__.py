@@ -27,6 +27,7 @@ from .._constants import SYSTEM_PROMPT_MODES
 from .._version import __version__
 from ._dirs import default_config_path
 from ._exit import BATCH_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
+from ._usage import ParseError, Parser, json_asked, usage_error
 
 __all__ = ["main"]
 
@@ -117,7 +118,7 @@ def _chosen(argv: Sequence[str]) -> str:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line of ``tinyacp``. Given the command line ``argv``, only the subcommand it names gets its own
     options (what ``main`` uses); without it, every subcommand is complete."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tinyacp",
         description="Send prompts to coding agents that speak ACP, watch them work, decide what they may run.",
     )
@@ -397,17 +398,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo.main(args_list[1:])
     parser = build_parser(args_list)
-    args = parser.parse_args(args_list)
+    try:
+        args = parser.parse_args(args_list)
+    except ParseError as exc:
+        return usage_error(str(exc), prog=exc.prog, usage=exc.usage, json_result=json_asked(args_list))
     if args.command is None:
         parser.print_help(sys.stderr)
         return int(Exit.USAGE)
+    return _handle(args, args_list)
+
+
+def _handle(args: argparse.Namespace, args_list: list[str]) -> int:
+    """Run the subcommand; its exit status."""
     try:
         return int(args.handler(args))
     except UsageProblem as exc:
-        from ._display import print_error
-
-        print_error(str(exc))
-        return int(Exit.USAGE)
+        return usage_error(str(exc), json_result=json_asked(args_list))
     except KeyboardInterrupt:
         return int(Exit.CANCELLED)
     except BrokenPipeError:  # `tinyacp show … | head`: the reader has what it wanted

@@ -162,7 +162,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print_error(f"{args.file}: not a file")
         return _EXIT_USAGE
-    progress = ProgressLine(sys.stderr) if isatty(sys.stderr) and not args.quiet else None
+    # Live only where a person watches both streams, never between the JSON records of `--format json`.
+    watched = isatty(sys.stderr) and isatty(sys.stdout) and args.format != "json"
+    progress = ProgressLine(sys.stderr) if watched and not args.quiet else None
     last: list[Any] = [None]  # the latest progress, for what Ctrl-C says
 
     def on_progress(state: Any) -> None:

@@ -1,9 +1,10 @@
 """What ``tinyacp prompt`` shows a person while the agent works, and the sanitizing of everything an agent says.
 
 The display writes to stderr; the reply text goes to stdout, so ``tinyacp prompt … > answer.md`` keeps the answer
-clean. On a terminal the display keeps a live region at the bottom (the plan as a checklist, and a status line
-with a spinner and the elapsed time) and prints events above it; anywhere else it prints plain lines, with no
-colour and no animation.
+clean. When both stderr and stdout are a terminal (and the format is text), the display keeps a live region at the
+bottom (the plan as a checklist, and a status line with a spinner and the elapsed time) and prints events above
+it; anywhere else (a pipe, a file, ``--format json``) it prints plain lines with no animation. Colour follows
+:func:`wants_color`: a terminal on stderr, unless ``NO_COLOR`` says no; ``FORCE_COLOR`` says yes or no anywhere.
 
 Nothing the agent sends reaches the terminal unfiltered, whatever the field and its JSON type. The display has one
 boundary, :meth:`Display._render`: every line it prints is a sequence of pieces, plain text or :class:`Styled` text,
@@ -52,6 +53,7 @@ __all__ = [
     "sanitize",
     "shown",
     "tool_output_lines",
+    "wants_color",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -219,19 +221,20 @@ class Display:
         err: the stream for the display (stderr).
         out: where reply text goes (stdout's binary buffer), or None when stdout carries JSON.
         quiet: show nothing but errors.
-        color: None to decide (a terminal, no ``NO_COLOR``, ``TERM`` not ``dumb``), or force on/off.
+        color: None to decide (:func:`wants_color`), or force on/off.
     """
 
     def __init__(self, err: TextIO, out: BinaryIO | None, *, quiet: bool = False, color: bool | None = None) -> None:
         self._err = err
         self._out = out
         self.quiet = quiet
-        err_tty = isatty(err)
         term = os.environ.get("TERM", "")
-        self.live = err_tty and term != "dumb" and not quiet
-        """Whether the display animates (a terminal on stderr)."""
+        # A live line only where a person watches both streams: `… | jq` or `… > answer.md` on a terminal must
+        # not get an animated line between the records, nor JSON (which goes to stdout) in it.
+        self.live = isatty(err) and out is not None and isatty(out) and term != "dumb" and not quiet
+        """Whether the display animates (a terminal on stderr and on stdout, text format)."""
         if color is None:
-            color = self.live and not os.environ.get("NO_COLOR")
+            color = wants_color(err)
         self.color = color
         """Whether lines carry our SGR colours."""
         self.out_tty = out is not None and isatty(out)
@@ -592,6 +595,18 @@ def isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def wants_color(stream: Any) -> bool:
+    """Whether to colour what goes to ``stream``: ``FORCE_COLOR`` (set, and not ``0`` or ``false``) says yes
+    anywhere, ``FORCE_COLOR=0`` and ``NO_COLOR`` (set, not empty; https://no-color.org/) say no; else a terminal
+    that is not ``TERM=dumb``. ``FORCE_COLOR`` wins over ``NO_COLOR``, as in Node.js and most tools that read both."""
+    force = os.environ.get("FORCE_COLOR")
+    if force:
+        return force.lower() not in ("0", "false", "no")
+    if os.environ.get("NO_COLOR"):
+        return False
+    return isatty(stream) and os.environ.get("TERM", "") != "dumb"
 
 
 def print_error(message: str, hint: str | None = None) -> None:

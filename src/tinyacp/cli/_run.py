@@ -37,6 +37,7 @@ from ._outcome import Outcome, outcome_of_result, usage_words
 from ._run_observer import RunObserver
 from ._session import SessionPlan, apply_settings, open_session, raw_auth_methods
 from ._terminal import Asker, Interrupts
+from ._usage import usage_result
 
 __all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
 
@@ -93,21 +94,26 @@ class PromptRun:
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
 
+    def _open_journal(self, path: Path) -> bool:
+        """Open the journal and begin its epoch; or say why it cannot be written (False)."""
+        try:
+            self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
+            self.epoch = self.journal.begin_epoch()
+        except OSError as exc:
+            if self.journal is not None:
+                self.journal.close()
+            message = f"cannot write the journal {path}: {exc.strerror or exc}"
+            self.display.error(message, ["(choose another file with --journal PATH, or run with --no-journal)"])
+            if self.settings.json:
+                usage_result(self.stdout, message)  # the result event is always last, also here
+            return False
+        return True
+
     def run(self) -> int:
         """Run and return the exit status."""
         settings = self.settings
-        if settings.journal is not None:
-            try:
-                self.journal = JsonlJournal(settings.journal, sync=settings.sync_journal)
-                self.epoch = self.journal.begin_epoch()
-            except OSError as exc:
-                if self.journal is not None:
-                    self.journal.close()
-                self.display.error(
-                    f"cannot write the journal {settings.journal}: {exc.strerror or exc}",
-                    ["(choose another file with --journal PATH, or run with --no-journal)"],
-                )
-                return int(Exit.USAGE)
+        if settings.journal is not None and not self._open_journal(settings.journal):
+            return int(Exit.USAGE)
         if settings.json:
             self.events = JsonEvents(self.stdout, self.epoch, self.display)
         wake_r, wake_w = os.pipe()
