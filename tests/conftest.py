@@ -360,12 +360,12 @@ class AsyncFacade:
 
         return run
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session_id: str, *, meta: dict[str, Any] | None = None) -> None:
         if self._loop.is_running() and threading.current_thread() is not threading.main_thread():
-            future = asyncio.run_coroutine_threadsafe(self._client.cancel(session_id), self._loop)
+            future = asyncio.run_coroutine_threadsafe(self._client.cancel(session_id, meta=meta), self._loop)
             future.result(timeout=10)
         else:
-            self._run(self._client.cancel(session_id))
+            self._run(self._client.cancel(session_id, meta=meta))
 
     def kill(self) -> None:
         self._client.kill()

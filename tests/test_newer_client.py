@@ -752,3 +752,44 @@ def test_close_delete_list_and_logout_carry_meta(
         ("logout", "LogoutRequest", {"m": "logout"}),
     ]:
         assert check_client_line(line_of(agent, method), part, STABLE)["params"]["_meta"] == value
+
+
+def test_notify_sends_an_extension_notification_recorded_before_written_secrets_redacted_in_the_journal(
+    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
+) -> None:
+    agent = scripted(
+        [
+            *opening()[:2],
+            {"op": "expect", "method": "_vendor/note"},
+            {"op": "expect", "method": "_vendor/ping"},
+            {"op": "reply", "result": {"seen": True}},
+        ]
+    )
+    journal_path = tmp_path / "journal.jsonl"
+    journal = tinyacp.JsonlJournal(journal_path)
+    recorder = Journaled(journal)
+    client = start(make_client, agent, recorder, epoch=journal.begin_epoch())
+    assert client.notify("_vendor/note", {"token": Secret(SECRET), "n": [1, 2]}) is None
+    assert client.request("_vendor/ping") == {"seen": True}
+    with pytest.raises(UsageError, match=r"use cancel\(\)"):
+        client.notify("session/cancel", {"sessionId": "s1"})
+    client.close()
+    journal.close()
+
+    note = json.loads(line_of(agent, "_vendor/note"))
+    assert note == {"jsonrpc": "2.0", "method": "_vendor/note", "params": {"token": SECRET, "n": [1, 2]}}
+    assert not errors("Client", note, UNSTABLE)
+    assert agent.methods()[1:] == ["_vendor/note", "_vendor/ping"]
+    assert events(recorder)[-3:] == ["send:_vendor/note", "send:_vendor/ping", "message:response"]
+    assert SECRET.encode() not in journal_path.read_bytes()
+
+
+def test_cancel_carries_meta(make_client: MakeClient, scripted: MakeScripted) -> None:
+    agent = scripted([*opening(), {"op": "expect", "method": "session/cancel"}])
+    client = start(make_client, agent)
+    client.new_session("/")
+    client.cancel("s1", meta={"reason": "user"})
+    wait_for(lambda: "session/cancel" in agent.methods(), what="the cancel reached the agent")
+    client.close()
+    cancel = check_client_line(line_of(agent, "session/cancel"), "CancelNotification", STABLE)
+    assert cancel["params"] == {"sessionId": "s1", "_meta": {"reason": "user"}}

@@ -211,6 +211,7 @@ CALLS = (
     "set_model",
     "prompt",
     "request",
+    "notify",
 )
 ANY_CALL_RAISES = {
     "AgentExited",

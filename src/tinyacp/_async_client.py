@@ -27,6 +27,7 @@ from ._errors import AgentTimeout, ClientBusy
 from ._options import Options
 from ._process import AgentProcess
 from ._records import PromptResult, Update
+from ._requests import Meta
 from ._shell import Finished, ShellBase, StreamBase
 
 __all__ = ["AsyncClient", "AsyncPromptStream"]
@@ -109,18 +110,20 @@ class AsyncClient(ShellBase):
     prompt = awaitable(_calls.prompt)
     prompt_stream = streaming(_calls.prompt_stream)
     request = awaitable(_calls.request)
+    notify = awaitable(_calls.notify)
 
-    async def cancel(self, session_id: str) -> None:
-        """Ask the agent to stop the turn: one ``session/cancel``. Safe from any task.
+    async def cancel(self, session_id: str, *, meta: Meta | None = None) -> None:
+        """Ask the agent to stop the turn: one ``session/cancel`` (``meta`` as ``_meta``). Safe from any task.
 
         While a call is in flight, the call writes it (in order with everything else it writes).
 
         Raises:
             TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
+            TypeError: ``meta`` is not a dict (not sent).
             ClientClosed: the client is closed.
             AgentExited, ObserverError: writing or recording it failed (the agent is torn down).
         """
-        self._queue_cancel(session_id)
+        self._queue_cancel(session_id, meta)
         if self._busy:
             return
         self._hold()

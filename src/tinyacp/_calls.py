@@ -39,12 +39,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 class CallSpec(Generic[T]):
     """One public call, as both shells run it: built in the core once the client is held, then driven."""
 
-    __slots__ = ("build", "prompt", "timeout")
+    __slots__ = ("build", "notification", "prompt", "timeout")
 
-    def __init__(self, build: Callable[[], Call[T]], timeout: float | None, *, prompt: bool = False) -> None:
+    def __init__(
+        self,
+        build: Callable[[], Call[T]],
+        timeout: float | None,
+        *,
+        prompt: bool = False,
+        notification: bool = False,
+    ) -> None:
         self.build = build
         self.timeout = timeout
         self.prompt = prompt
+        self.notification = notification
+        """The call is a notification: written (within ``cancel_grace``), with no answer to wait for."""
 
 
 _SPEC = f"{CallSpec.__name__}["
@@ -301,6 +310,23 @@ def request(
         RequestError: the agent answered with an error (-32601 when it does not know the method).
     """
     return CallSpec(lambda: shell._core.request(method, params), timeout)
+
+
+@_raises_also
+def notify(shell: ShellBase, method: str, params: dict[str, Any] | None = None) -> CallSpec[None]:
+    """Send a notification the client has no call of its own for: an extension method (its name begins with
+    ``_``) or one of the unstable methods of ACP without a call of their own.
+
+    ``params`` is the JSON object sent (None: ``{}``); :class:`~tinyacp.Secret` values anywhere in it are sent
+    plainly and redacted in the journal. The line is recorded before it is written; the call returns once the
+    agent took it, or after ``Options.cancel_grace`` with the line queued for the next call.
+
+    Raises:
+        UsageError: ``method`` has a call of its own (use it), or is neither an extension method nor an unstable
+            one (nothing written).
+        TypeError: ``params`` is not a dict (nothing written).
+    """
+    return CallSpec(lambda: Call(shell._core.notification(method, params)), None, notification=True)
 
 
 @_raises_also

@@ -23,6 +23,7 @@ from ._driver import Await, Checkpoint, Driven, WaitFor
 from ._errors import AgentTimeout, ClientBusy, ObserverError
 from ._options import Options
 from ._records import PromptResult, Update
+from ._requests import Meta
 from ._shell import Finished, ShellBase, StreamBase
 
 __all__ = ["Client", "PromptStream"]
@@ -108,20 +109,23 @@ class Client(ShellBase):
     prompt = blocking(_calls.prompt)
     prompt_stream = streaming(_calls.prompt_stream)
     request = blocking(_calls.request)
+    notify = blocking(_calls.notify)
 
-    def cancel(self, session_id: str) -> None:
-        """Ask the agent to stop the turn: one ``session/cancel``. Safe from another thread.
+    def cancel(self, session_id: str, *, meta: Meta | None = None) -> None:
+        """Ask the agent to stop the turn: one ``session/cancel`` (``meta`` as ``_meta``). Safe from another
+        thread.
 
         After it, permission requests of that turn are answered ``cancelled``, and ``prompt`` returns the
         agent's final response.
 
         Raises:
             TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
+            TypeError: ``meta`` is not a dict (not sent).
             ClientClosed: the client is closed.
             AgentExited, ObserverError: with no call in flight, writing or recording it failed (the agent is
                 torn down).
         """
-        self._queue_cancel(session_id)
+        self._queue_cancel(session_id, meta)
         self._flush_if_idle()
 
     def close(self) -> None:

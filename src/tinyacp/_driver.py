@@ -37,7 +37,7 @@ from typing import Any, Final, TypeAlias, TypeVar, cast
 
 import msgspec
 
-from ._conversation import ON_SEND, ON_UPDATE, Call, Conversation, Done, Reaction, Record
+from ._conversation import ON_SEND, ON_UPDATE, Call, Conversation, Done, Meta, Reaction, Record
 from ._errors import AgentTimeout, ObserverError
 from ._process import CLOSED, WOULD_BLOCK
 from ._records import OutgoingMessage, Update
@@ -169,8 +169,9 @@ class CallDriver:
         self.reader = reader
         self.killed = False
         """Set by ``kill()`` (from any thread): the call in flight ends with :class:`Gone` at its next batch."""
-        self.cancels: deque[str] = deque()
-        """Sessions whose ``session/cancel`` another thread asked for; written by the next call or batch."""
+        self.cancels: deque[tuple[str, Meta | None]] = deque()
+        """Sessions (and their ``_meta``) whose ``session/cancel`` another thread asked for; written by the next
+        call or batch."""
         self.agent_gone = False
         """The agent's exit was seen: once its output has nothing more, the call ends."""
         self._read_into = read_into
@@ -465,7 +466,8 @@ class CallDriver:
             raise Gone("the agent was stopped by kill()")
         cancels = self.cancels
         while cancels:
-            yield from self._send(run, self.core.cancel(cancels.popleft()))
+            session_id, meta = cancels.popleft()
+            yield from self._send(run, self.core.cancel(session_id, meta))
 
     # ----------------------------------------------------------------------------------------------------------
     # Our lines.

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from ._conversation import (
     ON_ELICITATION,
@@ -34,6 +34,7 @@ from ._messages import Initialize, SessionState
 from ._options import Options, check_seconds, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
+from ._requests import Meta
 from .reader import LineReader
 
 if TYPE_CHECKING:
@@ -221,6 +222,9 @@ class ShellBase:
             ValueError: the call's ``timeout`` is not a finite, non-negative number.
         """
         self._ensure_open()
+        if spec.notification:  # no answer to wait for: the agent gets cancel_grace to take the line, as a cancel
+            sent = self._driver.send_now(spec.build().message, time.monotonic() + self.options.cancel_grace)
+            return cast("Driven[T]", sent)  # a notification's spec is a CallSpec[None]
         deadline = self._deadline(spec.timeout)
         return self._driver.call(spec.build(), deadline, prompt=spec.prompt, stream=stream)
 
@@ -298,12 +302,12 @@ class ShellBase:
         if not self._proc.closed:
             self._proc.start_kill(self.options.kill_grace)
 
-    def _queue_cancel(self, session_id: str) -> None:
+    def _queue_cancel(self, session_id: str, meta: Meta | None = None) -> None:
         self._ensure_open()
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a str")
-        self._core.check_cancel(session_id)  # a cancel too long to send is refused here, not mid-call
-        self._driver.cancels.append(session_id)
+        self._core.check_cancel(session_id, meta)  # a cancel too long to send is refused here, not mid-call
+        self._driver.cancels.append((session_id, meta))
         self._proc.wake()
 
     def _reentered(self) -> bool:
