@@ -40,10 +40,10 @@
     return node;
   }
 
-  function num(value, digits) {
-    if (typeof value !== "number") return "";
-    return value.toLocaleString("en-US", { maximumFractionDigits: digits === undefined ? 0 : digits });
-  }
+  // One formatter and one collator for the page: making one per call cost most of a redraw of the table.
+  const WHOLE = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+  const COLLATOR = new Intl.Collator("en");
+  function num(value) { return typeof value === "number" ? WHOLE.format(value) : ""; }
   function secs(value) { return typeof value === "number" ? value.toFixed(2) : ""; }
   function cost(amount, currency) {
     return typeof amount === "number" ? (amount.toFixed(4) + " " + (currency || "")).trim() : "";
@@ -157,7 +157,7 @@
     if (x === y) return a.i - b.i;
     if (x === null) return 1;  // what a turn lacks goes last, whichever the direction
     if (y === null) return -1;
-    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    const order = typeof x === "number" && typeof y === "number" ? x - y : COLLATOR.compare(String(x), String(y));
     return order ? order * state.dir : a.i - b.i;  // ties keep the file's order, whichever the direction
   }
 
@@ -351,13 +351,20 @@
     other: function (e) { return el("div", { cls: "odd" }, line("record", e.t), pre(e.x)); },
   };
 
+  function select(index) {
+    // Only the rows that change: a redraw of the whole table would cost as much as a sort.
+    body.querySelectorAll("tr[aria-selected]").forEach(function (tr) { tr.removeAttribute("aria-selected"); });
+    state.open = index;
+    const tr = index === null ? null : body.querySelector('tr[data-i="' + index + '"]');
+    if (tr) tr.setAttribute("aria-selected", "true");
+  }
+
   function open(index) {
     const turn = turns[index];
     const source = document.getElementById("tx-" + index);
     const tx = source ? JSON.parse(source.textContent) : { events: [] };
-    state.open = index;
     const close = el("button", { type: "button", id: "close" }, "close");
-    close.addEventListener("click", function () { detail.hidden = true; state.open = null; draw(); });
+    close.addEventListener("click", function () { detail.hidden = true; select(null); });
     const facts = [
       ["agent", turn.agent], ["outcome", turn.ok ? "ok" : "failed"], ["stop reason", turn.stop || "none"],
       ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)],
@@ -390,7 +397,7 @@
     parts.push(events);
     detail.replaceChildren.apply(detail, parts);
     detail.hidden = false;
-    draw();
+    select(index);
     detail.scrollIntoView({ block: "start" });
   }
 
@@ -400,5 +407,6 @@
     el("table", { cls: "turns", id: "turn-table" }, el("thead", null, el("tr", null, heads)), body), more));
   app.appendChild(detail);
   draw();
+  performance.mark("tinyacp-view-ready");
   document.body.setAttribute("data-ready", "1");
 })();
