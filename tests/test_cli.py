@@ -387,7 +387,7 @@ def test_a_broken_config_file_is_a_usage_error(cli: Cli) -> None:
     (config / "config.toml").write_text("[agents.x]\ncommand = 42\n")
     done = cli.run("prompt", "hi")
     assert done.returncode == 2
-    assert "command must be a non-empty list" in done.stderr.decode()
+    assert "agents.x.command: expected str | array" in done.stderr.decode()
 
 
 def test_a_missing_agent_gets_an_install_hint_not_a_traceback(cli: Cli) -> None:

@@ -43,7 +43,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -55,6 +54,7 @@ from typing import Any, Final
 import msgspec
 
 from ._errors import UsageError
+from ._files import open_regular, open_regular_binary
 from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
@@ -454,25 +454,22 @@ def _open_for_append(path: Path, *, exclusive: bool = False) -> tuple[int, bool]
     """Open for appending (and reading back the last epoch), never through a symbolic link and only a regular
     file; a new file is 0600; a torn tail is sealed. Returns the fd and whether the file was created (its
     directory entry is not durable yet: see :class:`_Entries`)."""
-    # O_NONBLOCK only for the open itself: a FIFO planted under the name must not block us; it is refused below.
-    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    # open_regular: O_NONBLOCK for the open itself, so a FIFO planted under the name is refused, never waited on.
+    flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW
     created = True
     try:
         try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = open_regular(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             if exclusive:
                 raise
             created = False
-            fd = os.open(path, flags)
+            fd = open_regular(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link (O_EXCL fails with EEXIST on a link, even dangling)
             raise OSError(errno.ELOOP, "it is a symbolic link (journals never follow links)", str(path)) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)
         if created:
             os.fchmod(fd, 0o600)  # whatever the umask said
         else:
@@ -569,7 +566,7 @@ def last_epoch(file: int | str | os.PathLike[str]) -> int:
     if isinstance(file, int):
         return _last_epoch(file)
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(file)
     except FileNotFoundError:
         return 0
     try:
@@ -657,9 +654,9 @@ def iter_journal(path: str | os.PathLike[str]) -> Iterator[JournalLine]:
     the size of the file. Blank lines are skipped.
 
     Raises:
-        OSError: the file cannot be opened or read.
+        OSError: the file cannot be opened or read, or is not a regular file (a FIFO is never waited on).
     """
-    with open(path, "rb") as file:
+    with open_regular_binary(path) as file:
         for number, line in enumerate(file, 1):
             if not line.endswith(b"\n"):
                 yield JournalLine(number, line, None, torn=True)

@@ -8,6 +8,7 @@ writes becomes an :class:`OutgoingMessage`. Together they are a complete, byte-e
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import msgspec
@@ -136,12 +137,37 @@ class OutgoingMessage(msgspec.Struct, frozen=True):
     """Sent with ``force=True``, although the agent did not advertise what it asks for."""
 
     def redacted(self) -> bytes:
-        """``raw`` with each secret's JSON string replaced by ``"<secret>"`` (``raw`` itself when it has none)."""
-        raw = self.raw
-        marker = msgspec.json.encode(SECRET_MARKER)
-        for secret in self.secrets:
-            raw = raw.replace(msgspec.json.encode(secret.value), marker)
-        return raw
+        """``raw`` with every JSON string whose value is a secret's replaced by ``"<secret>"`` (``raw`` itself
+        when it has none), whatever the secrets' order and however one's text contains another's."""
+        if not self.secrets:
+            return self.raw
+        return _redact(self.raw, {secret.value for secret in self.secrets})
+
+
+# One JSON string token. Run from the start of a valid JSON text, it finds exactly the string tokens: outside
+# strings JSON has no quote, and inside one the escapes are consumed whole. So each secret is matched as the
+# whole string it was written as, never as a piece of another string (replacing each secret's text in turn
+# lost the longer of two secrets when one contained the other).
+_STRING = re.compile(rb'"(?:[^"\\]+|\\.)*"', re.DOTALL)
+
+
+def _redact(raw: bytes, values: set[str]) -> bytes:
+    encoded = {msgspec.json.encode(value) for value in values}
+    marker = msgspec.json.encode(SECRET_MARKER)
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        token = match.group()
+        if token in encoded:
+            return marker
+        if b"\\" in token:  # the same text written with other escapes (``\u0041`` for ``A``)
+            try:
+                if msgspec.json.decode(token) in values:
+                    return marker
+            except msgspec.DecodeError:
+                pass
+        return token
+
+    return _STRING.sub(replace, raw)
 
 
 class PromptResult(msgspec.Struct, frozen=True):

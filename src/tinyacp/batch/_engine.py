@@ -13,7 +13,7 @@ from typing import Any, Literal, Unpack
 
 from ._items import Item, ItemSource
 from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
-from ._results import ResultsFile
+from ._results import ResultsFile, journal_directory
 from ._turn import TurnOptions, TurnRecord, TurnSettings, turn
 
 __all__ = ["run_batch", "run_local"]
@@ -93,8 +93,7 @@ def run_batch(
     cpu = cpu_seconds()
     out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories
     out.mkdir(parents=True, exist_ok=True)
-    journals = out / "journals"
-    journals.mkdir(mode=0o700, exist_ok=True)
+    journals = journal_directory(out)  # never a link planted as out/journals
     with ResultsFile(out / "results.jsonl") as results:
         outcomes = results.outcomes()
         to_run = None

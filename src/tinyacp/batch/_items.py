@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from .._errors import BatchItemError
+from .._files import open_regular_binary
 
 __all__ = ["Item", "ItemSource", "item_key", "journal_name", "parse_item", "read_items"]
 
@@ -84,8 +85,8 @@ def read_items(source: ItemSource) -> Iterator[tuple[int | None, object]]:
     are skipped.
 
     Raises:
-        BatchItemError: a line is not valid JSON.
-        OSError: the file cannot be read.
+        BatchItemError: a line is not valid JSON, or is nested too deep.
+        OSError: the file cannot be read, or is not a regular file (a FIFO is never waited on).
     """
     if isinstance(source, str | os.PathLike):
         yield from _read_file(Path(source))
@@ -97,24 +98,36 @@ def read_items(source: ItemSource) -> Iterator[tuple[int | None, object]]:
 
 
 def _read_file(path: Path) -> Iterator[tuple[int | None, object]]:
-    with open(path, "rb") as file:
+    with open_regular_binary(path) as file:
         for number, line in enumerate(file, 1):
             if not line.strip():
                 continue
             try:
-                yield number, _decode_line(line)
+                value = _decode_line(line)
             except msgspec.DecodeError as exc:
                 raise BatchItemError(f"{path}: not a JSON object: {exc}", line=number) from None
+            except RecursionError:
+                raise BatchItemError(f"{path}: not an item: JSON nested too deep", line=number) from None
+            yield number, value
 
 
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_HASHED = re.compile(r"-[0-9a-f]{16}\.jsonl")
+"""How every hashed name ends; a plain name never does, so no plain id takes the name of a hashed one."""
 
 
 def journal_name(key: str) -> str:
     """The journal's file name for an item key: the key itself when it is a plain file name, else a readable
-    part of it and a hash, so no id can reach outside the journal directory or collide with another."""
-    if _SAFE.fullmatch(key) and not key.endswith((".", ".jsonl")):
-        return key + ".jsonl"
+    part of it and a hash, so no id can reach outside the journal directory or collide with another.
+
+    Two ids never share a name: a plain name is the key itself, a hashed name ends in ``-`` and 16 hex digits (a
+    key that ends so is hashed too), and the readable part of a hashed name is followed by a hash of the whole
+    key. On a file system that folds case, ``A`` and ``a`` would be one file: a key with a capital is hashed.
+    """
+    name = key + ".jsonl"
+    plain = _SAFE.fullmatch(key) and key == key.lower() and not key.endswith((".", ".jsonl"))
+    if plain and not _HASHED.search(name):
+        return name
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:60].strip("._") or "item"
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{readable}-{digest}.jsonl"

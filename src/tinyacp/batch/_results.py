@@ -7,8 +7,11 @@ exclusive ``flock`` on the file keeps a second batch process from writing record
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +19,12 @@ from pathlib import Path
 import msgspec
 
 from .._errors import BatchBusy
+from .._files import open_regular, open_regular_binary
 from .._journal import _seal_torn_tail
 from ._items import item_key
 from ._turn import TurnError, TurnRecord
 
-__all__ = ["FailedItem", "ResultsFile", "read_results"]
+__all__ = ["FailedItem", "ResultsFile", "journal_directory", "read_results"]
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,9 @@ def read_results(path: str | os.PathLike[str]) -> Iterator[TurnRecord]:
     """The records of a results file, in order; torn or unreadable lines are skipped.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read, or is not a regular file (a FIFO is never waited on).
     """
-    with open(path, "rb") as file:
+    with open_regular_binary(path) as file:
         for line in file:
             if not line.endswith(b"\n"):
                 return  # a torn tail
@@ -85,19 +89,43 @@ def read_results(path: str | os.PathLike[str]) -> Iterator[TurnRecord]:
                 continue
 
 
+def journal_directory(out: Path) -> Path:
+    """``out/journals``, created private (0700) if missing, and refused unless it is a directory of ours that
+    no one else may write to: never a symbolic link (which would send every journal elsewhere).
+
+    Raises:
+        OSError: it is a link or not a directory (``ENOTDIR``), belongs to another user or is writable by others
+            (``EPERM``), or cannot be created.
+    """
+    path = out / "journals"
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    status = os.lstat(path)
+    if stat.S_ISLNK(status.st_mode):
+        raise OSError(errno.ENOTDIR, "a symbolic link (journals are never written through one): remove it", str(path))
+    if not stat.S_ISDIR(status.st_mode):
+        raise OSError(errno.ENOTDIR, "not a directory: move it away", str(path))
+    if status.st_uid not in (os.geteuid(), 0):
+        raise OSError(errno.EPERM, f"it belongs to another user (uid {status.st_uid}): remove it", str(path))
+    if status.st_mode & 0o022:
+        mode = f"{stat.S_IMODE(status.st_mode):04o}"
+        raise OSError(errno.EPERM, f"others can write to it (mode {mode}): run `chmod go-w` on it", str(path))
+    return path
+
+
 class ResultsFile:
     """The results file of one output directory, held by this process alone while it is open.
 
     Raises:
         BatchBusy: another process holds it.
-        OSError: it cannot be opened or created.
+        OSError: it cannot be opened or created, or is not a regular file (a FIFO is never waited on).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         # Never through a symbolic link, as the journals: the directory may be shared with other people.
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        self._fd = os.open(path, flags, 0o600)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        self._fd = open_regular(path, flags, 0o600)
         try:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -117,7 +145,8 @@ class ResultsFile:
             OSError: the file cannot be read.
         """
         latest: dict[str, int] = {}
-        with open(self.path, "rb") as file:
+        with os.fdopen(os.dup(self._fd), "rb") as file:  # the file we hold, never the name again
+            file.seek(0)
             for line in file:
                 try:
                     seen = _decode_seen(line)

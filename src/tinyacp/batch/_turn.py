@@ -251,12 +251,41 @@ def _split(command: str) -> tuple[str, ...]:
 
 
 def check_item(item: Item, settings: TurnSettings) -> None:
-    """Refuse, before anything starts, what a turn of this item could never do.
+    """Refuse, before anything starts, what a turn of this item could never do: a mistyped agent name (one word,
+    no program of that name on ``PATH``, close to a known name: a typo such as ``cluade`` never runs as a
+    program), an empty ``cwd``, ``mode`` or ``model``.
 
     Raises:
-        BatchItemError: no usable agent.
+        BatchItemError: no usable agent, or an empty ``cwd``, ``mode`` or ``model``.
     """
-    agent_of_item(item, settings)
+    agent = agent_of_item(item, settings)
+    written = item.agent if item.agent is not None else settings.agent
+    word = agent.command[0]
+    if isinstance(written, str) and agent.name not in settings.agents and agent.name != "demo":
+        known = sorted({*settings.agents, "demo"})
+        close = _typo_of(word, tuple(known))
+        if close:
+            raise BatchItemError(
+                f"item {item.id!r}: unknown agent {word!r}; did you mean {' or '.join(map(repr, close))}? "
+                f"(known agents: {', '.join(known)})"
+            )
+    for name in ("cwd", "mode", "model"):
+        value = getattr(item, name)
+        if value is not None and not value.strip():
+            raise BatchItemError(f"item {item.id!r}: {name} is empty")
+
+
+@functools.lru_cache(maxsize=64)
+def _typo_of(word: str, known: tuple[str, ...]) -> list[str]:
+    """The known names ``word`` is a likely typo of: none when it is a path or a program on ``PATH`` (cached:
+    every item of a batch is checked before it starts)."""
+    if os.sep in word:
+        return []
+    import difflib
+    import shutil
+
+    close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
+    return close if close and shutil.which(word) is None else []
 
 
 _SLOW_SYNC = 0.010

@@ -6,7 +6,9 @@ platform's config directory (see :mod:`tinyacp.cli._dirs`)::
     default_agent = "claude"            # what `tinyacp prompt` runs without --agent (default: demo)
 
     [agents.claude]                     # overrides the built-in entry
-    command = ["claude-agent-acp"]      # an argv; a string is split as a shell would, but no shell runs it
+    command = ["claude-agent-acp"]      # an argv; a string is split as a shell would, but no shell runs it,
+                                        # and as with --agent its first word may name a known agent:
+                                        # command = "demo --delay 0.1"
     env = { ANTHROPIC_LOG = "debug" }   # added to the environment tinyacp passes on
     description = "Claude, installed globally"
     install = "npm install -g @agentclientprotocol/claude-agent-acp"
@@ -33,11 +35,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._constants import SYSTEM_PROMPT_MODES
+from .._files import read_regular
 from ._dirs import default_config_path
 from ._exit import UsageProblem
+
+if TYPE_CHECKING:
+    from ._config import AgentTable
 
 __all__ = [
     "BUILTIN_AGENTS",
@@ -261,106 +267,117 @@ def load_config(path: Path | None = None) -> Config:
     """Read the config file (``path``, else the default one if it exists) over the built-in agents.
 
     Raises:
-        ConfigError: the file cannot be read, is not TOML, or has an entry of the wrong shape.
+        ConfigError: the file cannot be read or is not a regular file, is not TOML (or is nested too deep), has
+            a key it does not know (the message names it, where it is, and the closest known key) or a value
+            of the wrong type.
     """
     explicit = path is not None
     path = path if path is not None else default_config_path()
-    agents = dict(BUILTIN_AGENTS)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_regular(path, _MAX_CONFIG_BYTES)
+        if len(data) > _MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {path}: larger than {_MAX_CONFIG_BYTES // 1024 // 1024} MiB")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file {path}: not found") from None
-        return Config(agents)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {path}: {exc}") from exc
+        return Config(dict(BUILTIN_AGENTS))
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path}: not UTF-8 text: {exc}") from exc
     import tomllib  # here: most runs have no config file, and the parser costs the command's start 7 ms
 
     try:
-        data = tomllib.loads(text)
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}") from exc
-    table = data.get("agents", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"config file {path}: [agents] must be a table of agent tables")
-    for name, entry in table.items():
-        agents[name] = _entry(path, name, entry)
-    default = data.get("default_agent", DEMO)
-    if not isinstance(default, str) or not default.strip():
-        raise ConfigError(f"config file {path}: default_agent must be an agent name or a command")
-    return Config(agents, default, path)
+    except RecursionError:
+        raise ConfigError(f"config file {path}: not a config file: nested too deep") from None
+    return _config(path, document)
 
 
-def _entry(path: Path, name: str, entry: Any) -> AgentSpec:
-    where = f"config file {path}: [agents.{name}]"
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where} must be a table")
+_MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""A config file names a few agents; a larger one is not read whole into memory."""
+
+
+def _config(path: Path, document: dict[str, Any]) -> Config:
+    """The config of a parsed file, read into the typed tables of :mod:`tinyacp.cli._config`."""
+    from ._config import AgentTable, ConfigFile, typed
+
+    where = f"config file {path}"
+    try:
+        top = typed(where, "", document, ConfigFile)
+        tables = {name: typed(where, f"agents.{name}", raw, AgentTable) for name, raw in top.agents.items()}
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    agents = dict(BUILTIN_AGENTS)
+    for name, table in tables.items():
+        agents[name] = _entry(path, name, table)
+    if not top.default_agent.strip():
+        raise ConfigError(f"{where}: default_agent must be an agent name or a command")
+    return Config(agents, top.default_agent, path)
+
+
+def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
+    where = f"config file {path}: agents.{name}"
     base = BUILTIN_AGENTS.get(name)
-    command = entry.get("command", base.command if base is not None else None)
-    if isinstance(command, str):
-        command = shlex.split(command)
-    if not isinstance(command, list | tuple) or not command or not all(isinstance(arg, str) for arg in command):
-        raise ConfigError(f"{where}: command must be a non-empty list of strings (or one string)")
-    env = entry.get("env", {})
-    if not _strings(env):
-        raise ConfigError(f"{where}: env must be a table of strings")
-    texts: dict[str, Any] = {}
-    for key in ("description", "install", "login", "needs"):
-        value = entry.get(key, getattr(base, key) if base is not None else "")
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: {key} must be a string")
-        texts[key] = value
-    key_method = entry.get("key_method", base.key_method if base is not None else None)
-    key_env = entry.get("key_env", list(base.key_env) if base is not None else [])
-    if isinstance(key_env, str):
-        key_env = [key_env]
-    if key_method is not None and not isinstance(key_method, str):
-        raise ConfigError(f"{where}: key_method must be an auth method id")
-    if not isinstance(key_env, list) or not all(isinstance(item, str) for item in key_env):
-        raise ConfigError(f"{where}: key_env must be a variable name or a list of them")
+    command: tuple[str, ...] | None = base.command if base is not None else None
+    if isinstance(table.command, str):
+        try:
+            words = shlex.split(table.command)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.command: {table.command!r}: {exc}") from None
+        # As --agent "demo --delay 0.1": a known agent's name, then more arguments.
+        named = BUILTIN_AGENTS.get(words[0]) if words else None
+        if named is not None:
+            base = base or named
+            command = named.command + tuple(words[1:])
+        else:
+            command = tuple(words)
+    elif table.command is not None:
+        command = tuple(table.command)
+    if not command:
+        raise ConfigError(f"{where}: needs a command: a list of strings, or one string (a command line)")
+    texts = {
+        key: value if value is not None else (getattr(base, key) if base is not None else "")
+        for key, value in (
+            ("description", table.description),
+            ("install", table.install),
+            ("login", table.login),
+            ("needs", table.needs),
+        )
+    }
+    key_env = table.key_env if table.key_env is not None else list(base.key_env) if base is not None else []
     return AgentSpec(
         name,
-        tuple(command),
+        command,
         source=str(path),
-        env=env,
-        key_method=key_method,
-        key_env=tuple(key_env),
-        settings=_settings(where, entry),
+        env=dict(table.env or {}),
+        key_method=table.key_method if table.key_method is not None else base.key_method if base else None,
+        key_env=(key_env,) if isinstance(key_env, str) else tuple(key_env),
+        settings=_settings(where, table),
         **texts,
     )
 
 
-_SETTING_KEYS = ("auth", "mode", "model", "mcp_config", "system_prompt", "system_prompt_mode")
-
-
-def _settings(where: str, entry: dict[str, Any]) -> AgentSettings:
+def _settings(where: str, table: AgentTable) -> AgentSettings:
     """The session settings of an agent's entry: ``mode``, ``model``, ``options``, ``mcp_config``, …"""
-    values: dict[str, Any] = {}
-    for key in _SETTING_KEYS:
-        value = entry.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{where}: {key} must be a string")
-        if value is not None:
-            values[key] = value
+    values: dict[str, Any] = {
+        key: getattr(table, key)
+        for key in ("auth", "mode", "model", "mcp_config", "system_prompt", "system_prompt_mode")
+        if getattr(table, key) is not None
+    }
     if values.get("system_prompt_mode", "append") not in SYSTEM_PROMPT_MODES:
-        raise ConfigError(f"{where}: system_prompt_mode must be one of {', '.join(SYSTEM_PROMPT_MODES)}")
-    options = entry.get("options", {})
-    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-        raise ConfigError(f"{where}: options must be a table of config option values")
-    values["options"] = {key: _option_text(where, key, value) for key, value in options.items()}
+        raise ConfigError(f"{where}.system_prompt_mode: must be one of {', '.join(SYSTEM_PROMPT_MODES)}")
+    values["options"] = {key: _option_text(value) for key, value in (table.options or {}).items()}
     return AgentSettings(**values)
 
 
-def _option_text(where: str, key: str, value: Any) -> str:
+def _option_text(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str | int | float):
-        return str(value)
-    raise ConfigError(f"{where}: options.{key} must be a string, a number or a boolean")
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    return str(value)
 
 
 def resolve_agent(value: str | None, config: Config, *, command: str | None = None) -> AgentSpec:

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
@@ -23,8 +24,9 @@ import msgspec
 from .._errors import BatchEngineError, BatchError
 from .._permissions import PermissionPolicy
 from .._process import signals_blocked
-from ._agents import load_config
+from ._agents import Config, load_config, resolve_agent
 from ._display import fit, isatty, one_line, print_error
+from ._exit import UsageProblem
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
@@ -157,6 +159,23 @@ def _command_line() -> list[str]:
     return ["tinyacp", *sys.argv[1:]]
 
 
+class _StdoutClosed(Exception):
+    """The reader of stdout went away; not an OSError, so it is not mistaken for the output directory's."""
+
+
+def check_arguments(args: argparse.Namespace, config: Config) -> None:
+    """Refuse before the first turn what no turn could use: an agent name that is not one (with "did you
+    mean"; a typo never runs as a program) and a ``--cwd`` that is not a directory. The items' own agents are
+    checked by the batch before its first turn.
+
+    Raises:
+        UsageProblem: the message says which argument and why.
+    """
+    resolve_agent(args.agent or config.default_agent, config)
+    if args.cwd is not None and not Path(args.cwd).is_dir():
+        raise UsageProblem(f"--cwd {args.cwd}: not a directory")
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """``tinyacp batch``."""
     if not args.file.is_file():
@@ -181,6 +200,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
         results = os.path.join(args.out, "results.jsonl")
         print("\n".join(interrupted_lines(last[0], results, _command_line())), file=sys.stderr)
         return _EXIT_INTERRUPTED
+    except _StdoutClosed:
+        raise BrokenPipeError from None  # the command's own quiet end for a reader that went away
     except (BatchError, OSError) as exc:
         return _failed(exc, args)
     finally:
@@ -197,11 +218,15 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     from ..batch import run_batch
 
     config = load_config(args.config)
+    check_arguments(args, config)
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `… --format json | head -1`: the record is on file; stop the batch quietly
+            raise _StdoutClosed from None
 
     return run_batch(
         args.file,

@@ -436,7 +436,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     agent's own list (``session/list``) beside them."""
     agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
     cwd = _cwd(args) if args.cwd is not None else None
-    entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+    try:
+        entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+    except OSError as exc:
+        raise UsageProblem(f"cannot read the index of sessions: {exc.filename}: {exc.strerror}") from None
     listed, problem = _agent_sessions(agent, cwd, args.timeout) if agent is not None else (None, None)
     if args.format == "json":
         document = {

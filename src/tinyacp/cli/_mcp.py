@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._files import read_regular
 from .._messages import (
     AnyMcpServer,
     EnvVariable,
@@ -32,6 +33,10 @@ from .._messages import (
 __all__ = ["McpConfigError", "check_transports", "read_mcp_config"]
 
 
+_MAX_BYTES = 16 * 1024 * 1024
+"""An MCP config file lists a few servers; a larger file is not one (and is not read whole into memory)."""
+
+
 class McpConfigError(Exception):
     """The MCP config file cannot be used; the message says why, for a person."""
 
@@ -40,15 +45,21 @@ def read_mcp_config(path: str | os.PathLike[str]) -> list[AnyMcpServer]:
     """The servers of an ``mcpServers`` file, in the file's order.
 
     Raises:
-        McpConfigError: the file cannot be read, is not JSON, or an entry has the wrong shape.
+        McpConfigError: the file cannot be read, is not a regular file, is not JSON (or is nested too deep,
+            or larger than 16 MiB), or an entry has the wrong shape.
     """
     where = f"--mcp-config {os.fspath(path)}"
     try:
-        document = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        data = read_regular(Path(path).expanduser(), _MAX_BYTES)
+        if len(data) > _MAX_BYTES:
+            raise McpConfigError(f"{where}: larger than {_MAX_BYTES // 1024 // 1024} MiB: not an MCP config")
+        document = json.loads(data)
     except OSError as exc:
         raise McpConfigError(f"{where}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise McpConfigError(f"{where}: not JSON: {exc}") from None
+    except RecursionError:
+        raise McpConfigError(f"{where}: not an MCP config: JSON nested too deep") from None
     servers = document.get("mcpServers") if isinstance(document, dict) else None
     if not isinstance(servers, dict):
         raise McpConfigError(f'{where}: expected an object with "mcpServers": {{"name": {{...}}}}')

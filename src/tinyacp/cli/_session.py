@@ -176,7 +176,12 @@ def _open(
 ) -> Opened:
     target = plan.session_id
     if target is None and plan.continue_last:
-        entry = index.latest(agent.key, plan.cwd) if index is not None else None
+        try:
+            entry = index.latest(agent.key, plan.cwd) if index is not None else None
+        except OSError as exc:
+            raise SettingUnavailable(
+                f"cannot read the index of sessions for --continue: {exc.filename}: {exc.strerror}"
+            ) from None
         if entry is None:
             raise SettingUnavailable(
                 f"no earlier session of {agent.name} in {plan.cwd} to continue (`tinyacp sessions` lists them; "

@@ -382,16 +382,20 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
     """Render the journal at ``path`` to ``out`` (``fmt`` ``text`` or ``json``); notes and errors to ``err``.
 
     Returns:
-        The exit status: 0 when the file could be read (whatever it holds), 2 when it could not.
+        The exit status: 0 when the file is a journal (whatever else it holds), 2 when it could not be read or
+        holds not one journal record (empty, random bytes, JSON that is not a journal).
     """
     torn: list[JournalLine] = []
     failed: list[OSError] = []
+    records = 0
 
     def lines() -> Iterable[JournalLine]:
+        nonlocal records
         try:
             for line in iter_journal(path):
                 if line.torn:
                     torn.append(line)
+                records += line.record is not None
                 yield line
         except OSError as exc:  # reading failed; writing fails as it will (a closed pipe is the caller's to handle)
             failed.append(exc)
@@ -402,6 +406,10 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
         print(
             f"tinyacp: error: {one_line(os.fspath(path), 300)}: {one_line(failed[0].strerror or failed[0])}", file=err
         )
+        return EXIT_UNREADABLE
+    if not records:
+        what = "it is empty" if not (torn or skipped.count) else "not one line of it is a journal record"
+        print(f"tinyacp: error: {one_line(os.fspath(path), 300)}: not a tinyacp journal: {what}", file=err)
         return EXIT_UNREADABLE
     if torn:
         print(f"tinyacp: the journal's last line is torn ({len(torn[0].data)} bytes): ignored", file=err)

@@ -1,0 +1,74 @@
+"""The typed shape of ``config.toml``: one struct per table, unknown keys refused.
+
+A new key is one new field here (default ``None``: not set in the file), then read where the entry becomes an
+:class:`~tinyacp.cli._agents.AgentSpec`. The file's own words stay in the messages: every error names the key
+and the table it is in (``agents.claude.mode``), and an unknown key gets the closest known ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+import msgspec
+
+__all__ = ["AgentTable", "ConfigFile", "typed"]
+
+_T = TypeVar("_T", bound=msgspec.Struct)
+
+
+class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One ``[agents.NAME]`` table; a key left out keeps the built-in agent's value (or the default)."""
+
+    command: list[str] | str | None = None
+    """An argv, or a command line whose first word may name a known agent (``"demo --delay 0.1"``)."""
+    env: dict[str, str] | None = None
+    description: str | None = None
+    install: str | None = None
+    login: str | None = None
+    needs: str | None = None
+    key_method: str | None = None
+    key_env: list[str] | str | None = None
+    auth: str | None = None
+    mode: str | None = None
+    model: str | None = None
+    options: dict[str, str | int | float | bool] | None = None
+    mcp_config: str | None = None
+    system_prompt: str | None = None
+    system_prompt_mode: str | None = None
+
+
+class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The file's top level. Each agent's table is typed on its own, so a message can name the agent."""
+
+    default_agent: str = "demo"
+    agents: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+def typed(where: str, path: str, table: dict[str, Any], kind: type[_T]) -> _T:
+    """``table`` (the TOML table at ``path``, ``""`` for the top) as a ``kind``.
+
+    Raises:
+        ValueError: a key ``kind`` does not have (with "did you mean"), or a value of the wrong type; the
+            message starts with ``where`` and names the key by its full path.
+    """
+    known = kind.__struct_fields__
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+            raise ValueError(
+                f"{where}: unknown key {_dotted(path, key)!r}{hint} (known keys{' of ' + path if path else ''}: "
+                f"{', '.join(known)})"
+            )
+    try:
+        return msgspec.convert(table, kind, strict=True)
+    except msgspec.ValidationError as exc:
+        problem, _, at = str(exc).rpartition(" - at `")
+        key = at.rstrip("`").removeprefix("$").replace("[...]", ".*").lstrip(".")
+        problem = problem.replace("`", "")
+        raise ValueError(f"{where}: {_dotted(path, key)}: {problem[:1].lower()}{problem[1:]}") from None
+
+
+def _dotted(path: str, key: str) -> str:
+    return f"{path}.{key}" if path and key else path or key

@@ -1,0 +1,360 @@
+"""Hostile inputs, round three: the session index, the batch directories, overlapping secrets, and every file
+and argument the command reads (FIFOs, nesting, damaged lines, typos). Each test failed on 0.2.0."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import tinyacp
+from conftest import end_turn, handshake
+from test_cli import CLI, Cli, cli
+from tinyacp.batch import run_batch
+
+__all__ = ["cli"]  # the fixture, shared with test_cli
+
+ITEM = {"id": "one", "prompt": "list the files"}
+
+
+def _index(cli: Cli) -> Path:
+    return cli.tmp / "state" / "tinyacp" / "sessions.jsonl"
+
+
+def _index_line(session_id: str, when: Any = 1.7e9, agent: str = "demo", cwd: str = "/w") -> bytes:
+    fields = {"agent": agent, "cwd": cwd, "session_id": session_id, "journal": None, "title": "t"}
+    return json.dumps({**fields, "time": when}).encode() + b"\n"
+
+
+def _sessions(cli: Cli) -> list[str]:
+    done = cli.run("sessions", "--format", "json")
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    document = json.loads(done.stdout, parse_constant=lambda name: pytest.fail(f"bare {name} in the JSON"))
+    return [entry["session_id"] for entry in document["sessions"]]
+
+
+def _no_traceback(done: subprocess.CompletedProcess[bytes], status: int) -> str:
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == status, err
+    assert "Traceback" not in err, err
+    return err
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1 and 6. The session index: a huge id wipes nothing, damaged lines are skipped.
+
+
+def test_a_session_id_of_a_megabyte_is_not_indexed_said_so_and_every_other_session_stays(cli: Cli) -> None:
+    assert cli.run("prompt", "-q", "--agent", "demo", "hello").returncode == 0
+    before = _sessions(cli)
+    assert len(before) == 1
+    huge = "s" * (1024 * 1024)
+    done = cli.run("prompt", "--agent-command", cli.scripted([*handshake(huge), end_turn()]), "hi")
+    err = _no_traceback(done, 0)
+    assert "not noted for --continue" in err
+    assert _sessions(cli) == before
+    assert cli.run("prompt", "-q", "--agent", "demo", "--continue", "again").returncode == 0
+
+
+def test_an_index_ending_in_a_megabyte_line_keeps_its_sessions_through_reading_and_compaction(cli: Cli) -> None:
+    index = _index(cli)
+    index.parent.mkdir(parents=True)
+    # What 0.2.0 wrote for a huge id: the last line alone is longer than it read, and compaction emptied the file.
+    index.write_bytes(_index_line("kept-1") + _index_line("kept-2") + _index_line("x" * (1024 * 1024)))
+    assert _sessions(cli) == ["kept-2", "kept-1"]
+    assert cli.run("prompt", "-q", "--agent", "demo", "hello").returncode == 0  # past 256 KiB: compacts
+    assert index.stat().st_size < 64 * 1024
+    assert _sessions(cli)[1:] == ["kept-2", "kept-1"]
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+        b"[" * 100_000 + b"]" * 100_000,
+        _index_line("nan", float("nan")),
+        _index_line("inf", float("inf")),
+        _index_line("big", 1e300),
+        _index_line("digits").replace(b"1700000000.0", b"9" * 400),
+        _index_line("negative", -5),
+        _index_line("text", "soon"),
+        b'{"agent": 1, "cwd": [], "session_id": {}, "time": 1}',
+        b"\xff\xfe not json",
+    ],
+    ids=["deep-object", "deep-array", "nan", "infinity", "1e300", "400-digits", "negative", "text", "types", "bytes"],
+)
+def test_a_damaged_index_line_is_skipped_by_sessions_and_continue(cli: Cli, damaged: bytes) -> None:
+    index = _index(cli)
+    index.parent.mkdir(parents=True)
+    good = _index_line("good", agent="demo", cwd=str(cli.work))
+    index.write_bytes(good + damaged + b"\n")
+    assert _sessions(cli) == ["good"]
+    assert cli.run("sessions").returncode == 0
+    done = cli.run("prompt", "-q", "--agent", "demo", "--continue", "hello")
+    # The good line was found and asked for: the demo agent knows no session "good", a clear error.
+    assert "unknown session" in _no_traceback(done, 1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. Every file read or appended to is a regular file: a FIFO, a device or a directory is refused at once.
+
+
+def test_a_fifo_planted_as_the_results_file_is_refused_without_waiting(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ITEM) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "results.jsonl")
+    done = cli.run("batch", str(items), "--out", str(out))
+    assert "FIFO" in _no_traceback(done, 2)
+    with pytest.raises(OSError, match="FIFO"):
+        run_batch([ITEM], out)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_every_input_file_that_is_not_a_regular_file_gets_a_clear_error(cli: Cli, kind: str) -> None:
+    odd = cli.tmp / "odd"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "directory":
+        odd.mkdir()
+    else:
+        odd = Path("/dev/zero")
+    expected = {"fifo": "FIFO", "directory": "directory", "device": "device"}[kind]
+    for args in (
+        ["show", str(odd)],
+        ["replay", str(odd)],
+        ["prompt", "--config", str(odd), "hi"],
+        ["prompt", "--mcp-config", str(odd), "hi"],
+    ):
+        done = cli.run(*args)
+        assert done.returncode != 0 and expected in done.stderr.decode(), (args, done.stderr)
+        assert b"Traceback" not in done.stderr
+    with pytest.raises(OSError, match=expected):
+        tinyacp.JsonlJournal.read(odd)
+    with pytest.raises(OSError, match=expected):
+        run_batch(odd, cli.tmp / "out")
+
+
+def test_a_fifo_planted_as_the_session_index_is_refused_and_the_run_goes_on(cli: Cli) -> None:
+    index = _index(cli)
+    index.parent.mkdir(parents=True, mode=0o700)
+    os.mkfifo(index)
+    done = cli.run("prompt", "--agent", "demo", "hello")
+    assert done.returncode == 0 and "FIFO" in done.stderr.decode()
+    assert "FIFO" in _no_traceback(cli.run("sessions"), 2)
+    assert "FIFO" in _no_traceback(cli.run("prompt", "--agent", "demo", "--continue", "hi"), 2)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3 and 4. The batch's journal directory is checked; no two ids share a journal.
+
+
+def test_a_symlink_planted_as_the_journal_directory_is_refused(cli: Cli, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "journals").symlink_to(elsewhere)
+    with pytest.raises(OSError, match="symbolic link"):
+        run_batch([ITEM], out)
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ITEM) + "\n")
+    assert "symbolic link" in _no_traceback(cli.run("batch", str(items), "--out", str(out)), 2)
+    assert list(elsewhere.iterdir()) == []
+    (out / "journals").unlink()
+    (out / "journals").mkdir(mode=0o777)
+    os.chmod(out / "journals", 0o777)
+    with pytest.raises(OSError, match="others can write"):
+        run_batch([ITEM], out)
+
+
+def test_no_two_item_ids_share_a_journal_file(tmp_path: Path) -> None:
+    from tinyacp.batch._items import journal_name
+
+    hashed = journal_name("/x")
+    ids = ["/x", hashed.removesuffix(".jsonl"), "x", "X", "a.b", "A-" + "0" * 16, "a-" + "0" * 16, "x.jsonl"]
+    names = [journal_name(item).lower() for item in ids]  # lowered: as a file system that folds case sees them
+    assert len(set(names)) == len(ids), names
+    out = tmp_path / "out"
+    items = [{"id": item, "prompt": "list"} for item in ids[:2]]
+    summary = run_batch(items, out, cwd=tmp_path, agent="demo")
+    assert summary.ok == 2
+    journals = [record.journal for record in tinyacp.batch.read_results(out / "results.jsonl")]
+    assert len(set(journals)) == 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 5. Secrets that overlap are all gone, whatever their order.
+
+
+def sent_line(body: Any) -> tinyacp.OutgoingMessage:
+    """The line a client writes for ``body`` and the secrets in it, as the client encodes them."""
+    found: list[tinyacp.Secret] = []
+
+    def plain(value: Any) -> str:
+        found.append(value)
+        return str(value.value)
+
+    raw = msgspec.json.Encoder(enc_hook=plain).encode(body)
+    return tinyacp.OutgoingMessage(1, raw, "authenticate", 7, secrets=tuple(dict.fromkeys(found)))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_overlapping_secrets_are_all_gone_from_the_journal(tmp_path: Path, reverse: bool) -> None:
+    token, password = tinyacp.Secret("tokX"), tinyacp.Secret('pass"tokX')
+    pairs: list[tuple[str, Any]] = [("token", token), ("password", password), ("plain", "pass")]
+    meta = dict(reversed(pairs) if reverse else pairs)
+    body = {"jsonrpc": "2.0", "id": 7, "method": "authenticate", "params": {"methodId": "k", "_meta": meta}}
+    path = tmp_path / "j.jsonl"
+    with tinyacp.JsonlJournal(path) as journal:
+        journal.on_send(sent_line(body))
+    data = path.read_bytes()
+    assert b"tokX" not in data and b"pass\\" not in data
+    (record,) = tinyacp.JsonlJournal.read(path)
+    stored = json.loads(tinyacp.JsonlJournal.raw(record))["params"]["_meta"]
+    assert stored == {"token": "<secret>", "password": "<secret>", "plain": "pass"}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 7. Nesting too deep, an unclosed quote: clear errors.
+
+
+def test_json_and_toml_nested_too_deep_are_clear_errors(cli: Cli, tmp_path: Path) -> None:
+    deep_json = "[" * 100_000 + "]" * 100_000
+    items = tmp_path / "items.jsonl"
+    items.write_text(deep_json + "\n")
+    assert "nested too deep" in _no_traceback(cli.run("batch", str(items), "--out", str(tmp_path / "o")), 2)
+    with pytest.raises(tinyacp.BatchItemError, match="nested too deep"):
+        run_batch(items, tmp_path / "o")
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text('{"mcpServers":' + deep_json + "}")
+    assert "nested too deep" in _no_traceback(cli.run("prompt", "--mcp-config", str(mcp), "hi"), 2)
+    config = tmp_path / "config.toml"
+    config.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert "nested too deep" in _no_traceback(cli.run("prompt", "--config", str(config), "hi"), 2)
+    config.write_text('[agents.mine]\ncommand = "demo \'unclosed"\n')
+    err = _no_traceback(cli.run("prompt", "--config", str(config), "--agent", "mine", "hi"), 2)
+    assert "agents.mine.command" in err and "closing quotation" in err
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 10. A batch's agent name is checked before the first turn.
+
+
+def test_a_mistyped_batch_agent_is_a_usage_error_with_did_you_mean_before_any_turn(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ITEM) + "\n")
+    out = tmp_path / "out"
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--agent", "cluade"), 2)
+    assert "did you mean 'claude'" in err
+    assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_bytes() == b""
+    items.write_text(json.dumps({**ITEM, "agent": "cluade"}) + "\n")
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(out)), 2)
+    assert "did you mean 'claude'" in err and (out / "results.jsonl").read_bytes() == b""
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--cwd", str(tmp_path / "nowhere")), 2)
+    assert "--cwd" in err
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 13. `show` of what is not a journal.
+
+
+@pytest.mark.parametrize(
+    "content", [b"", os.urandom(512), b'{"a": 1}\n[1, 2]\n', b"\n\n"], ids=["empty", "random", "json", "blank"]
+)
+def test_show_of_a_file_that_is_not_a_journal_exits_2_and_says_so(cli: Cli, content: bytes) -> None:
+    path = cli.tmp / "not-a-journal"
+    path.write_bytes(content)
+    for fmt in ("text", "json"):
+        assert "not a tinyacp journal" in _no_traceback(cli.run("show", "--format", fmt, str(path)), 2)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 14. A closed stdout ends a batch quietly.
+
+
+def test_a_batch_whose_stdout_is_closed_ends_quietly_with_its_results_intact(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": n, "prompt": "list"}) + "\n" for n in range(4)))
+    out = tmp_path / "out"
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [*CLI, "batch", str(items), "--out", str(out), "--format", "json", "--concurrency", "1"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        cwd=cli.work,
+        env=cli.env,
+    )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        first = reader.readline()  # `| head -1`
+    assert json.loads(first)["ok"] is True
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Broken pipe" not in err and b"Traceback" not in err and b"Exception" not in err
+    lines = (out / "results.jsonl").read_bytes().splitlines()
+    assert lines and all(msgspec.json.decode(line)["id"] in range(4) for line in lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 15. config.toml: typed, unknown keys refused with "did you mean", a command line names a known agent.
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('defualt_agent = "demo"\n', "unknown key 'defualt_agent'; did you mean 'default_agent'?"),
+        ('timeout = "soon"\n', "unknown key 'timeout'"),
+        ('[agents.mine]\ncomand = "demo"\n', "unknown key 'agents.mine.comand'; did you mean 'command'?"),
+        ("[agents.mine]\ncommand = []\n", "agents.mine: needs a command"),
+        ('[agents.mine]\ncommand = ["x"]\nmode = 3\n', "agents.mine.mode: expected str"),
+        ('[agents.mine]\ncommand = ["x"]\nsystem_prompt_mode = "sideways"\n', "agents.mine.system_prompt_mode"),
+        ("default_agent = 7\n", "default_agent: expected str"),
+    ],
+)
+def test_a_config_file_with_a_wrong_key_or_value_names_it_and_its_place(cli: Cli, text: str, expected: str) -> None:
+    config = cli.tmp / "config.toml"
+    config.write_text(text)
+    assert expected in _no_traceback(cli.run("prompt", "--config", str(config), "hi"), 2)
+
+
+def test_a_config_command_line_may_name_a_known_agent_as_the_agent_flag_does(cli: Cli) -> None:
+    config = cli.tmp / "config" / "tinyacp" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('default_agent = "slow"\n[agents.slow]\ncommand = "demo --delay 0.01"\n')
+    done = cli.run("prompt", "-q", "-y", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == cli.expected_reply()
+    listed = cli.run("agents", "--format", "json")
+    assert listed.returncode == 0 and "--delay 0.01" in listed.stdout.decode()
+
+
+def test_reading_the_session_index_while_another_run_compacts_loses_no_line(tmp_path: Path) -> None:
+    from tinyacp.cli._index import SessionIndex
+
+    index = SessionIndex(tmp_path / "sessions.jsonl")
+    errors: list[BaseException] = []
+
+    def write(agent: str) -> None:
+        try:
+            for n in range(400):
+                index.record(agent, tmp_path, f"{agent}-{n}-" + "p" * 600, None)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    latest = {entry.agent: entry.session_id for entry in reversed(index.entries())}
+    assert latest["a"].startswith("a-399-") and latest["b"].startswith("b-399-")
+    assert len(index.entries()) >= 100
