@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tinyacp
 from conftest import UPDATE_KINDS, end_turn, handshake
 from hostile_util import EVIL, assert_clean
 from test_cli import Cli, Terminal, cli
@@ -124,17 +125,19 @@ def test_show_and_replay_take_any_bytes_with_their_documented_status_and_nothing
     # One property for both readers of a journal: drawing a journal costs far more than reading it twice.
     path = tmp_path / "j.jsonl"
     path.write_bytes(data)
-    show_renders_it_with_status_0_and_nothing_a_terminal_acts_on(path)
+    show_renders_it_with_its_status_and_nothing_a_terminal_acts_on(path)
     replay_serves_it_with_its_documented_status(path, tmp_path / "client", client, strict)
 
 
-def show_renders_it_with_status_0_and_nothing_a_terminal_acts_on(path: Path) -> None:
+def show_renders_it_with_its_status_and_nothing_a_terminal_acts_on(path: Path) -> None:
+    # 0 for a journal, whatever else it holds; 2 for a file without one record (empty, or not a journal).
+    status = 0 if tinyacp.JsonlJournal.read(path) else 2
     out, err = io.StringIO(), io.StringIO()
-    assert show(path, "text", out, err) == 0
+    assert show(path, "text", out, err) == status
     assert_clean(out.getvalue())
     assert_clean(err.getvalue())
     out, err = io.StringIO(), io.StringIO()
-    assert show(path, "json", out, err) == 0
+    assert show(path, "json", out, err) == status
     assert out.getvalue().isascii()
     for line in out.getvalue().splitlines():
         assert isinstance(json.loads(line, parse_constant=_no_constant), dict)
