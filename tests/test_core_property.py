@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core_driver import CoreDriver
-from schema_util import errors
+from schema_util import STABLE, errors
 from tinyacp import (
+    ClientFeatures,
     ClientInfo,
     LineReader,
     MessageKind,
@@ -248,6 +249,31 @@ def other_requests(draw: st.DrawFn) -> dict[str, Any]:
     return envelope(draw, body)
 
 
+FORM_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
+
+
+@st.composite
+def elicitation_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """``elicitation/create``, a form or a URL, sometimes missing what its mode needs or its scope."""
+    params = draw(
+        st.fixed_dictionaries(
+            {"message": sometimes_wrong(texts), "mode": sometimes_wrong(st.sampled_from(["form", "url", "_x"]))},
+            optional={
+                "sessionId": sometimes_wrong(st.sampled_from(SESSIONS)),
+                "requestId": ids,
+                "toolCallId": texts,
+                "requestedSchema": sometimes_wrong(
+                    st.just({"type": "object", "properties": {"a": {"type": "string"}}})
+                ),
+                "url": texts,
+                "elicitationId": texts,
+            },
+        )
+    )
+    body = {"id": draw(ids), "method": "elicitation/create", "params": draw(sometimes_wrong(st.just(params)))}
+    return envelope(draw, body)
+
+
 @st.composite
 def notifications(draw: st.DrawFn) -> dict[str, Any]:
     body: dict[str, Any] = {
@@ -311,6 +337,7 @@ messages = st.one_of(
     session_updates(),
     permission_requests(),
     permission_requests(),
+    elicitation_requests(),
     other_requests(),
     notifications(),
     responses(),
@@ -473,6 +500,14 @@ def check_every_write_is_justified(events: list[tuple[str, Any]]) -> None:
             assert errors("RequestPermissionResponse", line["result"]) == []
             assert cause.decided_by is not None
             assert cause.selected is None or cause.selected in cause.options
+        elif cause_name == "on_elicitation" or (cause_name == "on_message" and cause.kind is MessageKind.ELICITATION):
+            # An elicitation: its line recorded, then (unless its turn was cancelled) the observer asked; the answer
+            # is the decision the request holds.
+            request = cause if cause_name == "on_elicitation" else None
+            if request is not None:
+                assert events[index - 3][0] == "on_message" and events[index - 3][1].kind is MessageKind.ELICITATION
+                assert line["result"] == request.reply._wire() and request.decided_by
+            assert errors("CreateElicitationResponse", line["result"], STABLE) == []
         elif cause_name == "on_message":
             assert cause.kind in (MessageKind.REQUEST, MessageKind.INVALID_REQUEST)
             # A request we do not serve: -32601; one we cannot decode: -32602 (its params), -32600 (the rest).
@@ -525,9 +560,10 @@ def test_any_agent_bytes_are_handled_or_raise_a_documented_error(
         epoch=1,
         transfer_limits=limits,
         reader_limits=reader_limits,
-        policy=PermissionPolicy(kinds={"read"}, title_prefixes=("ls",)),
+        policy=PermissionPolicy(kinds={"read"}, title_prefixes=("ls",), deny_tools=("Bash",)),
         client_info=ClientInfo("fuzz", "1"),
         has_observer=has_observer,
+        features=ClientFeatures(True, True, True, True, True),  # every newer path in play: elicitation, subagents
     )
     reader = LineReader(None, reader_limits)
     harness = Harness(core, reader, list(plan), answers)

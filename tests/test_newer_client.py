@@ -793,3 +793,92 @@ def test_cancel_carries_meta(make_client: MakeClient, scripted: MakeScripted) ->
     client.close()
     cancel = check_client_line(line_of(agent, "session/cancel"), "CancelNotification", STABLE)
     assert cancel["params"] == {"sessionId": "s1", "_meta": {"reason": "user"}}
+
+
+def test_an_elicitation_after_the_turn_was_cancelled_is_answered_cancel_without_asking(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    agent = scripted(
+        [
+            *opening(),
+            {"op": "expect", "method": "session/prompt"},
+            update(ANNOUNCE),
+            {"op": "expect", "method": "session/cancel"},
+            elicit("e1", {**FORM, "sessionId": "child-1"}),
+            end_turn("cancelled"),
+        ]
+    )
+    recorder = Asking(ElicitationReply.accept({"branch": "main"}))
+    client = start(make_client, agent, recorder, features=EVERYTHING)
+    client.new_session("/")
+    result = client.prompt("s1", "hi", timeout=1.0)
+    client.close()
+    assert result.cancelled
+    assert recorder.of("elicitation") == []
+    assert check_client_line(answer_to(agent, "e1"), "CreateElicitationResponse", STABLE)["result"] == {
+        "action": "cancel"
+    }
+
+
+@pytest.mark.parametrize("failure", ["raises", "wrong-type"])
+def test_an_observer_that_fails_on_an_elicitation_stops_the_client_and_no_answer_is_written(
+    make_client: MakeClient, scripted: MakeScripted, failure: str
+) -> None:
+    class Failing(Asking):
+        def on_elicitation(self, request: ElicitationRequest) -> Any:
+            super().on_elicitation(request)
+            if failure == "raises":
+                raise OSError("disk full")
+            return "yes"
+
+    agent = scripted(during_new_session(elicit("e1", FORM)))
+    recorder = Failing()
+    client = start(make_client, agent, recorder, features=ClientFeatures(elicitation=True))
+    with pytest.raises(tinyacp.ObserverError, match="disk full" if failure == "raises" else "ElicitationReply"):
+        client.new_session("/")
+    assert client.closed
+    assert [line for line in lines(agent) if b'"e1"' in line] == []
+    assert recorder.of("send")[-1].method == "session/new"
+
+
+def test_an_elicitation_and_its_answer_are_in_the_journal_in_order(
+    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
+) -> None:
+    agent = scripted(during_new_session(elicit("e1", FORM)))
+    journal_path = tmp_path / "journal.jsonl"
+    journal = tinyacp.JsonlJournal(journal_path)
+    client = start(
+        make_client,
+        agent,
+        Journaled(journal),
+        epoch=journal.begin_epoch(),
+        features=ClientFeatures(elicitation=True),
+    )
+    client.new_session("/")
+    client.close()
+    journal.close()
+    records = [r for r in tinyacp.JsonlJournal.read(journal_path) if r.get("type") == "line"]
+    kinds = [(r["dir"], r["kind"], r.get("method")) for r in records]
+    at = kinds.index(("in", "elicitation", "elicitation/create"))
+    assert kinds[at + 1] == ("out", "response", None)
+    assert json.loads(records[at + 1]["line"])["result"] == {"action": "decline"}
+
+
+def test_the_asyncio_client_awaits_a_coroutine_on_elicitation_and_the_sync_client_refuses_it(
+    make_client: MakeClient, scripted: MakeScripted, client_kind: str
+) -> None:
+    class Awaiting(Recorder):
+        async def on_elicitation(self, request: ElicitationRequest) -> ElicitationReply:
+            self._add("elicitation", request)
+            return ElicitationReply.accept({"branch": "dev"})
+
+    agent = scripted(during_new_session(elicit("e1", FORM)))
+    recorder = Awaiting()
+    client = start(make_client, agent, recorder, features=ClientFeatures(elicitation=True))
+    if client_kind == "sync":
+        with pytest.raises(tinyacp.ObserverError, match="awaitable"):
+            client.new_session("/")
+        return
+    client.new_session("/")
+    client.close()
+    assert json.loads(answer_to(agent, "e1"))["result"] == {"action": "accept", "content": {"branch": "dev"}}
