@@ -1007,7 +1007,7 @@ class UnknownUpdate(msgspec.Struct, frozen=True):
     """The update object as decoded JSON."""
 
 
-SessionUpdate: TypeAlias = (
+TypedUpdate: TypeAlias = (
     UserMessageChunk
     | AgentMessageChunk
     | AgentThoughtChunk
@@ -1027,33 +1027,15 @@ SessionUpdate: TypeAlias = (
     | SubagentUpdate
     | SessionMessage
     | SessionMessageChunk
-    | UnknownUpdate
 )
+"""The update kinds tinyacp decodes in one typed pass: every kind of :class:`UpdateKind` but UNKNOWN."""
+
+SessionUpdate: TypeAlias = TypedUpdate | UnknownUpdate
 
 
 class _UpdateParams(_In, frozen=True):
     session_id: str
-    update: (
-        UserMessageChunk
-        | AgentMessageChunk
-        | AgentThoughtChunk
-        | ToolCall
-        | ToolCallUpdate
-        | Plan
-        | AvailableCommandsUpdate
-        | CurrentModeUpdate
-        | ConfigOptionUpdate
-        | SessionInfoUpdate
-        | UsageUpdate
-        | Notice
-        | CompactionUpdate
-        | CompactionSummaryChunk
-        | PlanUpdate
-        | PlanRemoved
-        | SubagentUpdate
-        | SessionMessage
-        | SessionMessageChunk
-    )
+    update: TypedUpdate
 
 
 class UpdateLine(msgspec.Struct, frozen=True, gc=False):
