@@ -284,6 +284,16 @@ def test_the_command_writes_the_page_and_prints_its_path(batch: Path, tmp_path: 
     assert (tmp_path / "tinyacp-view.html").is_file()
 
 
+def test_the_command_opens_the_page_in_the_browser_it_is_told_of(batch: Path, tmp_path: Path) -> None:
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n', encoding="utf-8")
+    browser.chmod(0o755)
+    done = run(batch / "results.jsonl", "--open", cwd=tmp_path, env={"BROWSER": str(browser)})
+    assert (done.returncode, done.stdout) == (0, f"{batch / 'report.html'}\n")
+    assert opened.read_text(encoding="utf-8") == (batch / "report.html").as_uri()
+
+
 def test_the_command_with_no_path_shows_the_commands_own_journals(tmp_path: Path) -> None:
     state = tmp_path / "state"
     journals = state / "tinyacp" / "journals"

@@ -100,7 +100,7 @@ def write_html(
         ValueError: ``max_turn_bytes`` is less than 1.
     """
     page = render_html(source, max_turn_bytes=max_turn_bytes)
-    path = Path(out) if out is not None else default_output(source)
+    path = Path(out) if out is not None else _default_output(source)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(page, encoding="utf-8")
@@ -110,10 +110,12 @@ def write_html(
     return path
 
 
-def default_output(source: str | os.PathLike[str]) -> Path:
+def _default_output(source: str | os.PathLike[str]) -> Path:
     """Where :func:`write_html` writes by default: ``report.html`` in a batch's directory, else
     ``tinyacp-view.html`` in the current directory."""
     path = Path(source)
+    if path.name == "results.jsonl" and path.is_file():
+        return path.parent / "report.html"
     if path.is_dir() and (path / "results.jsonl").is_file():
         return path / "report.html"
     return Path("tinyacp-view.html")
@@ -147,6 +149,8 @@ class _View:
 def _read(path: Path, max_turn_bytes: int) -> _View:
     if not path.exists():
         raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
+    if path.name == "results.jsonl" and path.is_file():  # the batch's file named rather than its directory
+        path = path.parent
     if path.is_dir() and (path / "results.jsonl").is_file():
         view = _View(clean(path.resolve().name or str(path)), "batch", max_turn_bytes=max_turn_bytes)
         _read_batch(path, view)
@@ -379,7 +383,7 @@ def _quantile(values: list[float], q: float) -> float:
 _BINS: Final = 10
 
 
-def overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def _overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per agent: turns, ok, failed, median and 90th percentile seconds, tokens, cost by currency, and a
     histogram of durations over bins shared by every agent."""
     rows = list(turns)
@@ -447,7 +451,7 @@ def _page(view: _View) -> str:
         "version": __version__,
         "maxTurnBytes": view.max_turn_bytes,
         "notes": notes,
-        "overview": overview(view.turns),
+        "overview": _overview(view.turns),
         "turns": view.turns,
     }
     parts = [
