@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,3 +295,16 @@ def test_a_damaged_journal_says_what_it_skipped(opened: Any, hostile_page: Path,
     notes.locator("summary").click()
     assert "line 2 is not a record" in notes.inner_text() and "torn" in notes.inner_text()
     assert "journal line 2 is not a record" in loaded.open("damaged #1")
+
+
+@pytest.mark.slow
+def test_the_benchmark_measures_a_page_in_the_browser(browser: Any) -> None:
+    """``python -m benchmarks.view`` at a small size, so that it does not rot (the browser fixture only says that
+    Chromium is there)."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    command = [sys.executable, "-m", "benchmarks.view", "--sizes", "30", "--real", "4", "--rounds", "1"]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 30 |")]
+    assert len(rows) == 1 and rows[0].count(" ms (") == 6 and rows[0].endswith(" |") and " MiB (" in rows[0]

@@ -86,7 +86,9 @@ def _number(value: Any) -> float | None:
 
 def _key(value: Any) -> str:
     """A JSON-RPC id of any type as a dictionary key (1 and "1" are different ids)."""
-    return clean(value, 200) if isinstance(value, str) else "\0" + clean(value, 200)
+    if isinstance(value, str):
+        return clean(value, 200)
+    return "\0" + (str(value) if type(value) is int else clean(value, 200))  # ints, the usual ids, quickly
 
 
 def millis(ts: Any) -> float | None:
