@@ -1,9 +1,9 @@
 """The ``tinyacp`` command: send a prompt to a coding agent from a terminal or a CI job, watch what it does,
 decide what it may run, and keep a record.
 
-Subcommands: ``prompt`` (the main job), ``chat``, ``probe``, ``sessions``, ``agents``, ``show``, ``batch``,
-``view``, ``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of ``prompt``,
-``chat`` and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by
+Subcommands: ``prompt`` (the main job), ``chat``, ``probe``, ``sessions``, ``agents``, ``show``, ``journals``,
+``batch``, ``view``, ``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of
+``prompt``, ``chat`` and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by
 :class:`tinyacp.cli._exit.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command. It builds the parser
@@ -178,6 +178,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands.add("agents", _agents_options, parents=[config], help="list the agents known by name")
     commands.add("show", _show_options, help="render a journal as a readable conversation")
     commands.add(
+        "journals",
+        _journals_options,
+        help="list the journals of your runs (size, age, agent, session); --prune removes old ones",
+        description="List the journals `tinyacp prompt` and `chat` wrote to the journal directory, newest first. "
+        "--prune --older-than 30d removes those last written before then, and says how much it freed.",
+    )
+    commands.add(
         "batch",
         _add_batch_options,
         parents=[config],
@@ -230,6 +237,9 @@ def _sessions_options(sessions: argparse.ArgumentParser) -> None:
     sessions.add_argument("--agent-command", metavar='"CMD ARGS"', help="only the sessions of this command line")
     sessions.add_argument("--cwd", metavar="DIR", help="only the sessions in this directory")
     sessions.add_argument("--format", choices=("text", "json"), default="text")
+    sessions.add_argument(
+        "--limit", type=_positive, metavar="N", help="only the first N of each list (this machine's: the most recent)"
+    )
     sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
     sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
 
@@ -240,9 +250,22 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
 
 
 def _show_options(show: argparse.ArgumentParser) -> None:
-    show.add_argument("journal", type=Path, metavar="JOURNAL")
+    show.add_argument(
+        "journal",
+        metavar="JOURNAL",
+        help="a journal file; `last`: the latest journal; a session id: the latest journal of that session",
+    )
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=_lazy("_commands", "cmd_show"))
+
+
+def _journals_options(journals: argparse.ArgumentParser) -> None:
+    journals.add_argument("--limit", type=_positive, metavar="N", help="only the N newest")
+    journals.add_argument("--format", choices=("text", "json"), default="text")
+    journals.add_argument("--prune", action="store_true", help="remove the journals older than --older-than")
+    journals.add_argument("--older-than", metavar="AGE", help="with --prune: an age such as 30d, 12h, 2w")
+    journals.add_argument("--dry-run", action="store_true", help="with --prune: say what would go, remove nothing")
+    journals.set_defaults(handler=_lazy("_journals", "cmd_journals"))
 
 
 def _view_options(view: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ from ._exit import Exit, SettingUnavailable
 from ._outcome import Outcome, outcome_of_result
 from ._run import Deadline, PromptRun, PromptSettings
 from ._run_observer import RunObserver
-from ._session import set_one
+from ._session import offered_lines, set_one
 from ._terminal import Interrupts
 
 __all__ = ["ChatRun", "run_chat"]
@@ -152,6 +152,9 @@ class ChatRun(PromptRun):
     def _setting(self, client: Client, observer: RunObserver, name: str, words: list[str]) -> None:
         """``/mode ID``, ``/model ID``, ``/set KEY VALUE``: what the agent does not offer is said, the chat goes on."""
         assert observer.session_id is not None
+        if name in ("/mode", "/model") and not words:
+            self.display.lines(offered_lines(client.session_state(observer.session_id), name[1:]))
+            return
         wanted = 2 if name == "/set" else 1
         if len(words) != wanted:
             usage = "/set KEY VALUE" if name == "/set" else f"{name} ID"
@@ -193,8 +196,8 @@ class ChatRun(PromptRun):
 
 HELP = [
     "commands:",
-    "  /mode ID           switch the session's mode",
-    "  /model ID          switch the session's model",
+    "  /mode [ID]         switch the session's mode (without an ID: list the modes)",
+    "  /model [ID]        switch the session's model (without an ID: list the models)",
     "  /set KEY VALUE     set a config option",
     "  /sessions          the sessions of this agent in this directory",
     "  /help              this list",

@@ -59,6 +59,8 @@ def _cwd(args: argparse.Namespace) -> Path:
 
 def _prompt_text(words: list[str]) -> str:
     if words == ["-"]:
+        if isatty(sys.stdin):  # a person at a terminal would otherwise wait on a silent command
+            print("tinyacp: reading the prompt from stdin (end it with Ctrl-D)", file=sys.stderr, flush=True)
         try:
             return sys.stdin.buffer.read().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -437,10 +439,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     agent = _agent(args) if args.agent is not None or args.agent_command is not None else None
     cwd = _cwd(args) if args.cwd is not None else None
     try:
-        entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)
+        entries = SessionIndex().entries(agent.key if agent is not None else None, cwd)[: args.limit]
     except OSError as exc:
         raise UsageProblem(f"cannot read the index of sessions: {exc.filename}: {exc.strerror}") from None
     listed, problem = _agent_sessions(agent, cwd, args.timeout) if agent is not None else (None, None)
+    if listed is not None:
+        listed = listed[: args.limit]
     if args.format == "json":
         document = {
             "sessions": [dataclasses.asdict(entry) for entry in entries],
@@ -499,7 +503,10 @@ def _agent_sessions(
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """``tinyacp show JOURNAL``."""
+    """``tinyacp show JOURNAL|last|SESSION_ID``."""
+    from ._journals import resolve_journal, show_note
     from ._show import show
 
-    return show(args.journal, args.format, sys.stdout, sys.stderr)
+    path, note = resolve_journal(args.journal)
+    show_note(note)
+    return show(path, args.format, sys.stdout, sys.stderr)

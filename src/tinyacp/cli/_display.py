@@ -193,6 +193,9 @@ _PLAIN_TICK = 0.25  # without a terminal the ticker only prints what a signal ha
 _LIVE_PLAN_ROWS = 12  # a longer plan is cut in the live region (all of it is printed at the end)
 
 
+_MODE = "mode: "
+
+
 class Styled(NamedTuple):
     """A piece of a display line in one SGR style (``code``, such as ``"1;31"``). Its text is sanitized like any
     other piece when the line is printed: only the style is ours."""
@@ -255,6 +258,7 @@ class Display:
         self._tools: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._mode_line: str | None = None
 
     # ------------------------------------------------------------------------------------------------------------
     # Life cycle.
@@ -291,7 +295,17 @@ class Display:
 
     def info(self, text: str) -> None:
         """A line about the run, dimmed on a terminal (sanitized like every line: it may quote the agent)."""
+        if text.startswith(_MODE) and not self._new_mode(text):
+            return
         self._emit([Styled(text, "2")])
+
+    def _new_mode(self, line: str) -> bool:
+        """Whether ``line`` (``mode: ID``) says something new. A mode set with ``--mode`` or ``/mode`` is reported
+        twice, by the agent's ``current_mode_update`` and by the answer to ``session/set_mode``: shown once."""
+        if line == self._mode_line:
+            return False
+        self._mode_line = line
+        return True
 
     def note_from_signal(self, text: str) -> None:
         """A line to print soon; safe in a signal handler (no lock, no I/O)."""
@@ -316,7 +330,7 @@ class Display:
         elif isinstance(payload, Plan):
             self._show_plan(payload.entries)
         elif isinstance(payload, CurrentModeUpdate):
-            self._emit([Styled(f"mode: {one_line(payload.current_mode_id, 80)}", "2")])
+            self.info(_MODE + one_line(payload.current_mode_id, 80))
         elif isinstance(payload, UsageUpdate) and payload.size > 0:
             self._usage = f"context {100 * payload.used // payload.size}%"
 

@@ -29,7 +29,7 @@ from ._display import one_line
 from ._exit import SettingUnavailable
 from ._index import SessionIndex
 
-__all__ = ["SessionPlan", "apply_settings", "auth_needs", "login_method", "open_session", "set_one"]
+__all__ = ["SessionPlan", "apply_settings", "auth_needs", "login_method", "offered_lines", "open_session", "set_one"]
 
 
 @dataclass(frozen=True)
@@ -258,6 +258,30 @@ def _set_option(
         client.set_config_option(session_id, key, value.lower() == "true", timeout=timeout)
         return
     client.set_config_option(session_id, key, value, timeout=timeout)
+
+
+def offered_lines(state: SessionState, what: str) -> list[str]:
+    """The modes (``what="mode"``) or the models the session offers, the current one marked ``*``, with their
+    names: what ``/mode`` and ``/model`` without an id show."""
+    choices: list[tuple[str, str]] = []
+    current: object = None
+    if what == "mode" and state.modes is not None:
+        choices = [(mode.id, mode.name) for mode in state.modes.available_modes]
+        current = state.modes.current_mode_id
+    elif what == "model" and (option := state.model_option()) is not None:
+        choices = [(value, "") for value in option.values]
+        current = option.current_value
+    elif what == "model" and state.models is not None:
+        choices = [(model.model_id, model.name) for model in state.models.available_models]
+        current = state.models.current_model_id
+    if not choices:
+        return [f"the agent offers no {what} in this session"]
+    width = max(len(one_line(choice, 40)) for choice, _ in choices)
+    lines = [f"{what}s of this session (/{what} ID switches; * is the current one):"]
+    for choice, name in choices:
+        mark = "*" if choice == current else " "
+        lines.append(f"  {mark} {one_line(choice, 40).ljust(width)}  {one_line(name, 60)}".rstrip())
+    return lines
 
 
 def _not_offered(state: SessionState, what: str, value: str, option: bool) -> str:

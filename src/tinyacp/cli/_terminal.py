@@ -19,7 +19,7 @@ from typing import Any
 from .._client import Client
 from .._errors import TinyAcpError
 from .._permissions import PermissionRequest
-from ._display import Display, one_line, tool_output_lines
+from ._display import Display, Styled, one_line, tool_output_lines
 from ._exit import Exit
 
 __all__ = ["Asker", "Interrupts"]
@@ -62,6 +62,9 @@ class Asker:
                     return "run"
                 if answer in ("", "n", "no", "eof"):
                     return "reject"
+                # Said before asking again: a typo must not look like a question that did not take the answer.
+                why = f"  {one_line(answer, 20)!r} is not an answer: y allows once, a allows {remember} for this run,"
+                self._display.pause([Styled(why + " n or Enter rejects", "33")])
         finally:
             self._display.resume()
 
