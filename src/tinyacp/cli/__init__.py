@@ -252,6 +252,7 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
 def _show_options(show: argparse.ArgumentParser) -> None:
     show.add_argument(
         "journal",
+        type=Path,
         metavar="JOURNAL",
         help="a journal file; `last`: the latest journal; a session id: the latest journal of that session",
     )

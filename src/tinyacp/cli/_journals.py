@@ -88,13 +88,14 @@ def _index_entries() -> list[SessionEntry]:
         return []
 
 
-def resolve_journal(name: str) -> tuple[Path, str | None]:
+def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
     """The journal ``tinyacp show`` is asked for: a path as given; ``last``, the most recent journal; a session id,
     the latest journal of that session. Returns the path and, when it was found by a name, a note saying which.
 
     Raises:
         UsageProblem: neither a file, ``last``, nor a session this machine ran with a journal.
     """
+    name = os.fspath(given)
     path = Path(name)
     if path.exists() or os.sep in name:
         return path, None
