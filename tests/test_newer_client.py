@@ -564,6 +564,8 @@ def test_request_refuses_a_method_with_a_call_of_its_own_or_outside_the_extensio
         client.request(method, {})
     with pytest.raises(TypeError, match="params"):
         client.request("_vendor/x", ["not", "an", "object"])
+    with pytest.raises(TypeError, match="cannot be sent as JSON"):
+        client.notify("_vendor/x", {"when": object()})
     assert len(recorder.events) == recorded
     client.close()
     assert agent.methods() == ["initialize"]

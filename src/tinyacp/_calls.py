@@ -306,7 +306,7 @@ def request(
     Raises:
         UsageError: ``method`` has a call of its own (use it), or is neither an extension method nor an unstable
             one (nothing written).
-        TypeError: ``params`` is not a dict (nothing written).
+        TypeError: ``params`` is not a dict, or holds a value that is not JSON (nothing written).
         RequestError: the agent answered with an error (-32601 when it does not know the method).
     """
     return CallSpec(lambda: shell._core.request(method, params), timeout)
@@ -324,7 +324,7 @@ def notify(shell: ShellBase, method: str, params: dict[str, Any] | None = None) 
     Raises:
         UsageError: ``method`` has a call of its own (use it), or is neither an extension method nor an unstable
             one (nothing written).
-        TypeError: ``params`` is not a dict (nothing written).
+        TypeError: ``params`` is not a dict, or holds a value that is not JSON (nothing written).
     """
     return CallSpec(lambda: Call(shell._core.notification(method, params)), None, notification=True)
 

@@ -631,7 +631,7 @@ class Conversation:
             if isinstance(value, Secret):
                 found.append(value)
                 return value.value
-            raise NotImplementedError
+            raise TypeError(f"a {type(value).__name__} cannot be sent as JSON (params and meta hold JSON values)")
 
         raw = msgspec.json.Encoder(enc_hook=plain).encode(body)
         if len(raw) > self.limits.max_message_bytes:
