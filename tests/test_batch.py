@@ -447,6 +447,7 @@ def test_resume_after_the_batch_process_is_killed_finishes_the_rest(tmp_path: Pa
         assert epochs(record.journal) == [1, 2]
 
 
+@pytest.mark.smoke
 def test_the_command_streams_records_as_json_and_exits_1_when_a_turn_failed(tmp_path: Path, work: Path) -> None:
     items = write_items(
         tmp_path / "items.jsonl", [{"id": "good", "prompt": "a"}, {"id": "bad", "prompt": "b", "agent": "false"}]

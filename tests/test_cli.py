@@ -230,6 +230,7 @@ class Terminal:
 # The main job.
 
 
+@pytest.mark.smoke
 def test_prompt_runs_the_demo_agent_by_default_reply_on_stdout_work_on_stderr(cli: Cli) -> None:
     done = cli.run("prompt", "--yes", "hello")
     assert done.returncode == 0, done.stderr
@@ -244,6 +245,7 @@ def test_prompt_runs_the_demo_agent_by_default_reply_on_stdout_work_on_stderr(cl
     assert "\x1b" not in err  # not a terminal: no colour, no animation
 
 
+@pytest.mark.smoke
 def test_json_format_prints_one_event_per_line_ending_with_the_result(cli: Cli) -> None:
     done = cli.run("prompt", "--format", "json", "--allow-kind", "read", "hello")
     assert done.returncode == 0, done.stderr
@@ -359,6 +361,7 @@ def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli
     assert b"reply limit reached" in done.stderr
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "args",
     [
@@ -412,6 +415,7 @@ def test_a_missing_agent_gets_an_install_hint_not_a_traceback(cli: Cli) -> None:
 # Ctrl-C and other signals.
 
 
+@pytest.mark.smoke
 def test_ctrl_c_once_cancels_the_turn_and_leaves_no_process(cli: Cli) -> None:
     journal = cli.tmp / "run.jsonl"
     proc = cli.popen(
@@ -679,6 +683,7 @@ def test_every_run_is_journaled_by_default_readable_by_its_owner_only(cli: Cli) 
     assert len(list(directory.iterdir())) == 1
 
 
+@pytest.mark.smoke
 def test_show_renders_a_journal_and_a_torn_last_line_is_ignored(cli: Cli) -> None:
     journal = cli.tmp / "run.jsonl"
     assert cli.run("prompt", "-y", "--journal", str(journal), "hello").returncode == 0
@@ -705,6 +710,7 @@ def test_show_renders_a_journal_and_a_torn_last_line_is_ignored(cli: Cli) -> Non
     assert "unreadable (torn) lines ignored" in shown.stderr.decode()
 
 
+@pytest.mark.smoke
 def test_replay_command_stands_in_for_the_recorded_agent(cli: Cli) -> None:
     journal = cli.tmp / "run.jsonl"
     first = cli.run("prompt", "-y", "--journal", str(journal), "hello")
@@ -757,6 +763,7 @@ def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cl
     assert "starting mine" in done.stderr.decode()
 
 
+@pytest.mark.smoke
 def test_probe_prints_what_the_agent_offers(cli: Cli) -> None:
     done = cli.run("probe")
     assert done.returncode == 0
@@ -837,6 +844,7 @@ _NOT_FOR_HELP = (
 )
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "argv", [["--help"], ["batch", "--help"], ["prompt", "--help"], ["replay", "--help"], ["view", "--help"]]
 )
@@ -1180,6 +1188,7 @@ def _interrupt_at_the_input_line(terminal: Terminal, count: int) -> None:
     raise AssertionError(f"Ctrl-C at the input line never gave a new prompt; got {terminal.output!r}")
 
 
+@pytest.mark.smoke
 def test_chat_is_many_turns_in_one_session_and_ctrl_c_cancels_a_turn_not_the_chat(cli: Cli) -> None:
     journal = cli.tmp / "chat.jsonl"
     terminal = Terminal(cli, "chat", "--agent", "demo --delay 0.3", "--journal", str(journal))
@@ -1588,6 +1597,7 @@ def test_sessions_with_an_agent_shows_its_own_list_beside_the_runs_of_this_machi
 # The same against the demo agent (two agent processes share its state directory).
 
 
+@pytest.mark.smoke
 def test_continue_across_two_runs_of_the_demo_agent(cli: Cli) -> None:
     journal = cli.tmp / "second.jsonl"
     first = cli.run("prompt", "-y", "--format", "json", "remember 42")

@@ -99,13 +99,17 @@ def _raises_also(call: C) -> C:
     """``call`` with what any call may raise added at the end of its docstring's ``Raises:`` list (its last
     section), but for the errors it names itself with a meaning of its own."""
     doc = call.__doc__ or ""
-    if not doc.rstrip().splitlines()[-1].startswith(" " * 8) or "\n    Raises:\n" not in doc:
+    # The section's indentation: Python 3.13 strips a docstring's common indentation (4 spaces less here).
+    section = re.search(r"^( *)Raises:\n", doc, flags=re.MULTILINE)
+    indent = section.group(1) if section is not None else ""
+    if section is None or not doc.rstrip().splitlines()[-1].startswith(indent + "    "):
         raise TypeError(f"{call.__name__}'s docstring must end with its Raises: list")
-    named = set(re.findall(r"^ {8}(\w+):", doc.split("\n    Raises:\n", 1)[1], flags=re.MULTILINE))
+    named = set(re.findall(rf"^{indent} {{4}}(\w+):", doc[section.end() :], flags=re.MULTILINE))
     # One entry per error: its first line at the entries' indentation, its continuation lines deeper.
     entries = re.findall(r"^ {8}\S.*\n(?: {12}.*\n)*", _EVERY_CALL_RAISES, flags=re.MULTILINE)
     also = [entry for entry in entries if entry.split(":")[0].strip() not in named]
-    call.__doc__ = doc.rstrip() + "\n" + "".join(also) + "    "
+    lines = [indent + line[4:] + "\n" for entry in also for line in entry.splitlines()]  # 4 deeper than Raises:
+    call.__doc__ = doc.rstrip() + "\n" + "".join(lines) + indent
     return call
 
 
@@ -114,8 +118,11 @@ def _raises_like(model: Callable[..., Any]) -> Callable[[C], C]:
     for a call that raises what ``model`` does."""
 
     def apply(call: C) -> C:
-        raises = (model.__doc__ or "").split("\n    Raises:\n", 1)[1]
-        call.__doc__ = (call.__doc__ or "").rstrip() + "\n\n    Raises:\n" + raises
+        doc = model.__doc__ or ""
+        section = re.search(r"^ *Raises:\n", doc, flags=re.MULTILINE)  # as indented as ``call``'s own sections
+        if section is None:
+            raise TypeError(f"{model.__name__}'s docstring has no Raises: list")
+        call.__doc__ = (call.__doc__ or "").rstrip() + "\n\n" + doc[section.start() :]
         return call
 
     return apply
