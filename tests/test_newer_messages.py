@@ -12,13 +12,16 @@ from typing import Any
 import msgspec
 import pytest
 
+from core_driver import CoreDriver
 from schema_util import STABLE, UNSTABLE, errors, schema
 from tinyacp import (
     ClientFeatures,
+    ClientInfo,
     CompactionSummaryChunk,
     CompactionUpdate,
     DecisionSource,
     ElicitationReply,
+    LineReader,
     Notice,
     PermissionOption,
     PermissionPolicy,
@@ -30,14 +33,18 @@ from tinyacp import (
     PlanMarkdown,
     PlanRemoved,
     PlanUpdate,
+    PromptResult,
+    ReaderLimits,
     SessionMessage,
     SessionMessageChunk,
     Subagent,
     SubagentUpdate,
     ToolCall,
     ToolCallUpdate,
+    TransferLimits,
     UpdateKind,
 )
+from tinyacp._conversation import Conversation
 from tinyacp._messages import LooseUpdateParams, PermissionParams, UpdateLine, merged_subagent
 from tinyacp._permissions import decide
 
@@ -364,3 +371,111 @@ def test_the_observer_still_overrules_deny_tools() -> None:
 def test_the_policy_refuses_a_single_string_of_names(field: str) -> None:
     with pytest.raises(TypeError, match=field):
         PermissionPolicy(**{field: "Bash"})  # type: ignore[arg-type]
+
+
+# -- the core, fed whole and one byte at a time -----------------------------------------------------------------
+
+
+class Fed(CoreDriver):
+    """The core driven with the agent's bytes in ``piece``-byte pieces; permission requests left to the policy."""
+
+    def __init__(self, core: Conversation, piece: int | None) -> None:
+        super().__init__(core)
+        self.reader = LineReader(None, ReaderLimits(1 << 20))
+        self.piece = piece
+        self.done: list[object] = []
+
+    def feed(self, *messages: dict[str, Any]) -> None:
+        data = b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+        for start in range(0, len(data), self.piece or len(data)):
+            chunk = data[start : start + (self.piece or len(data))]
+            view = self.reader.writable()
+            view[: len(chunk)] = chunk
+            self.reader.commit(len(chunk))
+            while type(line := self.reader.poll()) is bytes:
+                self._handle(line)
+
+    def finished(self, value: object) -> None:
+        self.done.append(value)
+        self.core.end_call()
+
+
+@pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])
+def fed(request: pytest.FixtureRequest) -> Fed:
+    core = Conversation(
+        epoch=1,
+        transfer_limits=TransferLimits(),
+        reader_limits=ReaderLimits(1 << 20),
+        policy=PermissionPolicy(allow_all=True, deny_tools=("Bash",)),
+        client_info=ClientInfo("tests", "1"),
+        has_observer=True,
+        features=ClientFeatures(subagents=True),
+    )
+    driver = Fed(core, request.param)
+    core.initialize()
+    driver.feed({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})
+    core.new_session("/work")
+    driver.feed({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SESSION}})
+    core.prompt(SESSION, "hi")
+    driver.events.clear()
+    driver.done.clear()
+    return driver
+
+
+def notification(session: str, update: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
+
+
+def chunk_of(text: str) -> dict[str, Any]:
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+def asks(request_id: int, session: str, name: str) -> dict[str, Any]:
+    tool_call = {"toolCallId": f"t{request_id}", "title": name, "name": name, "kind": "execute"}
+    options = [
+        {"optionId": "a", "name": "A", "kind": "allow_once"},
+        {"optionId": "r", "name": "R", "kind": "reject_once"},
+    ]
+    params = {"sessionId": session, "toolCall": tool_call, "options": options}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "session/request_permission", "params": params}
+
+
+def test_the_core_keeps_notices_and_children_apart_from_the_reply(fed: Fed) -> None:
+    fed.feed(
+        notification(SESSION, {"sessionUpdate": "notice", "severity": "warning", "title": "Fallback"}),
+        notification(SESSION, chunk_of("A")),
+        notification(SESSION, {"sessionUpdate": "subagent_update", "sessionId": "c1", "title": "Explore"}),
+        notification("c1", {"sessionUpdate": "subagent_update", "sessionId": "g1", "title": "Grandchild"}),
+        notification("c1", chunk_of("not the reply")),
+        asks(5, "g1", "Bash"),
+        asks(6, "c1", "Read"),
+        notification("c1", {"sessionUpdate": "subagent_update", "sessionId": "g1", "title": None}),
+        notification(SESSION, chunk_of("B")),
+        {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}},
+    )
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert result.text == "AB"
+    assert result.notices == (Notice("warning", "Fallback"),)
+    assert result.subagents == (Subagent("c1", "Explore"), Subagent("g1", None))
+    assert (result.update_count, result.chunk_count) == (4, 2)
+    decided = [value for name, value in fed.events if name == "on_permission_decision"]
+    assert [(r.session_id, r.parent_session_id, r.verdict) for r in decided] == [
+        ("g1", "c1", "rejected"),
+        ("c1", SESSION, "allowed_once"),
+    ]
+
+
+def test_a_session_announced_as_its_own_child_or_in_a_loop_does_not_hang_the_core(fed: Fed) -> None:
+    fed.feed(
+        notification(SESSION, {"sessionUpdate": "subagent_update", "sessionId": SESSION}),
+        notification("x", {"sessionUpdate": "subagent_update", "sessionId": "y"}),
+        notification("y", {"sessionUpdate": "subagent_update", "sessionId": "x"}),
+        asks(7, "x", "Read"),
+        {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}},
+    )
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert result.subagents == ()  # neither the session itself nor a loop that never reaches it
+    (decided,) = [value for name, value in fed.events if name == "on_permission_decision"]
+    assert (decided.session_id, decided.parent_session_id, decided.verdict) == ("x", "y", "allowed_once")

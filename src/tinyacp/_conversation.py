@@ -887,8 +887,9 @@ class Conversation:
         """A ``subagent_update``: remember whose child the session is, and keep its state for the turn's result
         when the turn's session (or one of its children) announced it."""
         child = payload.session_id
-        if child != parent:  # a session cannot be its own child: that would make a loop of parents
-            self._parents[child] = parent
+        if child == parent:  # a session cannot be its own child: recorded, and otherwise ignored
+            return
+        self._parents[child] = parent
         if turn is not None and self._descends(parent, turn.session_id):
             turn.subagents[child] = merged_subagent(turn.subagents.get(child), payload)
 
