@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -148,3 +149,38 @@ def test_the_record_replay_example_runs_as_documented_without_pytest_timeout(tmp
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def setup_commands(page: str) -> list[str]:
+    """The numbered set-up commands of a page (``# 1. …`` then the command line)."""
+    text = (TESTS.parent / page).read_text(encoding="utf-8")
+    block = text.split("```sh\n# 1. ", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines()[1:] if line and not line.startswith("#")]
+
+
+def test_the_readme_and_getting_started_tell_one_install_story() -> None:
+    readme = setup_commands("README.md")
+    assert len(readme) == 2
+    assert setup_commands("docs/getting-started.md") == readme
+    assert readme[1].startswith('python3 -m venv .venv && .venv/bin/pip install -e ".[test,ray]" && ')
+
+
+def test_readme_command_1_runs_the_demo_agent_and_exits_0(tmp_path: Path) -> None:
+    install, _, run = setup_commands("README.md")[0].rpartition(" && ")
+    assert install == "python3 -m venv .venv && .venv/bin/pip install -e ."
+    words = shlex.split(run)
+    assert words[0] == ".venv/bin/tinyacp"
+    (tmp_path / "hello.txt").write_text("hello\n")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "XDG_STATE_HOME": str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tinyacp", *words[1:]],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hello.txt" in done.stdout and "done: end_turn" in done.stderr
