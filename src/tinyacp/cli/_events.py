@@ -1,4 +1,4 @@
-"""``--format json``: the run's events, one JSON object per line on stdout (the schema is in the README)."""
+"""``--format json``: the run's events, one JSON object per line on stdout (the schema is in docs/command.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _json_line(event: dict[str, Any]) -> bytes:
 
 
 class JsonEvents:
-    """``--format json``: one JSON object per line on stdout; see the README for the schema."""
+    """``--format json``: one JSON object per line on stdout (docs/command.md has the schema)."""
 
     def __init__(self, out: BinaryIO, epoch: int, display: Display | None = None) -> None:
         self._out: BinaryIO | None = out

@@ -18,7 +18,7 @@ class SettingUnavailable(Exception):
 
 
 class Exit(enum.IntEnum):
-    """The exit status of ``tinyacp prompt`` (and ``probe``), one per outcome."""
+    """The exit status of ``tinyacp prompt``, ``chat`` and ``probe``, one per outcome."""
 
     OK = 0
     """The agent ended its turn (``end_turn``)."""

@@ -1,8 +1,8 @@
 """One ``tinyacp prompt`` run: start the agent, open the session, one turn, the report; ``tinyacp chat`` extends it.
 
-The pieces it wires live beside it: the observer (:mod:`._run_observer`), the person's terminal
-(:mod:`._terminal`), the JSON events (:mod:`._events`), how the run ended (:mod:`._outcome`) and the files sent
-with the prompt (:mod:`._attachments`).
+The pieces it wires live beside it: the observer (:mod:`tinyacp.cli._run_observer`), the person's terminal
+(:mod:`tinyacp.cli._terminal`), the JSON events (:mod:`tinyacp.cli._events`), how the run ended
+(:mod:`tinyacp.cli._outcome`) and the files sent with the prompt (:mod:`tinyacp.cli._attachments`).
 """
 
 from __future__ import annotations
