@@ -42,6 +42,7 @@ import binascii
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import threading
 import time
@@ -59,7 +60,7 @@ from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
 
-__all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "read_journal"]
+__all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "line_message", "read_journal"]
 
 # Reading backwards for the last epoch: one pipe buffer at a time is plenty for a line of a few hundred bytes.
 _BLOCK = 64 * 1024
@@ -702,3 +703,26 @@ def _embedded(data: bytes, cut: int) -> dict[str, Any] | None:
     except UnicodeDecodeError:
         return None
     return record
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def line_message(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The message of a ``line`` record (as the readers give it), parsed as strict JSON (no NaN, no Infinity, no
+    number out of range); None when the record holds no line or its line is not such a JSON object. For the
+    readers of a journal (``tinyacp show``, ``tinyacp view``): a journal is input, and any line may be anything."""
+    try:
+        raw = JsonlJournal.raw(record)
+        message = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
+    except (KeyError, ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from ._journal import JournalLine, JsonlJournal
+from ._journal import JournalLine, JsonlJournal, line_message
 
-__all__ = ["Budget", "EpochTurns", "TurnBuilder", "clean", "message", "millis"]
+__all__ = ["Budget", "EpochTurns", "TurnBuilder", "clean", "millis"]
 
 _SHORT: Final = 300
 """Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
@@ -99,19 +99,6 @@ def millis(ts: Any) -> float | None:
         return datetime.fromisoformat(ts).timestamp() * 1000.0
     except ValueError:
         return None
-
-
-def message(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The JSON-RPC message of a ``line`` record (None when its line is not a JSON object)."""
-    try:
-        raw = JsonlJournal.raw(record)
-    except (KeyError, ValueError):
-        return None
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 @dataclass
@@ -233,7 +220,7 @@ class TurnBuilder:
         if kind == "decision":
             self.decision(record, at)
         elif kind == "line":
-            parsed = message(record)
+            parsed = line_message(record)
             if record.get("dir") == "out":
                 self.outgoing(record, parsed, at)
             else:

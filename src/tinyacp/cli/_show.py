@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .._journal import JournalLine, JsonlJournal, iter_journal
+from .._journal import JournalLine, iter_journal, line_message
 from .._messages import PlanEntry
 from ._display import one_line, plan_lines, sanitize, shown, tool_output_lines
 
@@ -49,34 +49,6 @@ def _list(value: Any) -> list[Any]:
 def _key(value: Any) -> str:
     """An id of any JSON type as a dictionary key, of bounded size."""
     return shown(value)[:_MAX_KEY] if isinstance(value, str) else "\0" + shown(value)[:_MAX_KEY]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def _parse(data: bytes) -> Any:
-    """A line as strict JSON (no NaN, no Infinity, no number out of range); None when it is not JSON."""
-    try:
-        return json.loads(data, parse_constant=_reject_constant, parse_float=_finite)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _message(record: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        raw = JsonlJournal.raw(record)
-    except (KeyError, ValueError):
-        return None
-    message = _parse(raw)
-    return message if isinstance(message, dict) else None
 
 
 def _raw(data: bytes) -> str:
@@ -114,7 +86,7 @@ class _Remembered(collections.OrderedDict[str, Any]):
 
 def _json_line(record: dict[str, Any]) -> str | None:
     """One record as strict JSON, with ``message``: its line parsed (null when the line is not strict JSON)."""
-    shown_record = {**record, "message": _message(record)} if record.get("type") == "line" else record
+    shown_record = {**record, "message": line_message(record)} if record.get("type") == "line" else record
     for candidate in (shown_record, {**record, "message": None}):
         try:
             return json.dumps(candidate, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
@@ -199,7 +171,7 @@ class _Renderer:
         elif kind == "decision":
             self.decision(record)
         elif kind == "line":
-            message = _message(record)
+            message = line_message(record)
             if record.get("dir") == "out":
                 self.outgoing(message)
                 self.marks(record)
