@@ -257,7 +257,8 @@ def test_json_format_prints_one_event_per_line_ending_with_the_result(cli: Cli) 
     updates = [event for event in events if event["type"] == "update"]
     assert [event["seq"] for event in updates] == list(range(1, len(updates) + 1))
     assert all(event["epoch"] == 1 for event in events)
-    assert updates[0]["kind"] == "plan" and updates[0]["update"]["sessionUpdate"] == "plan"
+    # The command opts in to plan operations: the demo sends its plan as plan_update.
+    assert updates[0]["kind"] == "plan_update" and updates[0]["update"]["sessionUpdate"] == "plan_update"
     (permission,) = [event for event in events if event["type"] == "permission"]
     assert permission["decided_by"] == "policy" and permission["rule"] == "--allow-kind read"
     assert permission["allowed"] is True and permission["selected"] == "allow"

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 import msgspec
 
 from .._errors import BatchItemError
+from .._features import ClientFeatures
 from .._journal import JsonlJournal
 from .._limits import TransferLimits, default_transfer_limits
 from .._messages import UsageUpdate
@@ -127,6 +128,8 @@ class TurnOptions(TypedDict, total=False):
         sync_journal: fsync every journal record as it is made (default: at each permission decision, with
             every record before it; the epoch record is not fsync'ed on its own).
         supervise: as in :class:`tinyacp.Options` (Linux).
+        features: the newer parts of ACP the turns opt in to, as in :class:`tinyacp.Options` (default: notices
+            and compaction, so that warnings stay out of the reply).
         attempt: the attempt number to record (default 1).
     """
 
@@ -146,6 +149,7 @@ class TurnOptions(TypedDict, total=False):
     transfer_limits: TransferLimits
     sync_journal: bool
     supervise: bool
+    features: ClientFeatures
     attempt: int
 
 
@@ -169,6 +173,7 @@ class TurnSettings:
     transfer_limits: TransferLimits = default_transfer_limits
     sync_journal: bool = False
     supervise: bool = False
+    features: ClientFeatures = field(default_factory=ClientFeatures)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
@@ -401,6 +406,7 @@ async def _converse(
         kill_grace=settings.kill_grace,
         cancel_grace=settings.cancel_grace,
         supervise=settings.supervise,
+        features=settings.features,
     )
     mode = item.mode if item.mode is not None else settings.mode
     model = item.model if item.model is not None else settings.model

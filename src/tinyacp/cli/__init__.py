@@ -323,19 +323,32 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
-    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
+    _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
     parser.set_defaults(handler=_lazy("_batch", "cmd_batch"))
+
+
+def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
+    """The rules of the permission policy, shared by ``prompt``, ``chat`` and ``batch``."""
+    rules.add_argument(
+        "--allow-tool", action="append", default=[], metavar="NAME", help="allow the tool NAME (Read, Grep, ...)"
+    )
+    rules.add_argument(
+        "--deny-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
+    )
+    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
+    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call but a --deny-tool")
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     """The options ``prompt`` and ``chat`` share: permissions, session settings, journal, time, limits."""
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
-    rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call")
+    _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
     if not chat:
         rules.add_argument(

@@ -22,11 +22,11 @@ from typing import Any, TextIO
 import msgspec
 
 from .._errors import BatchEngineError, BatchError
-from .._permissions import PermissionPolicy
 from .._process import signals_blocked
 from ._agents import Config, load_config, resolve_agent
 from ._display import fit, isatty, one_line, print_error
 from ._exit import UsageProblem
+from ._features import COMMAND_FEATURES, permission_policy
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
@@ -244,7 +244,8 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
         cwd=args.cwd,
         timeout=args.timeout,
         sync_journal=args.sync_journal,
-        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
+        policy=permission_policy(args),
+        features=COMMAND_FEATURES,
     )
 
 

@@ -23,7 +23,6 @@ from .._limits import TransferLimits
 from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
-from .._permissions import PermissionPolicy
 from .._records import AgentMessage, MessageKind
 from ..reader import ReaderLimits
 from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolve_agent
@@ -32,6 +31,7 @@ from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_privat
 from ._display import isatty, one_line, print_error, sanitize
 from ._exit import Exit, SettingUnavailable, UsageProblem
 from ._explain import StartupWatch, explain, stderr_lines
+from ._features import COMMAND_FEATURES, newer_offers, permission_policy
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import PromptSettings, run_prompt
@@ -130,7 +130,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         text=text,
         cwd=cwd,
         attachments=attachments,
-        policy=PermissionPolicy(args.allow_kind, args.allow_title, allow_all=args.yes),
+        policy=permission_policy(args),
         ask=terminal and not args.yes and not args.no_input,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
         json=not chat and args.format == "json",
@@ -231,7 +231,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     init = None
     code = Exit.OK
     try:
-        with Client(Options(command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail")) as client:
+        options = Options(
+            command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail", features=COMMAND_FEATURES
+        )
+        with Client(options) as client:
             init = client.initialize(timeout=args.timeout)
             report = _probe_report(agent, init, answer.raw)
             code = _probe_session(client, init, agent, args, report, answer.raw)
@@ -274,6 +277,7 @@ def _probe_report(agent: AgentSpec, init: Initialize, raw: bytes) -> dict[str, A
             }
             for method in init.auth_methods
         ],
+        "newer": newer_offers(_loads(raw).get("result")),
         "command": list(agent.command),
         "initialize": _loads(raw).get("result"),
         "session": None,
@@ -358,7 +362,23 @@ def _probe_text(report: dict[str, Any]) -> str:
         lines.append(
             f"  {one_line(method['id'], 60)} ({one_line(method['name'], 60)}): {one_line(method['needs'], 200)}"
         )
-    return "\n".join(lines + _session_lines(report["session"]))
+    return "\n".join(lines + _newer_lines(report["newer"]) + _session_lines(report["session"]))
+
+
+def _newer_lines(newer: dict[str, Any]) -> list[str]:
+    """What the agent offers of the newer calls, and what the command opts in to."""
+
+    def yes(value: object) -> str:
+        return "yes" if value else "no"
+
+    system = ", ".join(newer["system_prompt"]) or "no"
+    return [
+        f"fork:                 {yes(newer['fork'])}",
+        f"system prompt:        {system}",
+        f"session titles:       {yes(newer['title'])}",
+        f"providers:            {yes(newer['providers'])}",
+        f"the command opts in:  {', '.join(name.replace('_', ' ') for name in newer['opted_in'])}",
+    ]
 
 
 def _session_lines(session: dict[str, Any] | None) -> list[str]:

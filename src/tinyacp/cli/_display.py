@@ -31,10 +31,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO, NamedTuple, TextIO
 
 from .._messages import (
+    AgentMessageChunk,
     AgentThoughtChunk,
+    CompactionSummaryChunk,
+    CompactionUpdate,
     CurrentModeUpdate,
+    Notice,
     Plan,
     PlanEntry,
+    PlanFile,
+    PlanItems,
+    PlanRemoved,
+    PlanUpdate,
+    SessionMessage,
+    SessionMessageChunk,
+    SubagentUpdate,
     ToolCall,
     ToolCallUpdate,
     UsageUpdate,
@@ -253,9 +264,18 @@ class Display:
         self._reply_mid_line = False
         self._activity = "starting the agent"
         self._plan: list[PlanEntry] = []
+        self._plan_id: str | None = None
         self._usage = ""
         self._thought: list[str] = []
-        self._tools: dict[str, dict[str, Any]] = {}
+        self._thought_head = "thought: "
+        """What the gathered text is, as the line that prints it starts: a thought, a child's reply, a message."""
+        self._tools: dict[tuple[str, str], dict[str, Any]] = {}
+        self._children: dict[str, str] = {}
+        """The child sessions (subagents) announced so far: session id -> how the display names it."""
+        self._child_states: dict[str, str] = {}
+        self._message_heads: dict[str, str] = {}
+        """Messages between sessions: message id -> the head of the line that shows it."""
+        self._compaction_text: dict[str, list[str]] = {}
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._mode_line: str | None = None
@@ -316,23 +336,66 @@ class Display:
         self._activity = text
 
     def update(self, update: Update) -> None:
-        """Show one update: thoughts, tool calls, the plan, mode changes, usage (reply text goes to :meth:`reply`)."""
+        """Show one update: thoughts, tool calls, the plan, mode changes, usage, notices, compaction, the child
+        sessions (subagents) and their messages. The reply text of the session itself goes to :meth:`reply`;
+        what a child session says is shown here, under the child's name."""
         payload = update.payload
-        if not isinstance(payload, AgentThoughtChunk):
+        child = self._children.get(update.session_id)
+        prefix = f"[{child}] " if child is not None else ""
+        head = _gathered_head(payload, prefix, self._message_heads)
+        if head is None or head != self._thought_head:
             self._flush_thought_locked()
-        if isinstance(payload, AgentThoughtChunk):
-            text = payload.content.text
-            if text:
-                self._thought.append(text)
-                self._activity = "thinking: " + one_line("".join(self._thought)[-80:], 80)
-        elif isinstance(payload, ToolCall | ToolCallUpdate):
-            self._tool(payload)
+        if head is not None:
+            self._gather(head, payload)
+        else:
+            self._show(update.session_id, prefix, payload)
+
+    def _gather(self, head: str, payload: Any) -> None:
+        """A chunk of a thought, of a child's reply or of a message: gathered into one line."""
+        self._thought_head = head
+        text = payload.content.text
+        if text:
+            self._thought.append(text)
+            if isinstance(payload, AgentThoughtChunk):
+                self._activity = head + one_line("".join(self._thought)[-80:], 80)
+
+    def _show(self, session_id: str, prefix: str, payload: Any) -> None:
+        if isinstance(payload, ToolCall | ToolCallUpdate):
+            self._tool(session_id, prefix, payload)
         elif isinstance(payload, Plan):
             self._show_plan(payload.entries)
+        elif isinstance(payload, PlanUpdate | PlanRemoved):
+            self._plan_operation(prefix, payload)
         elif isinstance(payload, CurrentModeUpdate):
-            self.info(_MODE + one_line(payload.current_mode_id, 80))
-        elif isinstance(payload, UsageUpdate) and payload.size > 0:
+            self.info(prefix + _MODE + one_line(payload.current_mode_id, 80))  # a child's is never deduplicated
+        elif isinstance(payload, UsageUpdate) and payload.size > 0 and not prefix:
             self._usage = f"context {100 * payload.used // payload.size}%"
+        elif isinstance(payload, Notice):
+            self.notice(payload, prefix)
+        elif isinstance(payload, CompactionUpdate | CompactionSummaryChunk):
+            self._compaction(prefix, payload)
+        elif isinstance(payload, SubagentUpdate):
+            self._subagent(payload)
+        elif isinstance(payload, SessionMessage):
+            self._session_message(payload)
+
+    def notice(self, notice: Notice, prefix: str = "") -> None:
+        """A notice on a line of its own: ``notice (warning): Model fallback — …``. Warnings and errors are shown
+        even with ``--quiet``: they may say that the answer is not what was asked for (another model gave it)."""
+        description = f" — {one_line(notice.description, 400)}" if notice.description else ""
+        severity = one_line(notice.severity, 20)
+        line: list[Piece] = [Styled(f"{prefix}notice ({severity}): ", _SEVERITY_STYLES.get(notice.severity, "2"))]
+        line.append(f"{one_line(notice.title, 200)}{description}")
+        if notice.severity in ("warning", "error") and self.quiet:
+            with self._lock:
+                self._write_err(self._clear_live() + self._render([line]))
+                self._live_height = 0
+            return
+        self._emit([line])
+
+    def child_name(self, session_id: str) -> str | None:
+        """How the display names a child session (a subagent) of this run; None for any other session."""
+        return self._children.get(session_id)
 
     def reply(self, text: str) -> None:
         """Write reply text to stdout as it arrives (sanitized when stdout is a terminal)."""
@@ -384,14 +447,16 @@ class Display:
                 self._reply_mid_line = False
 
     def permission(self, request: PermissionRequest, who: str) -> None:
-        """Show a permission decision and who made it."""
+        """Show a permission decision and who made it (a child session's request under the child's name)."""
         tool = request.tool_call
         kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
+        name = f" ({one_line(tool.name, 40)})" if tool.name else ""
+        child = self._children.get(request.session_id)
+        prefix = f"[{child}] " if child is not None else ""
         said = verdict(request)
         code = "32" if request.allowed else "31"
-        self._emit(
-            [(f"permission: {one_line(tool.title or tool.tool_call_id)}{kind}: ", Styled(said, code), f" ({who})")]
-        )
+        what = f"{prefix}permission: {one_line(tool.title or tool.tool_call_id)}{kind}{name}: "
+        self._emit([(what, Styled(said, code), f" ({who})")])
 
     def lines(self, lines: Sequence[Line], code: str = "") -> None:
         """Permanent lines, optionally in one SGR style."""
@@ -436,8 +501,9 @@ class Display:
     # ------------------------------------------------------------------------------------------------------------
     # Internals.
 
-    def _tool(self, payload: ToolCall | ToolCallUpdate) -> None:
-        state = self._tools.setdefault(payload.tool_call_id, {"title": "", "kind": "", "status": "", "content": None})
+    def _tool(self, session_id: str, prefix: str, payload: ToolCall | ToolCallUpdate) -> None:
+        key = (session_id, payload.tool_call_id)  # two sessions (a parent and its child) may use the same id
+        state = self._tools.setdefault(key, {"title": "", "kind": "", "status": "", "content": None})
         before = (state["title"], state["status"])
         if payload.title is not None:
             state["title"] = payload.title
@@ -451,7 +517,7 @@ class Display:
             state["status"] = "pending"
         status = state["status"]
         if status == "in_progress":
-            self._activity = "running: " + one_line(state["title"], 120)
+            self._activity = prefix + "running: " + one_line(state["title"], 120)
         elif status in ("completed", "failed"):
             self._activity = "waiting for the agent"
         if (state["title"], status) == before:
@@ -459,11 +525,104 @@ class Display:
         kind = f" [{one_line(state['kind'], 20)}]" if state["kind"] else ""
         code = {"completed": "32", "failed": "31", "in_progress": "33"}.get(status, "2")
         lines: list[Line] = [
-            (f"tool {one_line(payload.tool_call_id, 60)}{kind} {one_line(state['title'])}: ", Styled(status, code))
+            (
+                f"{prefix}tool {one_line(payload.tool_call_id, 60)}{kind} {one_line(state['title'])}: ",
+                Styled(status, code),
+            )
         ]
         if status in ("completed", "failed"):
             lines += [Styled(line, "2") for line in tool_output_lines(state["content"])]
         self._emit(lines)
+
+    def _plan_operation(self, prefix: str, payload: PlanUpdate | PlanRemoved) -> None:
+        """A plan by id: its entries become the plan shown; a markdown or file plan is printed; a removed plan
+        leaves the live region (printed there for the last time)."""
+        if isinstance(payload, PlanRemoved):
+            if payload.plan_id == self._plan_id and self._plan:
+                if self.live:
+                    self._emit(["plan:", *self._plan_lines()])
+                self._plan, self._plan_id = [], None
+                with self._lock:
+                    self._redraw()
+            return
+        plan = payload.plan
+        if isinstance(plan, PlanItems):
+            self._plan_id = plan.plan_id
+            self._show_plan(plan.entries)
+        elif isinstance(plan, PlanFile):
+            self._emit([Styled(f"{prefix}plan: {one_line(plan.uri, 300)}", "2")])
+        else:
+            lines = sanitize(plan.content).splitlines()
+            shown = [Styled(f"  {one_line(line, 200)}", "2") for line in lines[:_LIVE_PLAN_ROWS]]
+            if len(lines) > _LIVE_PLAN_ROWS:
+                shown.append(Styled(f"  … {len(lines) - _LIVE_PLAN_ROWS} more lines", "2"))
+            self._emit([f"{prefix}plan:", *shown])
+
+    def _compaction(self, prefix: str, payload: CompactionUpdate | CompactionSummaryChunk) -> None:
+        """Compaction as status lines: started, then completed with its summary (or failed with its error)."""
+        gathered = self._compaction_text.setdefault(payload.compaction_id, [])
+        if isinstance(payload, CompactionSummaryChunk):
+            gathered.append(payload.content.text or "")
+            return
+        status = one_line(payload.status, 40)
+        if payload.status == "in_progress":
+            self._activity = prefix + "compacting the context"
+        else:
+            self._activity = "waiting for the agent"
+        if payload.summary:
+            detail = " ".join(_block_texts(payload.summary))
+        elif payload.error:
+            detail = payload.error
+        else:
+            detail = "".join(gathered)
+        if payload.status != "in_progress":
+            self._compaction_text.pop(payload.compaction_id, None)
+        detail = f" — {one_line(detail, 300)}" if detail and payload.status != "in_progress" else ""
+        code = {"completed": "32", "failed": "31", "cancelled": "33"}.get(payload.status, "2")
+        self._emit([(f"{prefix}compaction: ", Styled(status, code), detail)])
+
+    def _subagent(self, payload: SubagentUpdate) -> None:
+        """A child session announced or changed: its name (its title, else its id), what it is for, its state."""
+        session_id = payload.session_id
+        new = session_id not in self._children
+        if isinstance(payload.title, str) and payload.title.strip():
+            self._children[session_id] = one_line(payload.title, 60)
+        elif new or payload.title is None:
+            self._children[session_id] = one_line(session_id, 60)
+        name = self._children[session_id]
+        state = payload.state.get("state") if isinstance(payload.state, dict) else None
+        words = one_line(state, 40) if isinstance(state, str) else ""
+        if isinstance(payload.state, dict) and isinstance(payload.state.get("stopReason"), str):
+            words += f" ({one_line(payload.state['stopReason'], 40)})"
+        if new:
+            about = f": {one_line(payload.description, 200)}" if isinstance(payload.description, str) else ""
+            state_words = Styled(f" ({words})" if words else "", "33")
+            self._emit([(f"subagent [{name}] started{about}", state_words)])
+        elif words and words != self._child_states.get(session_id):
+            code = "32" if state == "idle" else "33"
+            self._emit([(f"subagent [{name}]: ", Styled(words, code))])
+        if words:
+            self._child_states[session_id] = words
+        if state == "running":
+            self._activity = f"subagent [{name}] at work"
+
+    def _session_message(self, payload: SessionMessage) -> None:
+        """A message between sessions: its line names who sends it to whom; its chunks are gathered to it."""
+        sender = self._session_name(payload.sender_session_id)
+        recipient = self._session_name(payload.recipient_session_id)
+        if payload.message_id not in self._message_heads or sender or recipient:
+            parts = [f"from {sender}" if sender else "", f"to {recipient}" if recipient else ""]
+            self._message_heads[payload.message_id] = f"message {' '.join(part for part in parts if part)}: "
+        if payload.content:
+            self._thought_head = self._message_heads[payload.message_id]
+            self._thought.append(" ".join(_block_texts(payload.content)))
+
+    def _session_name(self, session_id: str | None) -> str:
+        """A session in a message's line: a child by its name, any other (the session itself) as "the agent"."""
+        if session_id is None:
+            return ""
+        child = self._children.get(session_id)
+        return f"[{child}]" if child is not None else "the agent"
 
     def _show_plan(self, entries: list[PlanEntry]) -> None:
         if entries == self._plan:
@@ -498,7 +657,7 @@ class Display:
         text = one_line("".join(self._thought), 200)
         self._thought.clear()
         if text and not self.quiet:
-            self._permanent([Styled(f"thought: {text}", "2")])
+            self._permanent([Styled(f"{self._thought_head}{text}", "2")])
 
     def _emit(self, lines: Sequence[Line]) -> None:
         if self.quiet:
@@ -597,6 +756,26 @@ class Display:
             self._err.flush()
         except (OSError, ValueError):
             pass  # nobody reads the display any more (a closed pipe, a hung-up terminal); the run goes on
+
+
+_SEVERITY_STYLES = {"error": "1;31", "warning": "1;33", "info": "2"}
+
+
+def _gathered_head(payload: object, prefix: str, message_heads: dict[str, str]) -> str | None:
+    """The head of the line that gathers this update's text (the display prints it as one line once something
+    else arrives), or None for an update that is not gathered."""
+    if isinstance(payload, AgentThoughtChunk):
+        return f"{prefix}thought: "
+    if isinstance(payload, AgentMessageChunk):  # only a child's reply reaches the display
+        return f"{prefix}says: "
+    if isinstance(payload, SessionMessageChunk):
+        return message_heads.get(payload.message_id, "message: ")
+    return None
+
+
+def _block_texts(blocks: Iterable[Any]) -> list[str]:
+    """The texts of content blocks kept as decoded JSON (a summary, a message's content)."""
+    return [block["text"] for block in blocks if isinstance(block, dict) and isinstance(block.get("text"), str)]
 
 
 def _flat(text: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from .._messages import Initialize, UsageUpdate
+from .._messages import Initialize, Notice, UsageUpdate
 from .._permissions import PermissionRequest
 from .._records import Update, usage_fields
 from ._display import Display
@@ -73,9 +73,25 @@ class JsonEvents:
         event = {"type": "update", "epoch": update.epoch, "seq": update.seq, "session_id": update.session_id}
         event.update(kind=str(update.kind), update=body)
         self.emit(event)
+        notice = update.payload
+        if isinstance(notice, Notice):  # its own event too: a reader that wants the warnings need not parse updates
+            self.emit(
+                {
+                    "type": "notice",
+                    "epoch": update.epoch,
+                    "seq": update.seq,
+                    "session_id": update.session_id,
+                    "severity": notice.severity,
+                    "title": notice.title,
+                    "description": notice.description,
+                }
+            )
 
-    def permission(self, request: PermissionRequest, seq: int, decided_by: str, rule: str) -> None:
-        """A permission request with its decision and who made it."""
+    def permission(
+        self, request: PermissionRequest, seq: int, decided_by: str, rule: str, parent: str | None = None
+    ) -> None:
+        """A permission request with its decision and who made it; ``parent`` is the session whose child (a
+        subagent) asked, when a child did."""
         tool = request.tool_call
         self.emit(
             {
@@ -84,7 +100,13 @@ class JsonEvents:
                 "seq": seq,
                 "session_id": request.session_id,
                 "request_id": request.request_id,
-                "tool_call": {"tool_call_id": tool.tool_call_id, "title": tool.title, "kind": tool.kind},
+                "parent_session_id": request.parent_session_id or parent,
+                "tool_call": {
+                    "tool_call_id": tool.tool_call_id,
+                    "title": tool.title,
+                    "kind": tool.kind,
+                    "name": tool.name,
+                },
                 "options": [
                     {"option_id": option.option_id, "name": option.name, "kind": option.kind}
                     for option in request.options

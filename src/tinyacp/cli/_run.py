@@ -31,6 +31,7 @@ from ._display import Display, one_line
 from ._events import JsonEvents
 from ._exit import Exit, SettingUnavailable
 from ._explain import explain, stderr_lines
+from ._features import COMMAND_FEATURES
 from ._index import SessionIndex
 from ._mcp import check_transports
 from ._outcome import Outcome, outcome_of_result, usage_words
@@ -255,6 +256,7 @@ class PromptRun:
             stderr=stderr,
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
+            features=COMMAND_FEATURES,
         )
         return Client(options)
 
@@ -301,8 +303,8 @@ class PromptRun:
             display.lines(
                 [
                     f"{n} permission request{'s were' if n != 1 else ' was'} rejected: no rule allowed "
-                    f"{'them' if n != 1 else 'it'} and {self.settings.no_ask_reason}. Allow with --allow-kind KIND, "
-                    "--allow-title PREFIX or --yes."
+                    f"{'them' if n != 1 else 'it'} and {self.settings.no_ask_reason}. Allow with --allow-tool NAME, "
+                    "--allow-kind KIND, --allow-title PREFIX or --yes."
                 ],
                 "33",
             )

@@ -10,7 +10,7 @@ import json
 
 from .._journal import JsonlJournal
 from .._limits import TransferLimits
-from .._messages import AgentMessageChunk, UsageUpdate
+from .._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
 from .._observer import BaseObserver
 from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from .._records import AgentMessage, MessageKind, OutgoingMessage, Update
@@ -74,12 +74,13 @@ class RunObserver(BaseObserver):
             self.journal.on_update(update)
         self.watch.seen(update.raw)
         self.last_seq = update.seq
-        if isinstance(update.payload, UsageUpdate):
-            self.usage = update.payload
+        payload = update.payload
+        if isinstance(payload, UsageUpdate) and update.session_id == self.session_id:
+            self.usage = payload
         if self.events is not None:
             self.events.update(update)
-        payload = update.payload
-        if isinstance(payload, AgentMessageChunk):
+        # A child session's (a subagent's) reply is not ours: the display shows it under the child's name.
+        if isinstance(payload, AgentMessageChunk) and self.display.child_name(update.session_id) is None:
             if self.in_turn and update.session_id == self.session_id and self.events is None:
                 self._reply(payload)
             return
@@ -114,8 +115,8 @@ class RunObserver(BaseObserver):
         if self.interrupts.interrupted:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
         tool = request.tool_call
-        rule = _policy_rule(self.policy, tool.kind, tool.title)
-        if rule is not None:
+        rule = _policy_rule(self.policy, tool)
+        if rule is not None:  # the policy decides (a denied tool is rejected: nobody is asked, nothing remembered)
             return "policy", rule, f"by the policy: {rule}", None
         key = _remember_key(tool.kind, tool.title)
         for_run = f"by you, for all {_describe(key)} in this run"
@@ -149,7 +150,8 @@ class RunObserver(BaseObserver):
         else:
             self.rejected += 1
         if self.events is not None:
-            self.events.permission(request, self.last_seq, decided_by, rule)
+            child = self.display.child_name(request.session_id) is not None
+            self.events.permission(request, self.last_seq, decided_by, rule, self.session_id if child else None)
         self.display.permission(request, words or decided_by)
 
     def on_message(self, message: AgentMessage) -> None:
@@ -169,10 +171,16 @@ class RunObserver(BaseObserver):
             self.journal.flush()
 
 
-def _policy_rule(policy: PermissionPolicy, kind: str | None, title: str | None) -> str | None:
-    """Which flag of the policy allows a tool call, in the words of the command line; None if none does."""
+def _policy_rule(policy: PermissionPolicy, tool: PermissionToolCall) -> str | None:
+    """Which flag of the policy decides a tool call, in the words of the command line (``--deny-tool`` rejects,
+    every other allows); None if none does. The order is the policy's: a denied tool first, whatever allows it."""
+    name, kind, title = tool.name, tool.kind, tool.title
+    if policy.denies(tool):
+        return f"--deny-tool {name}"
     if policy.allow_all:
         return "--yes"
+    if name is not None and name in policy.tools:
+        return f"--allow-tool {name}"
     if kind is not None and kind in policy.kinds:
         return f"--allow-kind {kind}"
     for prefix in policy.title_prefixes:

@@ -42,7 +42,10 @@ class Asker:
         """Returns ``once``, ``run`` (allow such requests for the rest of this run), ``reject`` or ``interrupted``."""
         tool = request.tool_call
         kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
-        lines = [f"? the agent asks to run: {one_line(tool.title or tool.tool_call_id, 400)}{kind}"]
+        name = f" ({one_line(tool.name, 40)})" if tool.name else ""
+        child = self._display.child_name(request.session_id)
+        who = "the agent" if child is None else f"its subagent [{child}]"
+        lines = [f"? {who} asks to run: {one_line(tool.title or tool.tool_call_id, 400)}{kind}{name}"]
         if tool.locations:
             paths = [one_line(str(loc.get("path", "")), 200) for loc in tool.locations if isinstance(loc, dict)]
             lines.append(f"  on: {', '.join(path for path in paths if path)}")

@@ -1,0 +1,71 @@
+"""The newer parts of ACP on the command's side: what the command opts in to, what an agent offers, and the
+permission policy of the command's flags (tool names among them).
+
+The command shows everything the opt-ins bring (notices on stderr, compaction as a status line, the plan by id,
+child sessions under their names, questions asked on the terminal), so it switches all five on; see
+https://agentclientprotocol.com/protocol/initialization#client-capabilities. ``tinyacp probe`` reads, from the
+agent's answer to ``initialize``, which of the newer calls the agent offers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from .._features import ClientFeatures
+from .._permissions import PermissionPolicy
+
+__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy"]
+
+COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
+"""What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
+
+
+def newer_offers(initialize_result: Any) -> dict[str, Any]:
+    """What the agent offers of the newer calls, from its ``initialize`` result as it sent it (decoded JSON):
+    ``fork``, ``system_prompt`` (the modes: ``append``, and ``override`` when advertised the way the schema
+    says, ``sessionCapabilities.systemPrompt.mode.override``), ``title`` (``session/set_title``) and
+    ``providers`` (``providers/list``, ``/set``, ``/disable``); and what the command opts in to."""
+    result = initialize_result if isinstance(initialize_result, dict) else {}
+    capabilities = _object(result.get("agentCapabilities"))
+    session = _object(capabilities.get("sessionCapabilities"))
+    system = session.get("systemPrompt")
+    modes: list[str] = []
+    if isinstance(system, dict):
+        modes.append("append")
+        if isinstance(_object(system.get("mode")).get("override"), dict):
+            modes.append("override")
+    features = COMMAND_FEATURES
+    opted = {
+        "notices": features.notices,
+        "compaction": features.compaction,
+        "plan_operations": features.plan_operations,
+        "subagents": features.subagents,
+        "elicitation": features.elicitation,
+    }
+    return {
+        "fork": isinstance(session.get("fork"), dict),
+        "system_prompt": modes,
+        "title": isinstance(session.get("title"), dict),
+        "providers": isinstance(capabilities.get("providers"), dict),
+        "opted_in": [name for name, on in opted.items() if on],
+    }
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def permission_policy(
+    args: argparse.Namespace, allow_tools: Iterable[str] = (), deny_tools: Iterable[str] = ()
+) -> PermissionPolicy:
+    """The policy of ``--allow-tool``, ``--deny-tool``, ``--allow-kind``, ``--allow-title`` and ``--yes``, with the
+    tools the agent's entry in ``config.toml`` allows and denies added to those of the flags."""
+    return PermissionPolicy(
+        args.allow_kind,
+        args.allow_title,
+        tools=[*allow_tools, *args.allow_tool],
+        deny_tools=[*deny_tools, *args.deny_tool],
+        allow_all=args.yes,
+    )

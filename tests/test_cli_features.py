@@ -1,0 +1,237 @@
+"""The ``tinyacp`` command and the newer parts of ACP, against the demo agent (and a scripted one for what the
+demo does not send): notices on stderr and never in the reply, compaction as a status line, the plan by id, a
+child session's work under its name, the policy by tool name, ``probe``'s report of what an agent offers.
+
+Each run is a subprocess of the command; where a terminal matters, it runs on a pseudo-terminal. Every wait has
+a deadline (the ``Cli`` and ``Terminal`` helpers of ``test_cli``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import end_turn, handshake, wait_for
+from test_cli import Cli, Terminal, _events, _marked
+
+FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(tmp_path)
+    yield runner
+    runner.close()
+    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
+
+
+# -- notices ----------------------------------------------------------------------------------------------------
+
+
+def test_a_notice_goes_to_stderr_on_its_own_line_and_never_into_the_reply(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "with-notice hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == cli.expected_reply("with-notice hello")
+    assert FALLBACK_LINE in done.stderr.decode().splitlines()
+
+
+def test_a_warning_notice_is_shown_even_when_quiet(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "--quiet", "with-notice hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines() == [FALLBACK_LINE]
+    assert "Model fallback" not in done.stdout.decode()
+
+
+def test_json_has_a_notice_event_after_its_update_and_a_result_text_without_it(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "--format", "json", "with-notice hello")
+    assert done.returncode == 0, done.stderr
+    events = _events(done.stdout)
+    (at,) = [i for i, event in enumerate(events) if event["type"] == "notice"]
+    update, notice = events[at - 1], events[at]
+    assert update["type"] == "update" and update["kind"] == "notice"
+    assert notice == {
+        "type": "notice",
+        "epoch": 1,
+        "seq": update["seq"],
+        "session_id": update["session_id"],
+        "severity": "warning",
+        "title": "Model fallback",
+        "description": "demo-large is overloaded; this turn uses demo-small.",
+    }
+    assert events[-1]["text"] == cli.expected_reply("with-notice hello")
+
+
+# -- compaction, plan ---------------------------------------------------------------------------------------------
+
+
+def test_compaction_shows_as_status_lines(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "with-compaction hello")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    started = lines.index("compaction: in_progress")
+    assert lines[started + 1] == f"compaction: completed — 0 earlier turns in {cli.work}."
+    assert "Compact" not in done.stdout.decode()
+
+
+def test_plan_operations_show_the_plan_by_id_markdown_plans_and_their_removal(cli: Cli) -> None:
+    def plan_update(plan: dict[str, Any]) -> dict[str, Any]:
+        return {"op": "update", "session": "s1", "update": {"sessionUpdate": "plan_update", "plan": plan}}
+
+    entries = [{"content": "Look around", "priority": "high", "status": "in_progress"}]
+    markdown = "## Plan\n1. look\n2. \x1b[2Jtell"
+    agent = cli.scripted(
+        [
+            *handshake(),
+            plan_update({"type": "items", "planId": "p1", "entries": entries}),
+            plan_update({"type": "markdown", "planId": "p2", "content": markdown}),
+            plan_update({"type": "file", "planId": "p3", "uri": "file:///tmp/plan.md"}),
+            {"op": "update", "session": "s1", "update": {"sessionUpdate": "plan_removed", "planId": "p1"}},
+            end_turn(),
+        ]
+    )
+    done = cli.run("prompt", "--agent", agent, "hi")
+    assert done.returncode == 0, done.stderr
+    err = done.stderr.decode()
+    assert "plan:\n  [~] Look around\n" in err
+    assert "plan:\n  ## Plan\n  1. look\n  2. tell\n" in err  # sanitized: no escape sequence reaches stderr
+    assert "plan: file:///tmp/plan.md\n" in err
+    assert "\x1b" not in err
+
+
+# -- a child session ------------------------------------------------------------------------------------------
+
+
+def test_a_child_sessions_work_is_shown_under_its_name_and_its_reply_stays_out_of_stdout(cli: Cli) -> None:
+    done = cli.run("prompt", "--allow-tool", "Read", "with-subagent hello")
+    assert done.returncode == 0, done.stderr
+    reply = done.stdout.decode()
+    assert reply.startswith('You said: with-subagent hello\nMy helper "File reader" did the reading.\nI read 2 files')
+    assert reply.count("I read 2 files") == 1  # the child's own answer is not part of the reply
+    lines = done.stderr.decode().splitlines()
+    assert f"subagent [File reader] started: Lists the files in {cli.work} (running)" in lines
+    assert f"message from the agent to [File reader]: List the files in {cli.work}." in lines
+    assert f"[File reader] tool call_1 [read] Read files in {cli.work}: completed" in lines
+    assert (
+        f"[File reader] permission: Read files in {cli.work} [read] (Read): allowed once "
+        "(by the policy: --allow-tool Read)" in lines
+    )
+    assert any(line.startswith("[File reader] says: I read 2 files") for line in lines)
+    assert any(line.startswith("message from [File reader] to the agent: I read 2 files") for line in lines)
+    assert "subagent [File reader]: idle (end_turn)" in lines
+
+
+def test_on_a_terminal_a_childs_permission_question_says_which_child_asks(cli: Cli) -> None:
+    terminal = Terminal(cli, "prompt", "--no-journal", "with-subagent hello")
+    terminal.wait_for(b"allow? [y] once")
+    assert b"? its subagent [File reader] asks to run: Read files in" in terminal.output
+    terminal.send(b"y\n")
+    assert terminal.finish() == 0
+    assert b"I read 2 files" in terminal.output
+
+
+def test_json_permission_events_name_the_tool_and_the_childs_parent(cli: Cli) -> None:
+    done = cli.run("prompt", "--format", "json", "--allow-tool", "Read", "with-subagent hello")
+    assert done.returncode == 0, done.stderr
+    events = _events(done.stdout)
+    session_id = events[0]["session_id"]
+    (permission,) = [event for event in events if event["type"] == "permission"]
+    assert permission["session_id"] == f"{session_id}.sub-1"
+    assert permission["parent_session_id"] == session_id
+    assert permission["tool_call"]["name"] == "Read"
+    assert (permission["decided_by"], permission["rule"]) == ("policy", "--allow-tool Read")
+
+
+# -- the policy by tool name ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "prompt", "allowed", "rule"),
+    [
+        (["--allow-tool", "Read"], "hello", True, "--allow-tool Read"),
+        (["--allow-tool", "Read"], "with-bash hello", False, "not asked"),
+        (["--yes", "--deny-tool", "Bash"], "with-bash hello", False, "--deny-tool Bash"),
+        (["--allow-kind", "execute", "--deny-tool", "Bash"], "with-bash hello", False, "--deny-tool Bash"),
+        (["--yes", "--deny-tool", "Bash"], "hello", True, "--yes"),
+        (["--allow-tool", "Bash", "--deny-tool", "Bash"], "with-bash hello", False, "--deny-tool Bash"),
+    ],
+)
+def test_tool_flags_allow_and_deny_by_the_tools_name(
+    cli: Cli, flags: list[str], prompt: str, allowed: bool, rule: str
+) -> None:
+    done = cli.run("prompt", "--format", "json", *flags, prompt)
+    assert done.returncode == 0, done.stderr
+    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    assert (permission["allowed"], permission["rule"]) == (allowed, rule)
+    assert permission["decided_by"] == ("default-reject" if rule == "not asked" else "policy")
+
+
+def test_a_denied_tool_is_rejected_on_a_terminal_without_asking(cli: Cli) -> None:
+    terminal = Terminal(cli, "prompt", "--no-journal", "--deny-tool", "Bash", "with-bash hello")
+    assert terminal.finish() == 0
+    assert b"allow? [y]" not in terminal.output
+    assert b"rejected\x1b[0m (by the policy: --deny-tool Bash)" in terminal.output
+
+
+def test_batch_takes_the_tool_flags_and_keeps_notices_out_of_the_records(cli: Cli) -> None:
+    items = cli.tmp / "items.jsonl"
+    lines = [
+        {"id": "read", "prompt": "hello"},
+        {"id": "bash", "prompt": "with-bash hello"},
+        {"id": "notice", "prompt": "with-notice hello"},
+    ]
+    items.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    out = cli.tmp / "out"
+    done = cli.run("batch", str(items), "--out", str(out), "--yes", "--deny-tool", "Bash", "--quiet")
+    assert done.returncode == 0, done.stderr
+    records = {record["id"]: record for record in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert records["read"]["text"] == cli.expected_reply()
+    assert records["bash"]["text"] == f"You said: with-bash hello\nI was not allowed to read the files in {cli.work}.\n"
+    assert records["notice"]["text"] == cli.expected_reply("with-notice hello")
+
+
+# -- probe ----------------------------------------------------------------------------------------------------
+
+
+def test_probe_shows_what_the_agent_offers_of_the_newer_calls(cli: Cli) -> None:
+    done = cli.run("probe")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    for line in (
+        "fork:                 yes",
+        "system prompt:        append, override",
+        "session titles:       yes",
+        "providers:            yes",
+        "the command opts in:  notices, compaction, plan operations, subagents, elicitation",
+    ):
+        assert line in lines
+    report = json.loads(cli.run("probe", "--format", "json").stdout)
+    assert report["newer"] == {
+        "fork": True,
+        "system_prompt": ["append", "override"],
+        "title": True,
+        "providers": True,
+        "opted_in": ["notices", "compaction", "plan_operations", "subagents", "elicitation"],
+    }
+
+
+def test_probe_reads_an_override_advertised_the_old_wrong_way_as_append_only(cli: Cli) -> None:
+    init = {
+        "protocolVersion": 1,
+        "agentCapabilities": {"sessionCapabilities": {"systemPrompt": {"override": {}}}},
+        "agentInfo": {"name": "scripted", "version": "1"},
+    }
+    agent = cli.scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": init},
+            {"op": "expect", "method": "session/new"},
+            {"op": "reply", "result": {"sessionId": "s1"}},
+        ]
+    )
+    report = json.loads(cli.run("probe", "--agent", agent, "--format", "json").stdout)
+    assert report["newer"]["system_prompt"] == ["append"]
+    assert report["newer"]["fork"] is False
