@@ -235,3 +235,49 @@ def test_probe_reads_an_override_advertised_the_old_wrong_way_as_append_only(cli
     report = json.loads(cli.run("probe", "--agent", agent, "--format", "json").stdout)
     assert report["newer"]["system_prompt"] == ["append"]
     assert report["newer"]["fork"] is False
+
+
+# -- tools by name in config.toml -------------------------------------------------------------------------------
+
+
+def _config(cli: Cli, text: str) -> None:
+    config = cli.tmp / "config" / "tinyacp"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(text)
+
+
+@pytest.mark.parametrize(
+    ("table", "flags", "prompt", "verdict"),
+    [
+        ('allow_tools = ["Read"]', [], "hello", (True, "allow_tools Read (config.toml)")),
+        ('deny_tools = ["Bash"]', ["--yes"], "with-bash hello", (False, "deny_tools Bash (config.toml)")),
+        ('deny_tools = ["Bash"]', ["--yes"], "hello", (True, "--yes")),
+        ('allow_tools = ["Read"]', ["--deny-tool", "Read"], "hello", (False, "--deny-tool Read")),
+    ],
+)
+def test_an_agents_entry_in_the_config_file_allows_and_denies_tools(
+    cli: Cli, table: str, flags: list[str], prompt: str, verdict: tuple[bool, str]
+) -> None:
+    _config(cli, f"[agents.demo]\n{table}\n")
+    done = cli.run("prompt", "--format", "json", *flags, prompt)
+    assert done.returncode == 0, done.stderr
+    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    assert (permission["allowed"], permission["rule"]) == verdict
+
+
+def test_a_mistyped_tool_key_in_the_config_file_is_a_usage_error_that_names_the_right_one(cli: Cli) -> None:
+    _config(cli, '[agents.demo]\ndeny_tool = ["Bash"]\n')
+    done = cli.run("prompt", "--yes", "with-bash hello")
+    assert done.returncode == 2
+    assert "deny_tools" in done.stderr.decode()
+
+
+def test_batch_applies_the_tools_an_agents_entry_denies(cli: Cli) -> None:
+    _config(cli, '[agents.demo]\ncommand = "demo"\ndeny_tools = ["Bash"]\n')
+    items = cli.tmp / "items.jsonl"
+    items.write_text(json.dumps({"id": "bash", "prompt": "with-bash hello"}) + "\n")
+    out = cli.tmp / "out"
+    done = cli.run("batch", str(items), "--out", str(out), "--yes", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (record,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    assert record["text"] == f"You said: with-bash hello\nI was not allowed to read the files in {cli.work}.\n"

@@ -98,7 +98,8 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AgentEntry(Protocol):
-    """A named agent: its argv and the variables added to its environment (``tinyacp``'s registry entries)."""
+    """A named agent: its argv and the variables added to its environment (``tinyacp``'s registry entries). An
+    entry may also have ``allow_tools`` and ``deny_tools`` (tool names): added to the policy of its turns."""
 
     @property
     def command(self) -> Sequence[str]: ...
@@ -116,7 +117,8 @@ class TurnOptions(TypedDict, total=False):
     Keys:
         agent: the agent when an item names none: a name from ``agents`` (with more arguments after it, as in
             ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
-        agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env``.
+        agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env`` (and optionally
+            ``allow_tools`` and ``deny_tools``, added to ``policy``'s tools for that agent's turns).
         cwd: the session's working directory (default: the current directory of the call); an item's relative
             ``cwd`` is relative to it.
         mode, model, set, meta: the item fields' defaults (an item's ``set`` is merged over this one).
@@ -159,6 +161,8 @@ class TurnSettings:
 
     agent: str | tuple[str, ...] | None = None
     agents: dict[str, tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=dict)
+    agent_tools: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    """The tools an agent's entry allows and denies by name, by the agent's name (from ``agents``)."""
     cwd: str | None = None
     mode: str | None = None
     model: str | None = None
@@ -190,7 +194,13 @@ class TurnSettings:
         agent = values.get("agent")
         if agent is not None and not isinstance(agent, str):
             values["agent"] = tuple(agent)
-        values["agents"] = {name: _entry(spec) for name, spec in (values.get("agents") or {}).items()}
+        entries = values.get("agents") or {}
+        values["agents"] = {name: _entry(spec) for name, spec in entries.items()}
+        values["agent_tools"] = {
+            name: (tuple(getattr(spec, "allow_tools", ())), tuple(getattr(spec, "deny_tools", ())))
+            for name, spec in entries.items()
+            if getattr(spec, "allow_tools", ()) or getattr(spec, "deny_tools", ())
+        }
         # Made absolute here, where the call is: a turn may run on another node, in another directory.
         cwd = values.get("cwd")
         values["cwd"] = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
@@ -399,7 +409,7 @@ async def _converse(
         env=env,
         epoch=epoch,
         observer=observer,
-        policy=settings.policy,
+        policy=_policy_of(agent, settings),
         reader_limits=settings.reader_limits,
         transfer_limits=settings.transfer_limits,
         stderr="tail",
@@ -422,6 +432,21 @@ async def _converse(
         for config_id, value in options_to_set.items():
             await client.set_config_option(session.id, config_id, value, timeout=_remaining(deadline))
         return await client.prompt(session.id, item.prompt, meta=meta, timeout=_remaining(deadline))
+
+
+def _policy_of(agent: ResolvedAgent, settings: TurnSettings) -> PermissionPolicy:
+    """The batch's policy, with the tools the agent's own entry allows and denies added to its own."""
+    tools = settings.agent_tools.get(agent.name)
+    if tools is None:
+        return settings.policy
+    policy = settings.policy
+    return PermissionPolicy(
+        policy.kinds,
+        policy.title_prefixes,
+        tools=policy.tools | set(tools[0]),
+        deny_tools=policy.deny_tools | set(tools[1]),
+        allow_all=policy.allow_all,
+    )
 
 
 def _error(exc: BaseException) -> TurnError:

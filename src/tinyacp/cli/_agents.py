@@ -24,6 +24,9 @@ platform's config directory (see :mod:`tinyacp.cli._dirs`)::
     system_prompt = "Answer briefly."   # --system-prompt
     system_prompt_mode = "append"       # --system-prompt-mode (append or override)
     auth = "api-key"                    # --auth
+    # Permission rules by the tool's name, added to the flags' (a denied tool is never allowed, --yes included):
+    allow_tools = ["Read", "Grep"]      # --allow-tool
+    deny_tools = ["Bash"]               # --deny-tool
 """
 
 from __future__ import annotations
@@ -116,6 +119,10 @@ class AgentSpec:
     """The variables ``key_method`` reads; it is used when all of them are set."""
     settings: AgentSettings = field(default_factory=AgentSettings)
     """Session settings from the config file."""
+    allow_tools: tuple[str, ...] = ()
+    """Tools the config file allows by name for this agent (``--allow-tool`` adds to them)."""
+    deny_tools: tuple[str, ...] = ()
+    """Tools the config file never allows for this agent (``--deny-tool`` adds to them)."""
 
     @property
     def key(self) -> str:
@@ -357,6 +364,8 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         key_method=table.key_method if table.key_method is not None else base.key_method if base else None,
         key_env=(key_env,) if isinstance(key_env, str) else tuple(key_env),
         settings=_settings(where, table),
+        allow_tools=tuple(table.allow_tools or ()),
+        deny_tools=tuple(table.deny_tools or ()),
         **texts,
     )
 

@@ -130,7 +130,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         text=text,
         cwd=cwd,
         attachments=attachments,
-        policy=permission_policy(args),
+        policy=permission_policy(args, agent.allow_tools, agent.deny_tools),
         ask=terminal and not args.yes and not args.no_input,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
         json=not chat and args.format == "json",

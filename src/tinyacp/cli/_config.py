@@ -36,6 +36,10 @@ class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     mcp_config: str | None = None
     system_prompt: str | None = None
     system_prompt_mode: str | None = None
+    allow_tools: list[str] | None = None
+    """Tools allowed by name in every run of this agent, as ``--allow-tool`` (the flags add to them)."""
+    deny_tools: list[str] | None = None
+    """Tools never allowed in a run of this agent, as ``--deny-tool`` (the flags add to them)."""
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

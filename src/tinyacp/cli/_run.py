@@ -131,6 +131,7 @@ class PromptRun:
             limits=settings.transfer_limits,
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
+            config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")

@@ -7,6 +7,7 @@ Its pieces stay separate: the journal is a :class:`~tinyacp.JsonlJournal` anyone
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from .._journal import JsonlJournal
 from .._limits import TransferLimits
@@ -36,12 +37,15 @@ class RunObserver(BaseObserver):
         limits: TransferLimits,
         interrupts: Interrupts,
         no_ask_reason: str = "there is no terminal to ask",
+        config_tools: tuple[Iterable[str], Iterable[str]] = ((), ()),
     ) -> None:
         self.journal = journal
         self.no_ask_reason = no_ask_reason
         self.display = display
         self.events = events
         self.policy = policy
+        self._config_tools = (frozenset(config_tools[0]), frozenset(config_tools[1]))
+        """The tools the agent's entry in ``config.toml`` allows and denies: the policy's rule is worded so."""
         self.asker = asker
         self.interrupts = interrupts
         self.session_id: str | None = None
@@ -115,7 +119,7 @@ class RunObserver(BaseObserver):
         if self.interrupts.interrupted:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
         tool = request.tool_call
-        rule = _policy_rule(self.policy, tool)
+        rule = _policy_rule(self.policy, tool, self._config_tools)
         if rule is not None:  # the policy decides (a denied tool is rejected: nobody is asked, nothing remembered)
             return "policy", rule, f"by the policy: {rule}", None
         key = _remember_key(tool.kind, tool.title)
@@ -171,16 +175,20 @@ class RunObserver(BaseObserver):
             self.journal.flush()
 
 
-def _policy_rule(policy: PermissionPolicy, tool: PermissionToolCall) -> str | None:
-    """Which flag of the policy decides a tool call, in the words of the command line (``--deny-tool`` rejects,
-    every other allows); None if none does. The order is the policy's: a denied tool first, whatever allows it."""
+def _policy_rule(
+    policy: PermissionPolicy, tool: PermissionToolCall, config_tools: tuple[frozenset[str], frozenset[str]]
+) -> str | None:
+    """Which rule of the policy decides a tool call, in the words of the command line or the config file
+    (``--deny-tool`` rejects, every other allows); None if none does. The order is the policy's: a denied tool
+    first, whatever allows it."""
     name, kind, title = tool.name, tool.kind, tool.title
+    allowed_by_config, denied_by_config = config_tools
     if policy.denies(tool):
-        return f"--deny-tool {name}"
+        return f"deny_tools {name} (config.toml)" if name in denied_by_config else f"--deny-tool {name}"
     if policy.allow_all:
         return "--yes"
     if name is not None and name in policy.tools:
-        return f"--allow-tool {name}"
+        return f"allow_tools {name} (config.toml)" if name in allowed_by_config else f"--allow-tool {name}"
     if kind is not None and kind in policy.kinds:
         return f"--allow-kind {kind}"
     for prefix in policy.title_prefixes:
