@@ -132,7 +132,10 @@ def open_session(
         SettingUnavailable: an auth method the agent does not offer, no earlier session to continue, an agent that
             can neither resume nor load, a system prompt it does not take.
         AuthRequired: the agent needs a login the command cannot do by itself.
-        SessionNotFound, RequestError, AgentError, ObserverError: as the calls raise them.
+        SessionNotFound: the session to continue is unknown to the agent.
+        RequestError: the agent answered a call with another error.
+        AgentError: the agent exited, timed out or broke the protocol, as the client's calls raise it.
+        ObserverError: recording failed (the journal could not be written).
     """
     if plan.auth is not None:
         _authenticate(client, init, plan.auth, say=say, words=f"logging in with {plan.auth} (--auth)", timeout=timeout)
