@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import tinyacp
 from conftest import TESTS
 
@@ -165,6 +167,7 @@ def test_the_readme_and_getting_started_tell_one_install_story() -> None:
     assert readme[1].startswith('python3 -m venv .venv && .venv/bin/pip install -e ".[test,ray]" && ')
 
 
+@pytest.mark.smoke
 def test_readme_command_1_runs_the_demo_agent_and_exits_0(tmp_path: Path) -> None:
     install, _, run = setup_commands("README.md")[0].rpartition(" && ")
     assert install == "python3 -m venv .venv && .venv/bin/pip install -e ."
