@@ -127,7 +127,8 @@ def test_hostile_text_comes_back_as_visible_text(hostile: Path) -> None:
     prompt = events(page, 0, "prompt")[0]["x"]
     assert prompt.startswith("<script>window.__pwned=1</script></script><img src=x onerror=")
     assert "\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9" in prompt  # the override is shown, not obeyed
-    assert "\u241b[31mred" in prompt and "\u27e8U+2028\u27e9" in prompt and prompt.endswith("&amp; \u2400")
+    assert "\u27e8U+001B\u27e9[31mred" in prompt and "\u27e8U+2028\u27e9" in prompt
+    assert prompt.endswith("&amp; \u27e8U+0000\u27e9")
     assert events(page, 0, "tool")[0]["content"][0]["x"].endswith("\t" + HOSTILE_FILE)
     assert events(page, 0, "msg")[0]["x"].startswith("You said: <script>")
 
@@ -135,6 +136,7 @@ def test_hostile_text_comes_back_as_visible_text(hostile: Path) -> None:
 def test_a_notice_a_named_tool_call_with_a_diff_and_an_unknown_update_are_rendered(hostile: Path) -> None:
     page = view.render_html(hostile)
     assert kinds(page, 1) == ["prompt", "notice", "tool", "update", "msg", "result"]
+    assert page_data(page)["turns"][1]["agent"] == "tinyacp-demo"  # named by the journal's other run
     notice = events(page, 1, "notice")[0]
     assert (notice["severity"], notice["title"][:14]) == ("warning", "Model fallback")
     tool = events(page, 1, "tool")[0]

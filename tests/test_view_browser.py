@@ -257,7 +257,7 @@ def test_hostile_text_shows_as_text_and_runs_nothing(opened: Any, hostile_page: 
     page = loaded.page
     first = loaded.open("hostile #1")
     assert '<script>window.__pwned=1</script></script><img src=x onerror="window.__pwned=2">' in first
-    assert "\u27e8U+202E\u27e9evil" in first and "\u241b[31mred" in first
+    assert "\u27e8U+202E\u27e9evil" in first and "\u27e8U+001B\u27e9[31mred" in first
     assert HOSTILE_FILE in first  # a file name from the agent's listing
     second = loaded.open("hostile #2")
     assert "notice (warning)" in second and "Model fallback <script>" in second

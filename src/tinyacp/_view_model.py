@@ -29,9 +29,10 @@ _RAW: Final = 2000
 _EVENT_COST: Final = 40
 """What an event costs the budget beyond its text: its kind, time and field names in the page."""
 
-# What the page shows as a visible mark rather than passing on: C0 and C1 controls (but newline and tab), DEL,
-# lone surrogates (legal in JSON, not in UTF-8), and the characters that reorder text (bidi overrides, embeddings,
-# isolates and marks), which could make a file name or a command read as something else.
+# What the page shows as a visible mark, its code point (ESC as ⟨U+001B⟩: every font has these glyphs, not every
+# one has the Control Pictures), rather than passing on: C0 and C1 controls (but newline and tab), DEL, and the
+# characters that reorder text (bidi overrides, embeddings, isolates and marks), which could make a file name or a
+# command read as something else. A lone surrogate (legal in JSON, not in UTF-8) becomes U+FFFD.
 _HIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
@@ -42,10 +43,6 @@ def _mark(match: re.Match[str]) -> str:
     code = ord(char)
     if char == "\r":
         return "\n"
-    if code < 0x20:
-        return chr(0x2400 + code)  # the Control Pictures block: NUL shows as U+2400, ESC as U+241B
-    if code == 0x7F:
-        return "\u2421"
     if 0xD800 <= code <= 0xDFFF:
         return "\ufffd"
     return f"\u27e8U+{code:04X}\u27e9"

@@ -215,7 +215,10 @@ def _note_skipped(view: _View, where: str, skipped: list[int]) -> None:
 def _read_journal(path: Path, view: _View) -> None:
     epochs = _epochs(path, view)
     stem = clean(path.stem, 200)
-    agent = _agent_from_name(path.stem)
+    # An epoch that did not initialize (a run that failed early, lines written by a program of its own) is taken to
+    # be of the agent the journal's other runs named: a journal is usually one agent's.
+    named = [turn.agent for found in epochs.values() for turn in found.turns if turn.agent]
+    agent = named[0] if named else _agent_from_name(path.stem)
     many = len(epochs) > 1
     for epoch, found in epochs.items():
         for number, turn in enumerate(found.turns, 1):
