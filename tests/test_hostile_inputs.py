@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -358,3 +359,94 @@ def test_reading_the_session_index_while_another_run_compacts_loses_no_line(tmp_
     latest = {entry.agent: entry.session_id for entry in reversed(index.entries())}
     assert latest["a"].startswith("a-399-") and latest["b"].startswith("b-399-")
     assert len(index.entries()) >= 100
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 8, 9. Text that is not UTF-8 on the command line or typed in a chat; a malformed answer to /set.
+
+
+def test_text_that_is_not_utf8_on_the_command_line_is_a_clean_usage_error(cli: Cli) -> None:
+    bad_dir = os.fsencode(cli.work) + b"/bad\xff"
+    os.mkdir(bad_dir)
+    for args in (
+        [b"prompt", b"\xff\xfehello"],
+        [b"prompt", b"--system-prompt", b"be \xff brief", b"hello"],
+        [b"prompt", b"--cwd", bad_dir, b"hello"],
+        [b"prompt", b"--mode", b"\xc3(", b"hello"],
+    ):
+        done = subprocess.run(
+            [*map(os.fsencode, CLI), *args], capture_output=True, cwd=cli.work, env=cli.env, timeout=30, check=False
+        )
+        assert "not UTF-8 text" in _no_traceback(done, 2), args
+    done = subprocess.run(
+        [*CLI, "prompt", "hello"], capture_output=True, cwd=bad_dir, env=cli.env, timeout=30, check=False
+    )
+    assert "the working directory" in _no_traceback(done, 2)
+
+
+def test_a_chat_reports_a_line_that_is_not_utf8_and_a_malformed_set_answer_and_goes_on(cli: Cli) -> None:
+    from test_cli import SESSION_WITH_SETTINGS, Terminal, _named, _received, _with_settings
+
+    steps = _with_settings(
+        [
+            {"op": "expect", "method": "session/set_config_option"},
+            {"op": "reply", "result": {"configOptions": "not a list"}},
+            {"op": "expect", "method": "session/set_mode"},
+            {"op": "reply", "result": {}},
+            {"op": "expect", "method": "session/close"},
+            {"op": "reply", "result": {}},
+        ],
+        {"sessionCapabilities": {"close": {}}},
+    )
+    assert SESSION_WITH_SETTINGS["sessionId"] == "s1"
+    _named(cli, steps)
+    terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal")
+    terminal.wait_for(b"you> ")
+    terminal.send(b"caf\xe9 \xff\n")
+    terminal.wait_for(b"not UTF-8 text")
+    terminal.send(b"/set effort high\n")
+    terminal.wait_for(b"was malformed")
+    terminal.send(b"/mode plan\n")
+    terminal.wait_for(b"mode: plan")
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0
+    assert b"Traceback" not in terminal.output and b"session s1 closed" in terminal.output
+    methods = [m.get("method") for m in _received(cli)]
+    assert methods == ["initialize", "session/new", "session/set_config_option", "session/set_mode", "session/close"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 11, 12. A program that does not speak ACP is named for what it is; a prompt too large is refused before start.
+
+
+@pytest.mark.parametrize(
+    ("command", "status", "expected"),
+    [
+        ("cat", 1, "it writes back what it reads (as cat does)"),
+        ("true", 1, "ended before answering initialize (exit code 0) and wrote nothing on stdout"),
+        ("/nonexistent/agent", 7, "/nonexistent/agent does not exist"),
+        ("/", 7, "/ is a directory, not a program"),
+    ],
+)
+def test_a_program_that_does_not_speak_acp_is_said_to_be_what_it_is(
+    cli: Cli, command: str, status: int, expected: str
+) -> None:
+    done = cli.run("prompt", "--no-journal", "--startup-timeout", "20", "--agent-command", command, "hi")
+    err = _no_traceback(done, status)
+    assert expected in err and "not found on PATH" not in err and "Method not found (code" not in err
+
+
+def test_a_prompt_larger_than_one_message_is_refused_before_the_agent_starts(cli: Cli) -> None:
+    started = cli.tmp / "started"
+    agent = f"{sys.executable} -c \"open({str(started)!r}, 'w')\""
+    prompt = b"x" * (20 * 1024 * 1024)
+    done = cli.run("prompt", "--no-journal", "--agent-command", agent, "-", input=prompt)
+    err = _no_traceback(done, 2)
+    assert "the prompt is" in err and "--max-message-bytes" in err and "agent is honest" not in err
+    assert not started.exists()
+
+
+def test_an_attachment_that_is_a_fifo_is_refused_without_waiting(cli: Cli) -> None:
+    fifo = cli.tmp / "fifo.txt"
+    os.mkfifo(fifo)
+    assert "FIFO" in _no_traceback(cli.run("prompt", "--file", str(fifo), "hi"), 2)

@@ -8,6 +8,7 @@ import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._files import read_regular
 from .._messages import (
     PromptBlobResource,
     PromptCapabilities,
@@ -65,11 +66,11 @@ def read_attachment(path: str, *, image: bool) -> Attachment:
     """Read a ``--file`` or ``--image`` now, so a missing file is a usage error before anything starts.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read, or is not a regular file.
         ValueError: an ``--image`` that is not an image type.
     """
     file = Path(path)
-    data = file.read_bytes()
+    data = read_regular(file)  # a FIFO or a device is refused, never waited on
     mime_type = mimetypes.guess_type(file.name)[0]
     if image and (mime_type is None or not mime_type.startswith("image/")):
         raise ValueError(f"--image {path}: not an image file (by its name: {mime_type or 'unknown type'})")

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from types import FrameType
 
 from .._client import Client
-from .._errors import RequestError, TinyAcpError
+from .._errors import ProtocolViolation, RequestError, TinyAcpError
 from ._dirs import private_dir, state_dir
 from ._display import one_line
-from ._exit import Exit, SettingUnavailable
+from ._exit import Exit, SettingUnavailable, UsageProblem
 from ._outcome import Outcome, outcome_of_result
 from ._run import Deadline, PromptRun, PromptSettings
 from ._run_observer import RunObserver
 from ._session import offered_lines, set_one
 from ._terminal import Interrupts
+from ._text import text_argument
 
 __all__ = ["ChatRun", "run_chat"]
 
@@ -89,6 +90,11 @@ class ChatRun(PromptRun):
             text = line.strip()
             if not text:
                 continue
+            try:
+                text_argument("that line", text, "nothing was sent; the chat goes on")
+            except UsageProblem as exc:
+                self.display.lines([str(exc)], "33")
+                continue
             if text.startswith("/"):
                 if self._command(client, observer, text) is False:
                     break
@@ -110,6 +116,8 @@ class ChatRun(PromptRun):
             interrupts.reading = True
             try:
                 return self._read(PROMPT)
+            except UnicodeDecodeError as exc:  # a terminal whose input is decoded strictly
+                self.display.lines([f"that line is not UTF-8 text ({exc.reason}); nothing was sent"], "33")
             except KeyboardInterrupt:
                 sys.stdout.write("\n")
             except EOFError:
@@ -175,6 +183,8 @@ class ChatRun(PromptRun):
             self.display.lines([str(exc)], "33")
         except RequestError as exc:
             self.display.lines([f"the agent refused: {one_line(exc.message, 300)}"], "33")
+        except ProtocolViolation as exc:  # the client stays usable: say so, and the chat goes on
+            self.display.lines([f"the agent's answer to {name} was malformed: {one_line(str(exc), 300)}"], "33")
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         """Each turn had its ``done`` line: at the end, only an error and where the journal is."""
@@ -185,7 +195,11 @@ class ChatRun(PromptRun):
 
     def _sessions(self) -> None:
         index = self.settings.index
-        entries = index.entries(self.settings.agent_key, self.settings.cwd)[:10] if index is not None else []
+        try:
+            entries = index.entries(self.settings.agent_key, self.settings.cwd)[:10] if index is not None else []
+        except OSError as exc:  # the index is not a regular file: say so, the chat goes on
+            self.display.lines([f"cannot read the index of sessions: {exc.filename}: {exc.strerror}"], "33")
+            return
         if not entries:
             self.display.lines(["no session of this agent in this directory yet"])
             return

@@ -36,6 +36,7 @@ from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import PromptSettings, run_prompt
 from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
+from ._text import text_argument, utf8_or_escaped
 
 __all__ = ["cmd_agents", "cmd_chat", "cmd_probe", "cmd_prompt", "cmd_sessions", "cmd_show"]
 
@@ -51,9 +52,14 @@ def _agent(args: argparse.Namespace) -> AgentSpec:
 
 
 def _cwd(args: argparse.Namespace) -> Path:
-    cwd = Path(args.cwd).resolve()
+    try:
+        cwd = Path(args.cwd).resolve()
+    except OSError as exc:  # the working directory was removed under us
+        raise UsageProblem(f"the working directory cannot be used: {exc.strerror or exc}") from None
     if not cwd.is_dir():
-        raise UsageProblem(f"--cwd {args.cwd}: not a directory")
+        raise UsageProblem(f"--cwd {utf8_or_escaped(args.cwd)}: not a directory")
+    what = "--cwd" if args.cwd != "." else "the working directory"
+    text_argument(f"{what} {utf8_or_escaped(str(cwd))}: its name", str(cwd), "ACP sends the directory as text")
     return cwd
 
 
@@ -119,10 +125,12 @@ def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
 
 def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) -> PromptSettings:
     """What ``prompt`` and ``chat`` are asked to do, checked: a usage error here starts no agent."""
+    _check_texts(args, text)
     agent = _agent(args)
     cwd = _cwd(args)
     attachments = () if chat else _attachments(args)
     reader_limits, transfer_limits = _limits(args)
+    _check_prompt_size(text, transfer_limits.max_message_bytes)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
     plan = _plan(args, agent, cwd)
     return PromptSettings(
@@ -149,6 +157,28 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
     )
+
+
+def _check_texts(args: argparse.Namespace, text: str) -> None:
+    """The text arguments that go into ACP messages are UTF-8 (the prompt read from stdin already is)."""
+    text_argument("the prompt", text)
+    for flag in ("system_prompt", "mode", "model", "auth"):
+        text_argument(f"--{flag.replace('_', '-')}", getattr(args, flag, None))
+    for item in getattr(args, "options", None) or []:
+        text_argument(f"--set {utf8_or_escaped(item)!r}", item)
+
+
+def _check_prompt_size(text: str, limit: int) -> None:
+    """A prompt whose text alone is longer than one message may be is refused before the agent starts (the
+    attachments, whose form depends on what the agent accepts, are checked when the prompt is sent)."""
+    import msgspec
+
+    size = len(msgspec.json.encode(text))
+    if size > limit:
+        raise UsageProblem(
+            f"the prompt is {size:,} bytes as JSON, more than one message may carry ({limit:,} bytes, "
+            "--max-message-bytes): nothing was sent; shorten the prompt or raise --max-message-bytes"
+        )
 
 
 def _plan(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> SessionPlan:

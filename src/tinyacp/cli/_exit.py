@@ -63,8 +63,9 @@ EXIT_STATUS = """exit status:
   0    the agent ended its turn (end_turn)
   1    agent error: it exited, broke the protocol, does not speak ACP, or answered with an error; or the
        journal failed
-  2    usage error: bad arguments, an unknown agent name, an empty prompt, an unreadable file, config or
-       journal path, or a setting the agent does not offer
+  2    usage error: bad arguments, an unknown agent name, an empty prompt or one larger than a message,
+       text that is not UTF-8, an unreadable file, config or journal path, or a setting the agent does
+       not offer
   3    the agent refused (refusal)
   4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
   5    --timeout passed

@@ -9,6 +9,7 @@ time, and that first line is shown.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from .._errors import (
     RequestError,
     SpawnError,
     UsageError,
+    describe_returncode,
 )
 from .._messages import Initialize
 from .._records import AgentMessage, MessageKind
@@ -138,11 +140,13 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     if isinstance(exc, SettingUnavailable):
         return Explanation(Exit.USAGE, message)
     if isinstance(exc, SpawnError):
-        cause = exc.__cause__
-        if isinstance(cause, FileNotFoundError) and agent.program() is None:
-            message = f"{agent.name} is not installed: {agent.command[0]!r} was not found on PATH"
         install = [f"to install {agent.name}: {agent.install}"] if agent.install else []
-        return Explanation(Exit.NOT_INSTALLED, message, install)
+        return Explanation(Exit.NOT_INSTALLED, _cannot_start(agent, exc.__cause__) or message, install)
+    if init is None and isinstance(exc, RequestError | AgentExited):
+        not_acp = _not_acp(exc, first_line)
+        if not_acp is not None:
+            shown = _first_line(first_line) if first_line else []
+            return Explanation(Exit.AGENT_ERROR, not_acp, [*shown, *_acp_hint(agent)])
     if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
         return Explanation(Exit.AGENT_ERROR, str(exc.__cause__), [*_first_line(exc.__cause__.line), *_acp_hint(agent)])
     if isinstance(exc, AgentTimeout):
@@ -169,6 +173,51 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     if isinstance(exc, AgentExited) and init is None and first_line is None and agent.install:
         hint.append(f"is {agent.name} installed and working? {agent.install}")
     return Explanation(Exit.AGENT_ERROR, message, hint)
+
+
+def _cannot_start(agent: AgentSpec, cause: BaseException | None) -> str | None:
+    """Why the program could not be started, in words that fit what it is; None to keep the error's own."""
+    program = agent.command[0]
+    if isinstance(cause, FileNotFoundError):
+        if os.sep not in program:
+            return (
+                f"{agent.name} is not installed: {program!r} was not found on PATH" if agent.program() is None else None
+            )
+        if not os.path.lexists(program):
+            return f"cannot start the agent: {program} does not exist"
+        return f"cannot start the agent: {program} names an interpreter (its #! line) that does not exist"
+    if isinstance(cause, PermissionError):
+        if os.path.isdir(program):
+            return f"cannot start the agent: {program} is a directory, not a program"
+        return f"cannot start the agent: {program} is not executable (chmod +x, or give its interpreter)"
+    return None
+
+
+def _not_acp(exc: RequestError | AgentExited, first_line: bytes | None) -> str | None:
+    """What a program that failed before answering ``initialize`` is, when it is plainly not an ACP agent."""
+    echoed = _is_our_initialize(first_line)
+    if echoed:
+        return f"{NOT_ACP}: it writes back what it reads (as cat does), so it answered our own initialize request"
+    if isinstance(exc, RequestError) and exc.code == -32601:
+        return f"{NOT_ACP}: it does not know the method initialize ({one_line(exc.message, 200)})"
+    if isinstance(exc, AgentExited) and not first_line:
+        how = describe_returncode(exc.returncode) if exc.returncode is not None else "it closed its output"
+        return (
+            f"the agent ended before answering initialize ({how}) and wrote nothing on stdout: it does not speak "
+            "ACP, needs a flag to, or failed as it started (see its stderr)"
+        )
+    return None
+
+
+def _is_our_initialize(line: bytes | None) -> bool:
+    """Whether the agent's first line is a request for ``initialize``: ours, sent back to us."""
+    if not line:
+        return False
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize" and "id" in message
 
 
 def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, Any]) -> list[str]:
