@@ -4,7 +4,7 @@
 (``new_session = blocking(_calls.new_session)``), which static analysis sees as an attribute with no docstring.
 This extension turns each into a method with the call's parameters (``self`` first), its docstring as Python
 has it (with what any call may raise added to its ``Raises:`` list), and the answer's type as the result
-(``CallSpec[Session]`` becomes ``Session``; a ``streaming`` method returns the shell's prompt stream);
+(``CallSpec[Session]`` becomes ``Session``; a ``streaming`` method returns the shell's prompt stream class);
 ``awaitable`` methods are async.
 """
 
@@ -17,7 +17,6 @@ import griffe
 
 _SHELLS = {"_client": "Client", "_async_client": "AsyncClient"}
 _ADAPTERS = {"blocking": False, "awaitable": True, "streaming": False}
-_STREAMS = {"_client": "PromptStream", "_async_client": "AsyncPromptStream"}
 
 
 class SharedCalls(griffe.Extension):
@@ -33,7 +32,8 @@ class SharedCalls(griffe.Extension):
                 value = getattr(member, "value", None)
                 adapter = str(value.function) if isinstance(value, griffe.ExprCall) else None
                 if adapter in _ADAPTERS:
-                    stream = _STREAMS[module] if adapter == "streaming" else None
+                    # streaming("Client", PromptStream, _calls.prompt_stream): the stream class is the result
+                    stream = str(value.arguments[1]) if adapter == "streaming" else None
                     shell.set_member(member.name, _method(member, calls[member.name], _ADAPTERS[adapter], stream))
 
 

@@ -21,14 +21,15 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
 
 from . import _calls
-from ._calls import CallSpec, method_of
-from ._driver import Await, Checkpoint, Driven, WaitFor
+from ._calls import CallSpec, method_of, streaming
+from ._driver import Await, Checkpoint, WaitFor
 from ._errors import AgentTimeout, ClientBusy
+from ._log import CLIENT as _log
 from ._options import Options
 from ._process import AgentProcess
-from ._records import PromptResult, Update
+from ._records import Update
 from ._requests import Meta
-from ._shell import Finished, ShellBase, StreamBase
+from ._shell import Finished, ShellBase, Steps, StreamBase, TearDown
 
 __all__ = ["AsyncClient", "AsyncPromptStream"]
 
@@ -45,20 +46,53 @@ def awaitable(
     """``call`` as a coroutine method of :class:`AsyncClient`: awaiting it awaits the answer."""
 
     async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._call(call(self, *args, **kwargs))
+        return self._answer(await self._run(self._calling(call(self, *args, **kwargs))))
 
     return method_of("AsyncClient", call, method)
 
 
-def streaming(
-    call: Callable[Concatenate[ShellBase, P], CallSpec[PromptResult]],
-) -> Callable[Concatenate[AsyncClient, P], AsyncPromptStream]:
-    """``call`` as a method of :class:`AsyncClient` that returns an :class:`AsyncPromptStream` of the turn."""
+class AsyncPromptStream(StreamBase["AsyncClient"]):
+    """The updates of one prompt turn, as they arrive; then :attr:`result`.
 
-    def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> AsyncPromptStream:
-        return AsyncPromptStream(self, call(self, *args, **kwargs))
+    ``async with client.prompt_stream(session_id, text) as stream: async for update in stream: ...`` yields each
+    update of the turn's session after the observer recorded it. Buffering is one update: the agent is not read
+    while the consumer is busy. The stream runs the same call as :meth:`AsyncClient.prompt` and holds the client
+    until the turn ends. Leaving the ``async with`` block early (or :meth:`aclose`) cancels the turn.
+    """
 
-    return method_of("AsyncClient", call, method, returns="AsyncPromptStream")
+    def __aiter__(self) -> AsyncPromptStream:
+        return self
+
+    async def __anext__(self) -> Update:
+        """The next update of the turn's session.
+
+        Raises:
+            StopAsyncIteration: the turn ended (:attr:`result` holds it).
+            AgentTimeout: as :meth:`AsyncClient.prompt_stream` says, and every error listed there.
+        """
+        update = await self._next()
+        if update is None:
+            raise StopAsyncIteration
+        return update
+
+    async def aclose(self) -> None:
+        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
+        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
+        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
+            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
+                await self._next()
+
+    async def _next(self) -> Update | None:
+        steps = self._started()
+        return None if steps is None else self._arrived(await self._client._run(steps, self._resume()))
+
+    async def __aenter__(self) -> AsyncPromptStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
 class AsyncClient(ShellBase):
@@ -78,6 +112,8 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle = asyncio.Event()
         self._idle.set()
+        self._abandoning = False
+        """A cancelled task's call is being abandoned: a cancel meanwhile does not abandon it again."""
         self._driving: asyncio.Task[Any] | None = None
         """The task inside the driver right now (whose observer methods run), to refuse a re-entrant close."""
         self._exit_seen = False
@@ -108,7 +144,7 @@ class AsyncClient(ShellBase):
     set_config_option = awaitable(_calls.set_config_option)
     set_model = awaitable(_calls.set_model)
     prompt = awaitable(_calls.prompt)
-    prompt_stream = streaming(_calls.prompt_stream)
+    prompt_stream = streaming("AsyncClient", AsyncPromptStream, _calls.prompt_stream)
     request = awaitable(_calls.request)
     notify = awaitable(_calls.notify)
 
@@ -121,14 +157,15 @@ class AsyncClient(ShellBase):
             TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
             TypeError: ``meta`` is not a dict (not sent).
             ClientClosed: the client is closed.
-            AgentExited, ObserverError: writing or recording it failed (the agent is torn down).
+            AgentExited: writing it failed (the agent is torn down).
+            ObserverError: recording it failed (the agent is torn down).
         """
         self._queue_cancel(session_id, meta)
         if self._busy:
             return
         self._hold()
         try:
-            await self._guarded(self._cancels_sent(), False)
+            await self._run(self._cancelling())
         finally:
             self._release()
 
@@ -143,8 +180,7 @@ class AsyncClient(ShellBase):
             ObserverError: recording a last message failed (the teardown still happened).
             ClientBusy: awaited from inside an observer method of this client (use ``kill()`` there).
         """
-        if self._driving is not None and self._driving is asyncio.current_task():
-            raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
+        self._refuse_reentry()
         self._abandon_idle_stream()
         if self._busy:
             self.kill()
@@ -154,10 +190,7 @@ class AsyncClient(ShellBase):
             return
         self._hold()
         try:
-            try:
-                await self._advance(self._closing())
-            finally:
-                await self._teardown_async()
+            await self._run(self._closing())
         finally:
             self._release()
 
@@ -201,51 +234,43 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle.set()
 
-    async def _call(self, spec: CallSpec[T]) -> T:
-        """Run one request through the driver and return its decoded answer."""
-        self._hold()
-        try:
-            return self._answer(await self._guarded(self._begin(spec), spec.prompt))
-        finally:
-            self._release()
+    def _running(self) -> bool:
+        return self._driving is not None
 
-    async def _guarded(self, driven: Driven[T], prompt: bool, value: Any = None) -> Update | Finished[T]:
-        """Advance ``driven``; on failure tear down as the failure requires. A cancelled task asks the agent
-        to stop the turn, then tears it down (shielded) and re-raises."""
-        try:
-            return await self._advance(driven, value)
-        except asyncio.CancelledError:
-            await self._abandon(driven, prompt)
-            raise
-        except BaseException as exc:
-            if self._settle(driven, exc, prompt):
-                await self._teardown_async()
-            raised = self._raised(exc)
-            if raised is exc:
-                raise
-            raise raised from None
+    def _reentered(self) -> bool:
+        return self._driving is not None and self._driving is asyncio.current_task()
 
-    async def _advance(self, driven: Driven[T], value: Any = None) -> Update | Finished[T]:
-        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
+    async def _run(self, steps: Steps[T], value: Any = None) -> Update | Finished[T]:
+        """Run ``steps`` until it returns, or (streaming) until it hands out an update. An observer's awaitable
+        that fails, or an interruption, is thrown into it; a cancelled task asks the agent to stop the turn,
+        then tears it down (shielded) and re-raises."""
         error: BaseException | None = None
         self._driving = asyncio.current_task()
         try:
             while True:
-                step = self._step(driven, value, error)
+                step = self._step(steps, value, error)
                 value = error = None
-                if isinstance(step, WaitFor):
-                    value = await self._wait(step)
-                elif isinstance(step, Update | Finished):
-                    return step
-                elif isinstance(step, Await):
-                    try:
+                try:
+                    if isinstance(step, WaitFor):
+                        value = await self._wait(step)
+                    elif isinstance(step, Update | Finished):
+                        return step
+                    elif isinstance(step, Await):
                         value = await step.awaitable
-                    except Exception as exc:
-                        error = exc
-                elif isinstance(step, Checkpoint):
-                    await asyncio.sleep(0)
-                else:
-                    assert_never(step)
+                    elif isinstance(step, TearDown):
+                        await self._teardown_async()
+                    elif isinstance(step, Checkpoint):
+                        await asyncio.sleep(0)
+                    else:
+                        assert_never(step)
+                except asyncio.CancelledError:
+                    if self._abandoning or self._closed:  # the teardown began already: the reap goes on
+                        steps.close()
+                    else:
+                        await self._abandon(steps)
+                    raise
+                except BaseException as exc:
+                    error = exc
         finally:
             self._driving = None
 
@@ -282,20 +307,30 @@ class AsyncClient(ShellBase):
             return True
         return False
 
-    async def _abandon(self, driven: Driven[Any], prompt: bool) -> None:
-        """The awaiting task was cancelled: ask the agent to stop, then tear it down whatever happens."""
-        cancel = self._core.cancel_turn_once() if prompt else None
-        driven.close()
+    async def _abandon(self, steps: Steps[Any]) -> None:
+        """The awaiting task was cancelled: ask the agent to stop the turn, if one is in flight, then tear it down
+        whatever happens."""
+        self._abandoning = True
+        cancel = self._core.cancel_turn_once()
+        _log.info(
+            "the awaiting task was cancelled: %sthe agent (pid %d) is torn down",
+            "session/cancel, then " if cancel else "",
+            self.pid,
+        )
         try:
-            await asyncio.shield(self._advance(self._driver.flushed()))  # what the call recorded, before any act
+            await asyncio.shield(self._run(self._driver.flushed()))  # what the call recorded, before any act
             if cancel is not None:
                 sent = self._driver.send_now(cancel, time.monotonic() + _ABANDON_WRITE)
-                await asyncio.shield(self._advance(sent))
+                await asyncio.shield(self._run(sent))
         except BaseException:  # the teardown below is what matters now
             pass
         finally:
+            self._abandoning = False
             self._failure = self._failure or asyncio.CancelledError()
-            await self._teardown_async()
+            try:
+                await self._teardown_async()
+            finally:
+                steps.close()  # the call ends, and lets go of the client, only once the agent is torn down
 
     async def _teardown_async(self) -> None:
         """The teardown; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
@@ -456,51 +491,3 @@ class _Watch:
             for fd in fds:
                 loop.remove_reader(fd)
         fds.clear()
-
-
-class AsyncPromptStream(StreamBase["AsyncClient"]):
-    """The updates of one prompt turn, as they arrive; then :attr:`result`.
-
-    ``async with client.prompt_stream(session_id, text) as stream: async for update in stream: ...`` yields each
-    update of the turn's session after the observer recorded it. Buffering is one update: the agent is not read
-    while the consumer is busy. The stream runs the same call as :meth:`AsyncClient.prompt` and holds the client
-    until the turn ends. Leaving the ``async with`` block early (or :meth:`aclose`) cancels the turn.
-    """
-
-    def __aiter__(self) -> AsyncPromptStream:
-        return self
-
-    async def __anext__(self) -> Update:
-        """The next update of the turn's session.
-
-        Raises:
-            StopAsyncIteration: the turn ended (:attr:`result` holds it).
-            AgentTimeout: as :meth:`AsyncClient.prompt_stream` says, and every error listed there.
-        """
-        update = await self._next()
-        if update is None:
-            raise StopAsyncIteration
-        return update
-
-    async def aclose(self) -> None:
-        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
-        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
-        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
-            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
-                await self._next()
-
-    async def _next(self) -> Update | None:
-        driven = self._started()
-        if driven is None:
-            return None
-        with self._advancing():
-            event = await self._client._guarded(driven, True, self._resume())
-        return self._arrived(event)
-
-    async def __aenter__(self) -> AsyncPromptStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()

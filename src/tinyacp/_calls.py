@@ -16,7 +16,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from ._conversation import Call, Meta
 from ._messages import (
@@ -75,6 +75,24 @@ def method_of(owner: str, call: Callable[..., CallSpec[Any]], method: F, returns
         return_annotation=returns or answer[len(_SPEC) : -1],
     )
     return method
+
+
+R = TypeVar("R")
+P = ParamSpec("P")
+
+
+def streaming(
+    owner: str,
+    stream: Callable[[Any, CallSpec[PromptResult]], R],
+    call: Callable[Concatenate[ShellBase, P], CallSpec[PromptResult]],
+) -> Callable[Concatenate[Any, P], R]:
+    """``call`` as a method of the shell ``owner`` that returns ``stream(client, spec)``: that shell's prompt
+    stream, which runs the call when it is iterated."""
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return stream(self, call(self, *args, **kwargs))
+
+    return method_of(owner, call, method, returns=getattr(stream, "__name__", None))
 
 
 _EVERY_CALL_RAISES = """\

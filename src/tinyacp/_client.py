@@ -18,13 +18,13 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
 
 from . import _calls
-from ._calls import CallSpec, method_of
-from ._driver import Await, Checkpoint, Driven, WaitFor
+from ._calls import CallSpec, method_of, streaming
+from ._driver import Await, Checkpoint, WaitFor
 from ._errors import AgentTimeout, ClientBusy, ObserverError
 from ._options import Options
-from ._records import PromptResult, Update
+from ._records import Update
 from ._requests import Meta
-from ._shell import Finished, ShellBase, StreamBase
+from ._shell import Finished, ShellBase, Steps, StreamBase, TearDown
 
 __all__ = ["Client", "PromptStream"]
 
@@ -45,15 +45,48 @@ def blocking(call: Callable[Concatenate[ShellBase, P], CallSpec[T]]) -> Callable
     return method_of("Client", call, method)
 
 
-def streaming(
-    call: Callable[Concatenate[ShellBase, P], CallSpec[PromptResult]],
-) -> Callable[Concatenate[Client, P], PromptStream]:
-    """``call`` as a method of :class:`Client` that returns a :class:`PromptStream` of the turn."""
+class PromptStream(StreamBase["Client"]):
+    """The updates of one prompt turn, as they arrive; then :attr:`result`.
 
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> PromptStream:
-        return PromptStream(self, call(self, *args, **kwargs))
+    ``with client.prompt_stream(session_id, text) as stream: for update in stream: ...`` yields each update of the
+    turn's session after the observer recorded it. Buffering is one update: the agent is not read while the
+    consumer is busy. The stream runs the same call as :meth:`Client.prompt`, in the consumer's thread, and holds
+    the client until the turn ends. Leaving the ``with`` block early (or :meth:`close`) cancels the turn.
+    """
 
-    return method_of("Client", call, method, returns="PromptStream")
+    def __iter__(self) -> PromptStream:
+        return self
+
+    def __next__(self) -> Update:
+        """The next update of the turn's session.
+
+        Raises:
+            StopIteration: the turn ended (:attr:`result` holds it).
+            AgentTimeout: as :meth:`Client.prompt_stream` says, and every error listed there.
+        """
+        update = self._next()
+        if update is None:
+            raise StopIteration
+        return update
+
+    def close(self) -> None:
+        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
+        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
+        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
+            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
+                self._next()
+
+    def _next(self) -> Update | None:
+        steps = self._started()
+        return None if steps is None else self._arrived(self._client._run(steps, self._resume()))
+
+    def __enter__(self) -> PromptStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 class Client(ShellBase):
@@ -107,7 +140,7 @@ class Client(ShellBase):
     set_config_option = blocking(_calls.set_config_option)
     set_model = blocking(_calls.set_model)
     prompt = blocking(_calls.prompt)
-    prompt_stream = streaming(_calls.prompt_stream)
+    prompt_stream = streaming("Client", PromptStream, _calls.prompt_stream)
     request = blocking(_calls.request)
     notify = blocking(_calls.notify)
 
@@ -122,8 +155,8 @@ class Client(ShellBase):
             TransferLimitExceeded: the notification would be longer than ``max_message_bytes`` (not sent).
             TypeError: ``meta`` is not a dict (not sent).
             ClientClosed: the client is closed.
-            AgentExited, ObserverError: with no call in flight, writing or recording it failed (the agent is
-                torn down).
+            AgentExited: with no call in flight, writing it failed (the agent is torn down).
+            ObserverError: with no call in flight, recording it failed (the agent is torn down).
         """
         self._queue_cancel(session_id, meta)
         self._flush_if_idle()
@@ -138,19 +171,14 @@ class Client(ShellBase):
             ClientBusy: called from inside an observer method of this client (nothing is done: the call in
                 flight goes on; use ``kill()`` to stop it from there).
         """
-        if self._reentered():
-            raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
+        self._refuse_reentry()
         self._abandon_idle_stream()
         if not self._lock.acquire(blocking=False):
             self.kill()
             self._lock.acquire()
         try:
-            if self._closed:
-                return
-            try:
-                self._advance(self._closing())
-            finally:
-                self._teardown()
+            if not self._closed:
+                self._run(self._closing())
         finally:
             self._release()
 
@@ -167,11 +195,9 @@ class Client(ShellBase):
 
     def _call(self, spec: CallSpec[T]) -> T:
         """Run one request through the driver and return its decoded answer."""
-        self._hold()
         try:
-            return self._answer(self._guarded(self._begin(spec), spec.prompt))
+            return self._answer(self._run(self._calling(spec)))
         finally:
-            self._release()
             self._flush_if_idle()
 
     def _hold(self) -> None:
@@ -181,36 +207,36 @@ class Client(ShellBase):
     def _release(self) -> None:
         self._lock.release()
 
-    def _guarded(self, driven: Driven[T], prompt: bool, value: Any = None) -> Update | Finished[T]:
-        """Advance ``driven``; on failure tear down as the failure requires."""
-        try:
-            return self._advance(driven, value)
-        except BaseException as exc:
-            if self._settle(driven, exc, prompt):
-                self._teardown()
-            raised = self._raised(exc)
-            if raised is exc:
-                raise
-            raise raised from None
+    def _running(self) -> bool:
+        return self._owner is not None
 
-    def _advance(self, driven: Driven[T], value: Any = None) -> Update | Finished[T]:
-        """Run a driver generator until it returns, or (streaming) until it hands out an update."""
+    def _reentered(self) -> bool:
+        return self._owner == threading.get_ident()
+
+    def _run(self, steps: Steps[T], value: Any = None) -> Update | Finished[T]:
+        """Run ``steps`` until it returns, or (streaming) until it hands out an update. An interruption while
+        waiting (Ctrl-C) is thrown into it, so the call it interrupts ends as any failure does."""
         error: BaseException | None = None
         self._owner = threading.get_ident()
         try:
             while True:
-                step = self._step(driven, value, error)
+                step = self._step(steps, value, error)
                 value = error = None
-                if isinstance(step, WaitFor):
-                    value = self._wait(step)
-                elif isinstance(step, Update | Finished):
-                    return step
-                elif isinstance(step, Await):
-                    error = _refused(step.awaitable)
-                elif isinstance(step, Checkpoint):
-                    pass  # the sync driver is not cooperative: nothing else runs on this thread
-                else:
-                    assert_never(step)
+                try:
+                    if isinstance(step, WaitFor):
+                        value = self._wait(step)
+                    elif isinstance(step, Update | Finished):
+                        return step
+                    elif isinstance(step, Await):
+                        error = _refused(step.awaitable)
+                    elif isinstance(step, TearDown):
+                        self._teardown()
+                    elif isinstance(step, Checkpoint):
+                        pass  # the sync driver is not cooperative: nothing else runs on this thread
+                    else:
+                        assert_never(step)
+                except BaseException as exc:
+                    error = exc
         finally:
             self._owner = None
 
@@ -239,15 +265,11 @@ class Client(ShellBase):
 
     def _flush_if_idle(self) -> None:
         """Write queued cancels when no call is in flight to do it."""
-        if not self._driver.cancels or not self._lock.acquire(blocking=False):
-            return
-        try:
-            if self._closed:
-                self._driver.cancels.clear()
-                return
-            self._guarded(self._cancels_sent(), False)
-        finally:
-            self._release()
+        if self._driver.cancels and self._lock.acquire(blocking=False):
+            try:
+                self._run(self._cancelling())
+            finally:
+                self._release()
 
 
 def _refused(awaitable: object) -> ObserverError:
@@ -259,51 +281,3 @@ def _refused(awaitable: object) -> ObserverError:
         "an observer method returned an awaitable (a coroutine function?); the sync Client cannot await it "
         "(use AsyncClient)"
     )
-
-
-class PromptStream(StreamBase["Client"]):
-    """The updates of one prompt turn, as they arrive; then :attr:`result`.
-
-    ``with client.prompt_stream(session_id, text) as stream: for update in stream: ...`` yields each update of the
-    turn's session after the observer recorded it. Buffering is one update: the agent is not read while the
-    consumer is busy. The stream runs the same call as :meth:`Client.prompt`, in the consumer's thread, and holds
-    the client until the turn ends. Leaving the ``with`` block early (or :meth:`close`) cancels the turn.
-    """
-
-    def __iter__(self) -> PromptStream:
-        return self
-
-    def __next__(self) -> Update:
-        """The next update of the turn's session.
-
-        Raises:
-            StopIteration: the turn ended (:attr:`result` holds it).
-            AgentTimeout: as :meth:`Client.prompt_stream` says, and every error listed there.
-        """
-        update = self._next()
-        if update is None:
-            raise StopIteration
-        return update
-
-    def close(self) -> None:
-        """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
-        most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
-        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
-            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
-                self._next()
-
-    def _next(self) -> Update | None:
-        driven = self._started()
-        if driven is None:
-            return None
-        with self._advancing():
-            event = self._client._guarded(driven, True, self._resume())
-        return self._arrived(event)
-
-    def __enter__(self) -> PromptStream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -30,6 +30,7 @@ and :meth:`~tinyacp._process.AgentProcess.write`): the OS errors are mapped ther
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
@@ -37,8 +38,10 @@ from typing import Any, Final, TypeAlias, TypeVar, cast
 
 import msgspec
 
-from ._conversation import ON_SEND, ON_UPDATE, Call, Conversation, Done, Meta, Reaction, Record
+from ._conversation import ON_PERMISSION_DECISION, ON_SEND, ON_UPDATE, Call, Conversation, Done, Meta, Reaction, Record
 from ._errors import AgentTimeout, ObserverError
+from ._log import CLIENT as _log
+from ._log import PERMISSIONS as _permissions_log
 from ._process import CLOSED, WOULD_BLOCK
 from ._records import OutgoingMessage, Update
 from .reader import LineReader, ReaderEvent
@@ -108,6 +111,21 @@ class Gone(Exception):
 
 def _no_observer(update: object) -> None:
     raise AssertionError("the core hands out no update without an observer")
+
+
+def _log_decision(request: Any) -> None:
+    """A permission decision, once recorded: the tool and the outcome, never the tool's input."""
+    tool = request.tool_call
+    _permissions_log.info(
+        "session %s: %s %r (%s): %s by %s%s",
+        request.session_id,
+        tool.kind or "tool",
+        tool.title,
+        tool.name or "unnamed",
+        request.verdict,
+        request.decided_by,
+        f" ({request.reason})" if request.reason else "",
+    )
 
 
 def observer_failed(callback: Callable[..., Any], exc: BaseException) -> ObserverError:
@@ -215,10 +233,14 @@ class CallDriver:
             UnsupportedProtocolVersion: the agent speaks another version.
         """
         run = _Run(deadline, prompt=prompt, stream=stream)
+        message = call.message
+        started = self._clock() if _log.isEnabledFor(logging.DEBUG) else None
         try:
-            yield from self._send(run, call.message)
+            yield from self._send(run, message)
             done = yield from self._pump(run)
             yield from self._flush()
+            if started is not None:
+                _log.debug("%s (id %s) answered in %.3f s", message.method, message.id, self._clock() - started)
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -409,6 +431,8 @@ class CallDriver:
                 effect = reaction.send(value)
                 if isinstance(effect, Record):
                     value = yield from self._record(callbacks[effect.callback], effect.value)
+                    if effect.callback == ON_PERMISSION_DECISION and _permissions_log.isEnabledFor(logging.INFO):
+                        _log_decision(effect.value)
                 else:
                     value = None
                     yield from self._send(run, effect.message)
@@ -422,6 +446,7 @@ class CallDriver:
         if not (yield update):
             return
         run.stream = False
+        _log.debug("the stream's consumer left the turn early: cancelling it")
         cancel = self.core.cancel_turn_once()
         if cancel is not None:
             yield from self._send(run, cancel)
@@ -437,6 +462,7 @@ class CallDriver:
 
     def _stop_turn(self, run: _Run, cancel: OutgoingMessage) -> Driven[None]:
         """A reply limit was reached: send the one cancel; a prompt then waits at most ``cancel_grace``."""
+        _log.info("a reply limit was reached: session/cancel sent")
         yield from self._send(run, cancel)
         if run.prompt:
             self._enter_grace(run)
@@ -449,15 +475,20 @@ class CallDriver:
             if self._out:
                 # The agent has not read our lines (the prompt, or the cancel): no cancel can reach it, so no
                 # answer to one is waited for.
+                _log.info("the prompt's deadline passed and the agent does not read its input: no cancel can reach it")
                 raise AgentTimeout("the agent did not read its input by the deadline: session/cancel cannot reach it")
             run.grace = True
             run.deadline = self._clock() + self._cancel_grace
+            _log.info(
+                "the prompt's deadline passed: session/cancel sent, %.1f s of grace for the answer", self._cancel_grace
+            )
             return
         if run.prompt:
             raise AgentTimeout("the agent did not end the turn within cancel_grace after session/cancel")
         request = self.core.cancel_request() if not self._out else None
         if request is not None:  # best effort: written if the pipe takes it now, never waited for
             yield from self._send(run, request)
+        _log.info("the deadline passed without an answer%s", "; $/cancel_request sent" if request is not None else "")
         raise AgentTimeout("the agent did not answer in time")
 
     def _write_cancels(self, run: _Run) -> Driven[None]:

@@ -25,6 +25,7 @@ import _signal  # type: ignore[import-not-found]  # signal's own functions, minu
 import _thread
 import contextlib
 import functools
+import logging
 import math
 import os
 import select
@@ -38,6 +39,7 @@ from typing import IO, Any, Final, Literal, TypeAlias
 
 from ._errors import SpawnError, describe_returncode
 from ._fd_limit import retry_when_out_of_fds
+from ._log import PROCESS as _log
 
 __all__ = ["CLOSED", "STDERR_TAIL_BYTES", "WOULD_BLOCK", "AgentProcess", "StderrTarget"]
 
@@ -218,6 +220,8 @@ class AgentProcess:
                 _kill_and_reap(proc)
                 raise
             ours.pop_all()  # the AgentProcess owns the rest from here on
+        # The program only: its arguments may carry a token.
+        _log.info("started %s as pid %d%s", args[0], proc.pid, " (supervised)" if supervise else "")
         return cls(
             proc,
             argv0=args[0],
@@ -375,9 +379,11 @@ class AgentProcess:
             try:
                 self._close_stdin()
                 if not self._group_gone_for_good():
+                    _log.debug("stopping pid %d: stdin closed, SIGTERM to its group, %.1f s of grace", self.pid, grace)
                     self._signal_quietly(signal.SIGTERM)
                     self._signal_quietly(signal.SIGCONT)
                     if not self._wait_group_gone(grace):
+                        _log.warning("the group of pid %d outlived %.1f s after SIGTERM: SIGKILL", self.pid, grace)
                         self._signal_quietly(signal.SIGKILL)
                         self._wait_group_gone(_KILL_WAIT)
             except BaseException:
@@ -390,7 +396,13 @@ class AgentProcess:
                     self._stderr_tail.stop(_JOIN_TIMEOUT)
                 self._close_fds()
                 self._closed = True
+                self._log_reaped()
             return self._returncode_after_close()
+
+    def _log_reaped(self) -> None:
+        returncode = self._proc.returncode
+        if returncode is not None and _log.isEnabledFor(logging.INFO):
+            _log.info("pid %d reaped (%s); its fds are closed", self.pid, describe_returncode(returncode))
 
     def begin_terminate(self) -> None:
         """The first step of :meth:`terminate`, which never blocks: close stdin, and SIGTERM (and SIGCONT) the group
@@ -400,6 +412,7 @@ class AgentProcess:
             return
         self._close_stdin()
         if not self._group_gone_for_good():
+            _log.debug("stopping pid %d: stdin closed, SIGTERM to its group", self.pid)
             self._signal_quietly(signal.SIGTERM)
             self._signal_quietly(signal.SIGCONT)
 
@@ -426,6 +439,7 @@ class AgentProcess:
                 tail.stop(None)
             self._close_fds()
             self._closed = True
+            self._log_reaped()
             return True
         finally:
             self._lock.release()

@@ -12,12 +12,12 @@ and tear down (blocking, or on the loop with the blocking part in a thread).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar, cast
 
 from ._conversation import (
     ON_ELICITATION,
@@ -29,7 +29,17 @@ from ._conversation import (
     Conversation,
 )
 from ._driver import ON_FLUSH, CallDriver, Driven, Gone, Step
-from ._errors import AgentExited, AgentTimeout, ClientClosed, ObserverError, ProtocolViolation, RequestError, UsageError
+from ._errors import (
+    AgentExited,
+    AgentTimeout,
+    ClientBusy,
+    ClientClosed,
+    ObserverError,
+    ProtocolViolation,
+    RequestError,
+    UsageError,
+)
+from ._log import CLIENT as _log
 from ._messages import Initialize, SessionState
 from ._options import Options, check_seconds, require_observer
 from ._process import AgentProcess
@@ -47,6 +57,21 @@ OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH, ON_ELICITATION)
 
 _KEEP_CLIENT = (RequestError, ProtocolViolation)
 """Errors about one answer: the stream is still in step, so the client stays usable."""
+
+
+class TearDown:
+    """Tear the agent down, the shell's way (blocking, or on the event loop); send back nothing."""
+
+    __slots__ = ()
+
+
+TEARDOWN: Final = TearDown()
+
+ShellStep: TypeAlias = Step | TearDown
+"""What the shell's own generators yield: the driver's steps, and the teardown."""
+
+Steps: TypeAlias = Generator[ShellStep, Any, T]
+"""A generator a shell runs: a driver generator, or one of :class:`ShellBase`'s around one."""
 
 
 class Finished(Generic[T]):
@@ -213,27 +238,36 @@ class ShellBase:
         """Give the client back."""
         raise NotImplementedError
 
-    def _begin(self, spec: CallSpec[T], *, stream: bool = False) -> Driven[T]:
-        """The driver generator of one call, for a shell that holds the client; nothing is written before the
-        shell runs it.
+    def _calling(self, spec: CallSpec[T], stream: StreamBase[Any] | None = None) -> Steps[T]:
+        """One call, from the first step to the last: hold the client, run the call (streamed to ``stream``, if
+        given) through :meth:`_guarded`, release the client; nothing is written before the shell runs it.
 
         Raises:
+            ClientBusy: another call is in flight.
             ClientClosed: the client is closed.
             ValueError: the call's ``timeout`` is not a finite, non-negative number.
         """
-        self._ensure_open()
-        if spec.notification:  # no answer to wait for: the agent gets cancel_grace to take the line, as a cancel
-            sent = self._driver.send_now(spec.build().message, time.monotonic() + self.options.cancel_grace)
-            return cast("Driven[T]", sent)  # a notification's spec is a CallSpec[None]
-        deadline = self._deadline(spec.timeout)
-        return self._driver.call(spec.build(), deadline, prompt=spec.prompt, stream=stream)
+        self._hold()
+        self._stream = stream
+        try:
+            self._ensure_open()
+            if spec.notification:  # no answer to wait for: the agent gets cancel_grace to take the line, as a cancel
+                sent = self._driver.send_now(spec.build().message, time.monotonic() + self.options.cancel_grace)
+                driven = cast("Driven[T]", sent)  # a notification's spec is a CallSpec[None]
+            else:
+                deadline = self._deadline(spec.timeout)
+                driven = self._driver.call(spec.build(), deadline, prompt=spec.prompt, stream=stream is not None)
+            return (yield from self._guarded(driven, spec.prompt))
+        finally:
+            self._stream = None
+            self._release()
 
     @staticmethod
-    def _step(driven: Driven[T], value: Any, error: BaseException | None) -> Step | Finished[T]:
-        """One turn of the trampoline: resume ``driven`` with ``value`` (or throw ``error`` in); what it yields
+    def _step(steps: Steps[T], value: Any, error: BaseException | None) -> ShellStep | Finished[T]:
+        """One turn of the trampoline: resume ``steps`` with ``value`` (or throw ``error`` in); what it yields
         next, or what it returned."""
         try:
-            return driven.send(value) if error is None else driven.throw(error)
+            return steps.send(value) if error is None else steps.throw(error)
         except StopIteration as stop:
             return Finished(stop.value)
 
@@ -243,14 +277,25 @@ class ShellBase:
         assert isinstance(event, Finished), "only a streamed prompt hands out updates"
         return event.value
 
-    def _settle(self, driven: Driven[Any], exc: BaseException, prompt: bool) -> bool:
-        """A call failed with ``exc``: end it, and say whether the agent must be torn down before it is raised.
+    def _guarded(self, driven: Driven[T], prompt: bool) -> Steps[T]:
+        """``driven``, and if it fails, the teardown its failure needs (:data:`TEARDOWN`) before the error is
+        raised: the agent gone, a broken rule, a prompt past its deadline, a line half written (what follows it
+        would be glued to it) tear the agent down; an error about one answer, or the deadline of a call other
+        than a prompt whose lines all reached the pipe, leaves the client usable. The agent gone is raised as
+        :class:`~tinyacp.AgentExited`, once the reap told how it ended."""
+        try:
+            return (yield from driven)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            if self._tears_down(exc, prompt):
+                _log.info("the call ended with %s: tearing the agent (pid %d) down", type(exc).__name__, self.pid)
+                yield TEARDOWN
+            if not isinstance(exc, Gone):
+                raise
+            raise self._exited(exc.what) from None
 
-        An error about one answer, or the deadline of a call other than a prompt whose lines all reached the
-        pipe, leaves the client usable; everything else (the agent gone, a broken rule, a prompt that outlived
-        its deadline, a line half written: what follows it would be glued to it) tears it down.
-        """
-        driven.close()
+    def _tears_down(self, exc: BaseException, prompt: bool) -> bool:
         if isinstance(exc, Gone):
             return True
         if isinstance(exc, _KEEP_CLIENT):
@@ -261,29 +306,38 @@ class ShellBase:
             self._failure = exc
         return True
 
-    def _raised(self, exc: BaseException) -> BaseException:
-        """The exception a failed call raises once the teardown it needed is done."""
-        return self._exited(exc.what) if isinstance(exc, Gone) else exc
-
-    def _closing(self) -> Driven[None]:
-        """What a close runs before its teardown: record what the agent already sent. Only an observer's failure
-        is raised; the agent's last words breaking a rule is kept as the failure, since we are closing anyway."""
+    def _closing(self) -> Steps[None]:
+        """A close: record what the agent already sent, then tear it down whatever happens. Only an observer's
+        failure (or an interruption) is raised; the agent's last words breaking a rule are kept as the failure,
+        since we are closing anyway."""
+        _log.info("closing: recording what the agent (pid %d) already sent, then stopping it", self.pid)
         try:
             yield from self._driver.drain()
-        except ObserverError:
+        except GeneratorExit:
             raise
         except Exception as exc:
+            if isinstance(exc, ObserverError):
+                yield TEARDOWN
+                raise
             self._failure = exc
+        except BaseException:
+            yield TEARDOWN
+            raise
+        yield TEARDOWN
 
-    def _cancels_sent(self) -> Driven[None]:
-        """With no call in flight: write the cancels asked for, giving the agent ``cancel_grace`` to take them."""
-        return self._driver.send_cancels(time.monotonic() + self.options.cancel_grace)
+    def _cancelling(self) -> Steps[None]:
+        """With no call in flight (the client held): write the cancels asked for, giving the agent
+        ``cancel_grace`` to take them; after a close, forget them."""
+        if self._closed:
+            self._driver.cancels.clear()
+            return
+        yield from self._guarded(self._driver.send_cancels(time.monotonic() + self.options.cancel_grace), False)
 
     def _abandon_idle_stream(self) -> None:
         """A close while a prompt stream that its consumer left (without closing it) holds the client: the stream
         lets go of it, so that the close can go on."""
         stream = self._stream
-        if stream is not None and not stream.running:
+        if stream is not None and not self._running():
             stream.abandon()
 
     def _teardown(self) -> None:
@@ -309,33 +363,45 @@ class ShellBase:
         self._core.check_cancel(session_id, meta)  # a cancel too long to send is refused here, not mid-call
         self._driver.cancels.append((session_id, meta))
         self._proc.wake()
+        _log.debug("session/cancel asked for session %s", session_id)
+
+    def _running(self) -> bool:
+        """Whether a thread or a task is running a call of this client right now (not waiting for its consumer)."""
+        raise NotImplementedError
 
     def _reentered(self) -> bool:
-        """Whether the sync client is called from inside its own call (an observer method)."""
-        return self._owner == threading.get_ident()
+        """Whether the client is called from inside its own call (an observer method)."""
+        raise NotImplementedError
+
+    def _refuse_reentry(self) -> None:
+        """A close from inside an observer method of this client would wait for itself.
+
+        Raises:
+            ClientBusy: the close is made from inside an observer method of this client.
+        """
+        if self._reentered():
+            raise ClientBusy("close() from inside an observer method would wait for itself; use kill()")
 
 
 S = TypeVar("S", bound=ShellBase)
 
 
 class StreamBase(Generic[S]):
-    """What both prompt streams share: the call, started at the first request for an update, the client held
-    from then until the turn ends (or the consumer leaves), and the result.
+    """What both prompt streams share: the call, started at the first request for an update and holding the
+    client until the turn ends (or the consumer leaves), and the result.
 
-    A shell's stream asks for the next event with its own wait (:meth:`_started`, then the shell's ``_guarded``
-    inside :meth:`_advancing`, then :meth:`_arrived`).
+    A shell's stream asks for the next update with its own wait: :meth:`_started`, then the shell's ``_run``
+    resumed with :meth:`_resume`, then :meth:`_arrived`.
     """
 
     def __init__(self, client: S, spec: CallSpec[PromptResult]) -> None:
         self._client = client
         self._spec = spec
-        self._driven: Driven[PromptResult] | None = None
+        self._steps: Steps[PromptResult] | None = None
         self._result: PromptResult | None = None
-        self._finished = False
         self._leaving = False
         """The consumer leaves early: the next resume tells the driver so (once)."""
-        self.running = False
-        """Whether the stream is being advanced right now."""
+        self._abandoned = False
 
     @property
     def result(self) -> PromptResult:
@@ -349,29 +415,22 @@ class StreamBase(Generic[S]):
         return self._result
 
     def abandon(self) -> None:
-        """The consumer left mid-turn and nobody advances the stream: release the client for closing."""
-        if self._driven is not None:
-            self._driven.close()
-        self._finish()
+        """The consumer left mid-turn and nobody advances the stream: release the client (for closing)."""
+        self._abandoned = True
+        if self._steps is not None:
+            self._steps.close()
 
-    def _started(self) -> Driven[PromptResult] | None:
-        """The call, started (the client held) at the first request; None once the turn ended."""
-        if self._finished:
-            return None
-        if self._driven is None:
-            client = self._client
-            client._hold()
-            client._stream = self
-            try:
-                self._driven = client._begin(self._spec, stream=True)
-            except BaseException:
-                self._finish()
-                raise
-        return self._driven
+    def _started(self) -> Steps[PromptResult] | None:
+        """The call, created at the first request for an update; None once the turn is over (ended, failed or
+        abandoned)."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = self._client._calling(self._spec, self)
+        return None if self._abandoned or _over(steps) else steps
 
     def _leave(self) -> bool:
         """The consumer leaves early: whether there is a turn to cancel and read to its end."""
-        if self._driven is None or self._finished:
+        if self._steps is None or _over(self._steps):
             return False
         self._leaving = True
         return True
@@ -382,30 +441,14 @@ class StreamBase(Generic[S]):
         leaving, self._leaving = self._leaving, False
         return True if leaving else None
 
-    @contextlib.contextmanager
-    def _advancing(self) -> Iterator[None]:
-        """Around one advance: the stream is running; if the advance fails, the stream is over."""
-        self.running = True
-        try:
-            yield
-        except BaseException:
-            self._finish()
-            raise
-        finally:
-            self.running = False
-
     def _arrived(self, event: Update | Finished[PromptResult]) -> Update | None:
         """The update handed out, or None once the turn ended (its result kept)."""
         if isinstance(event, Update):
             return event
         self._result = event.value
-        self._finish()
         return None
 
-    def _finish(self) -> None:
-        if not self._finished:
-            self._finished = True
-            client = self._client
-            if client._stream is self:
-                client._stream = None
-            client._release()
+
+def _over(steps: Steps[Any]) -> bool:
+    """Whether the generator returned or raised (or was closed)."""
+    return inspect.getgeneratorstate(steps) == inspect.GEN_CLOSED
