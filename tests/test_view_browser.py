@@ -92,7 +92,7 @@ class Loaded:
         return text
 
 
-def load(browser: Any, html: Path) -> Loaded:
+def load(browser: Any, html: Path, fragment: str = "") -> Loaded:
     """Open ``html`` as the only thing the page may load; every other request is counted and refused."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(WAIT_MS)
@@ -111,7 +111,7 @@ def load(browser: Any, html: Path) -> Loaded:
     page.route("**/*", route)
     page.on("console", lambda message: loaded.errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: loaded.errors.append(str(error)))
-    page.goto(url, timeout=WAIT_MS)
+    page.goto(url + fragment, timeout=WAIT_MS)
     page.wait_for_selector("body[data-ready]", timeout=WAIT_MS, state="attached")
     return loaded
 
@@ -121,8 +121,8 @@ def opened(browser: Any) -> Iterator[Any]:
     """Open pages; after the test, each must have made no request but its own and logged no error."""
     pages: list[Loaded] = []
 
-    def make(html: Path) -> Loaded:
-        pages.append(load(browser, html))
+    def make(html: Path, fragment: str = "") -> Loaded:
+        pages.append(load(browser, html, fragment))
         return pages[-1]
 
     yield make
@@ -231,6 +231,17 @@ def test_an_opened_turn_shows_its_prompt_messages_tool_call_and_the_decision(ope
     thought.locator("summary").click()
     assert thought.locator("pre").is_visible()
     assert loaded.page.locator("#turn .time").first.inner_text().startswith("+")
+
+
+def test_the_address_names_the_opened_turn_and_opens_it_again(opened: Any, batch_page: Path) -> None:
+    loaded = opened(batch_page)
+    loaded.open("rejected-1")
+    assert loaded.page.evaluate("location.hash") == "#rejected-1"
+    loaded.page.keyboard.press("Escape")
+    assert loaded.page.locator("#turn").is_hidden() and loaded.page.evaluate("location.hash") == ""
+    again = opened(batch_page, "#rejected-1")
+    assert again.page.locator("#turn").is_visible() and "Turn rejected-1" in again.page.inner_text("#turn")
+    assert opened(batch_page, "#no-such-turn%").page.locator("#turn").is_hidden()
 
 
 def test_a_rejected_permission_says_so_and_who_decided(opened: Any, batch_page: Path) -> None:

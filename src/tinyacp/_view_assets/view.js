@@ -359,12 +359,18 @@
     if (tr) tr.setAttribute("aria-selected", "true");
   }
 
+  function shut() {
+    detail.hidden = true;
+    select(null);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
   function open(index) {
     const turn = turns[index];
     const source = document.getElementById("tx-" + index);
     const tx = source ? JSON.parse(source.textContent) : { events: [] };
     const close = el("button", { type: "button", id: "close" }, "close");
-    close.addEventListener("click", function () { detail.hidden = true; select(null); });
+    close.addEventListener("click", shut);
     const facts = [
       ["agent", turn.agent], ["outcome", turn.ok ? "ok" : "failed"], ["stop reason", turn.stop || "none"],
       ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)],
@@ -398,6 +404,8 @@
     detail.replaceChildren.apply(detail, parts);
     detail.hidden = false;
     select(index);
+    // The turn in the address's fragment, so that the address, reloaded or passed on, opens it again.
+    history.replaceState(null, "", "#" + encodeURIComponent(turn.id));
     detail.scrollIntoView({ block: "start" });
   }
 
@@ -407,6 +415,13 @@
     el("table", { cls: "turns", id: "turn-table" }, el("thead", null, el("tr", null, heads)), body), more));
   app.appendChild(detail);
   draw();
+  document.addEventListener("keydown", function (event) { if (event.key === "Escape" && !detail.hidden) shut(); });
+  if (location.hash.length > 1) {
+    let wanted = null;
+    try { wanted = decodeURIComponent(location.hash.slice(1)); } catch (error) { wanted = null; }
+    const found = turns.find(function (t) { return t.id === wanted; });
+    if (found) open(found.i);
+  }
   performance.mark("tinyacp-view-ready");
   document.body.setAttribute("data-ready", "1");
 })();
