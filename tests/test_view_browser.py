@@ -319,3 +319,12 @@ def test_the_benchmark_measures_a_page_in_the_browser(browser: Any) -> None:
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 30 |")]
     assert len(rows) == 1 and rows[0].count(" ms (") == 6 and rows[0].endswith(" |") and " MiB (" in rows[0]
+
+
+def test_a_cut_transcript_says_so_on_the_turn(opened: Any, hostile_page: Path, tmp_path: Path) -> None:
+    journal = next(hostile_page.parent.glob("*.jsonl"))
+    loaded = opened(view.write_html(journal, tmp_path / "cut.html", max_turn_bytes=300))
+    text = loaded.open("hostile #1")
+    cut = loaded.page.inner_text("#cut")
+    assert cut.startswith("This transcript was cut at 300 bytes of text (--max-turn-bytes): ") and cut in text
+    assert "You said:" not in text  # the reply came after the cut: it is in the journal, not on the page
