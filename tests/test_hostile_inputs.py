@@ -133,6 +133,7 @@ def test_every_input_file_that_is_not_a_regular_file_gets_a_clear_error(cli: Cli
         ["replay", str(odd)],
         ["prompt", "--config", str(odd), "hi"],
         ["prompt", "--mcp-config", str(odd), "hi"],
+        *([["prompt", "--agent-log", str(odd), "hi"]] if kind != "device" else []),  # /dev/null is a fine log
     ):
         done = cli.run(*args)
         assert done.returncode != 0 and expected in done.stderr.decode(), (args, done.stderr)

@@ -14,7 +14,7 @@ import io
 import os
 import stat
 
-__all__ = ["open_regular", "open_regular_binary", "read_regular"]
+__all__ = ["open_output", "open_regular", "open_regular_binary", "read_regular"]
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -85,3 +85,23 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     """
     with open_regular_binary(path) as file:
         return file.read() if limit is None else file.read(limit + 1)
+
+
+def open_output(path: str | os.PathLike[str]) -> int:
+    """Open ``path`` to append a stream to (``--agent-log``): a regular file (created 0600), or a device or a FIFO
+    that someone reads (``/dev/null``, ``/dev/stderr``, a pipe to a pager); never a wait for a reader.
+
+    Raises:
+        OSError: it cannot be opened: a directory, or a FIFO that no process reads (``ENXIO``).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO (named pipe) that no process reads", os.fspath(path)) from None
+        if exc.errno == errno.EISDIR:
+            raise OSError(errno.EISDIR, "a directory, not a file", os.fspath(path)) from None
+        raise
+    os.set_blocking(fd, True)
+    return fd

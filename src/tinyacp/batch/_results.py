@@ -166,7 +166,8 @@ class ResultsFile:
         kept: dict[str, _Failure] = {}
         if not keys or limit <= 0:
             return []
-        with open(self.path, "rb") as file:
+        with os.fdopen(os.dup(self._fd), "rb") as file:  # the file we hold, never the name again
+            file.seek(0)
             for line in file:
                 try:
                     record = _decode_failure(line)

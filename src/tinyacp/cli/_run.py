@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, TextIO
 
 from .._client import Client
 from .._errors import RequestError, TinyAcpError
+from .._files import open_output
 from .._journal import JsonlJournal
 from .._limits import TransferLimits
 from .._messages import Initialize, PromptContent
@@ -241,7 +242,7 @@ class PromptRun:
         settings = self.settings
         stderr: Any = "tail"
         if settings.agent_log is not None:
-            fd = os.open(settings.agent_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_output(settings.agent_log)  # never a wait for a FIFO's reader
             stack.callback(os.close, fd)
             stderr = fd
         env = {**os.environ, **settings.agent.env} if settings.agent.env else None
