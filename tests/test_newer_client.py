@@ -320,19 +320,22 @@ def test_a_childs_updates_and_permission_requests_go_to_the_observer_and_policy_
     assert order.index("permission_request") < order.index("permission_decision")
 
 
+def child_asks_after_the_cancel(question: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turn that announces a child, waits for the parent's cancel, then has the child ask ``question``."""
+    return [
+        *opening(),
+        {"op": "expect", "method": "session/prompt"},
+        update(ANNOUNCE),
+        {"op": "expect", "method": "session/cancel"},
+        question,
+        end_turn("cancelled"),
+    ]
+
+
 def test_a_cancel_of_the_parent_is_sent_for_the_parent_only_and_a_childs_question_is_then_cancelled(
     make_client: MakeClient, scripted: MakeScripted
 ) -> None:
-    agent = scripted(
-        [
-            *opening(),
-            {"op": "expect", "method": "session/prompt"},
-            update(ANNOUNCE),
-            {"op": "expect", "method": "session/cancel"},
-            child_permission("p1", "Read"),
-            end_turn("cancelled"),
-        ]
-    )
+    agent = scripted(child_asks_after_the_cancel(child_permission("p1", "Read")))
     recorder = Recorder()
     client = start(make_client, agent, recorder, features=EVERYTHING, policy=PermissionPolicy(allow_all=True))
     client.new_session("/")
@@ -800,16 +803,7 @@ def test_cancel_carries_meta(make_client: MakeClient, scripted: MakeScripted) ->
 def test_an_elicitation_after_the_turn_was_cancelled_is_answered_cancel_without_asking(
     make_client: MakeClient, scripted: MakeScripted
 ) -> None:
-    agent = scripted(
-        [
-            *opening(),
-            {"op": "expect", "method": "session/prompt"},
-            update(ANNOUNCE),
-            {"op": "expect", "method": "session/cancel"},
-            elicit("e1", {**FORM, "sessionId": "child-1"}),
-            end_turn("cancelled"),
-        ]
-    )
+    agent = scripted(child_asks_after_the_cancel(elicit("e1", {**FORM, "sessionId": "child-1"})))
     recorder = Asking(ElicitationReply.accept({"branch": "main"}))
     client = start(make_client, agent, recorder, features=EVERYTHING)
     client.new_session("/")
