@@ -252,6 +252,8 @@ def test_bad_sources_raise_typed_errors(tmp_path: Path) -> None:
         view.render_html(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match=r"neither results\.jsonl nor a journal"):
         view.render_html(tmp_path)
+    with pytest.raises(OSError, match="not a regular file"):
+        view.render_html("/dev/null")
     with pytest.raises(ValueError, match="max_turn_bytes"):
         view.render_html(JOURNALS / "v0.1.0.jsonl", max_turn_bytes=0)
 

@@ -71,7 +71,7 @@ def render_html(source: str | os.PathLike[str], *, max_turn_bytes: int = DEFAULT
 
     Raises:
         FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
-        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read.
+        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read, or is neither a file nor a directory.
         ValueError: ``max_turn_bytes`` is less than 1.
     """
     if max_turn_bytes < 1:
@@ -163,6 +163,8 @@ def _read(path: Path, max_turn_bytes: int) -> _View:
         for journal in journals:
             _read_journal(journal, view)
         return view
+    if not path.is_file():  # a pipe or a device would be read for ever
+        raise OSError(errno.EINVAL, "not a regular file, nor a directory", str(path))
     view = _View(clean(path.name), "journal", max_turn_bytes=max_turn_bytes)
     with open(path, "rb"):  # unreadable: the caller's error, not a note
         pass
