@@ -38,7 +38,8 @@ def test_every_module_of_the_package_is_on_the_map() -> None:
     named = code_map((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"))
     on_the_map = {where / name for where, names in named.items() for name in names}
     modules = {path for directory in (PACKAGE, *SUB_PACKAGES.values()) for path in directory.glob("*.py")}
-    assert sorted(str(path.relative_to(ROOT)) for path in modules - on_the_map) == []
+    missing = sorted(str(path.relative_to(ROOT)) for path in modules - on_the_map)
+    assert missing == [], "a new module: say what it holds in the map of CONTRIBUTING.md (## Code), in its group"
 
 
 def test_the_map_reads_a_sub_package_heading_and_a_path_from_the_root() -> None:
