@@ -75,7 +75,7 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def journal_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The directory ``tinyacp prompt`` journals every run to by default."""
+    """The directory ``tinyacp prompt`` and ``chat`` journal every run to by default."""
     return state_dir(env) / "journals"
 
 
