@@ -315,3 +315,17 @@ def test_the_command_names_what_it_cannot_read(tmp_path: Path) -> None:
     assert done.returncode == 2 and f"{tmp_path / 'missing'}" in done.stderr and "Traceback" not in done.stderr
     done = run(JOURNALS / "v0.1.0.jsonl", "-o", tmp_path / "no" / "such" / "dir.html", cwd=tmp_path)
     assert done.returncode == 2 and "tinyacp: error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_each_attempt_at_an_item_is_a_row_with_its_own_epoch(tmp_path: Path) -> None:
+    from tinyacp.batch import run_batch
+
+    crash = [sys.executable, "-c", "import sys; sys.stderr.write('attempt\\n'); sys.exit(3)"]
+    items = [{"id": "again", "prompt": "hello", "agent": crash}]
+    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60)
+    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60, retry_failed=True)
+    page = view.render_html(tmp_path / "out")
+    turns = page_data(page)["turns"]
+    assert [(turn["id"], turn["attempt"], turn["epoch"]) for turn in turns] == [("again", 1, 1), ("again", 2, 2)]
+    assert [transcript(page, i)["error"]["stderr"] for i in range(2)] == ["attempt\n", "attempt\n"]
+    assert page_data(page)["notes"] == []

@@ -305,21 +305,17 @@ def _records(path: Path, view: _View) -> Iterator[_Record]:
 
 def _read_batch(directory: Path, view: _View) -> None:
     records = list(_records(directory / "results.jsonl", view))
-    wanted: dict[Path, set[int]] = {}
     journals = [_journal_of(record, directory) for record in records]
+    wanted: dict[Path, set[int]] = {}
     for record, journal in zip(records, journals, strict=True):
         if journal is not None and record.epoch is not None:
             wanted.setdefault(journal, set()).add(record.epoch)
-    # A journal is read once, when its first record comes: a batch's attempts at one item are usually in a row.
-    last: tuple[Path | None, dict[int, EpochTurns]] = (None, {})
+    # Each journal read once, for the epochs its records name (a retried item's attempts share its journal). What
+    # is kept is bounded per turn, as the page itself is.
+    read = {journal: _epochs(journal, view, epochs) for journal, epochs in wanted.items()}
     for record, journal in zip(records, journals, strict=True):
-        turn: TurnBuilder | None = None
-        if journal is not None and record.epoch is not None:
-            if last[0] != journal:
-                last = (journal, _epochs(journal, view, wanted[journal]))
-            found = last[1].get(record.epoch)
-            turn = found.turns[0] if found is not None else None
-        view.add(*_batch_turn(record, turn, journal, view))
+        found = read[journal].get(record.epoch) if journal is not None and record.epoch is not None else None
+        view.add(*_batch_turn(record, found.turns[0] if found is not None else None, journal, view))
 
 
 def _journal_of(record: _Record, directory: Path) -> Path | None:
