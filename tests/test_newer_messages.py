@@ -283,7 +283,14 @@ def test_each_elicitation_reply_fits_the_schema(reply: ElicitationReply) -> None
 
 @pytest.mark.parametrize(
     ("content", "error"),
-    [({"x": {"nested": 1}}, TypeError), ({"x": [1, 2]}, TypeError), ({1: "x"}, TypeError), ({"x": None}, TypeError)],
+    [
+        ({"x": {"nested": 1}}, TypeError),
+        ({"x": [1, 2]}, TypeError),
+        ({1: "x"}, TypeError),
+        ({"x": None}, TypeError),
+        ({"x": float("nan")}, TypeError),
+        ({"x": float("inf")}, TypeError),
+    ],
 )
 def test_an_elicitation_reply_refuses_content_the_schema_does_not_allow(content: Any, error: type) -> None:
     with pytest.raises(error):

@@ -8,6 +8,7 @@ the user to open: tinyacp never opens it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,9 +22,12 @@ _ACTIONS = ("accept", "decline", "cancel")
 
 
 def _check_value(key: object, value: object) -> None:
-    """Refuse what ``ElicitationContentValue`` does not allow: a str, an int, a float, a bool or a list of str."""
+    """Refuse what ``ElicitationContentValue`` does not allow: a str, an int, a finite float, a bool or a list of
+    str."""
     if not isinstance(key, str):
         raise TypeError(f"elicitation content keys are field names (str), not {key!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no nan or inf: it would go out as null
+        raise TypeError(f"elicitation content value for {key!r} must be a finite number, not {value!r}")
     if isinstance(value, str | int | float | bool):
         return
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
