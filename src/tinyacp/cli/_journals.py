@@ -107,9 +107,16 @@ def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
             raise UsageProblem("no journal yet: `tinyacp prompt` writes one per run")
         latest = max(existing, key=lambda candidate: candidate.stat().st_mtime)
         return latest, f"the latest journal: {latest}"
+    gone: list[str] = []
     for entry in _index_entries():  # most recent first
-        if entry.session_id == name and entry.journal and Path(entry.journal).is_file():
-            return Path(entry.journal), f"the latest journal of session {one_line(name, 80)}: {entry.journal}"
+        if entry.session_id == name and entry.journal:
+            if Path(entry.journal).is_file():
+                return Path(entry.journal), f"the latest journal of session {one_line(name, 80)}: {entry.journal}"
+            gone.append(entry.journal)
+    if gone:
+        raise UsageProblem(
+            f"the journal of session {one_line(name, 80)} is gone (pruned or moved): {one_line(gone[0], 300)}"
+        )
     raise UsageProblem(
         f"{one_line(name, 200)}: no such file, and no session this machine ran with that id has a journal "
         "(`tinyacp sessions` lists the sessions, `tinyacp journals` the journals, `tinyacp show last` the latest)"
