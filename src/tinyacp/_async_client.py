@@ -1,11 +1,12 @@
 """The asyncio client: the same conversation as :class:`~tinyacp.Client`, for programs that run many agents.
 
-It keeps every promise of the sync client with the same core, the same call driver and the same calls (written
-once, in :mod:`tinyacp._calls`; :func:`awaitable` makes each a coroutine method); only the waiting differs. The
-agent's output is
-read into the same fixed line buffer, and only while a call (or a :class:`PromptStream` consumer) asks for the
-next message: nothing is queued, so a slow consumer slows the agent down instead of growing memory. One client
-has no task of its own; observer methods may be coroutine functions and are awaited in order.
+It keeps every promise of the sync client with the same core, the same call driver, the same rules
+(:mod:`tinyacp._shell`) and the same calls (written once, in :mod:`tinyacp._calls`; :func:`awaitable` makes each a
+coroutine method); only holding the client (a flag), waiting (the event loop's readers and writers) and tearing
+down (on the loop, the blocking part in a thread) differ. The agent's output is read into the same fixed line
+buffer, and only while a call (or an :class:`AsyncPromptStream` consumer) asks for the next message: nothing is
+queued, so a slow consumer slows the agent down instead of growing memory. One client has no task of its own;
+observer methods may be coroutine functions and are awaited in order.
 """
 
 from __future__ import annotations

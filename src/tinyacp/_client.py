@@ -1,9 +1,10 @@
 """The synchronous client: one agent process, one conversation, one call at a time.
 
-The call driver (:mod:`tinyacp._driver`) does the work, and every public call is written once, in
-:mod:`tinyacp._calls`; this shell only waits (``select.poll`` on the agent's pipes, its exit and the wake-up pipe,
-bounded by the call's deadline) and calls the observer plainly. :func:`blocking` makes each call a method of
-:class:`Client` that waits for the answer.
+The call driver (:mod:`tinyacp._driver`) does the work, :mod:`tinyacp._shell` holds the rules both clients follow,
+and every public call is written once, in :mod:`tinyacp._calls`. This shell only holds the client (a lock), waits
+(``select.poll`` on the agent's pipes, its exit and the wake-up pipe, bounded by the call's deadline), tears down
+blocking, and refuses an observer method that returns an awaitable. :func:`blocking` makes each call a method of
+:class:`Client` that waits for the answer; :class:`PromptStream` iterates a streamed prompt in the caller's thread.
 """
 
 from __future__ import annotations
