@@ -18,6 +18,7 @@ import pytest
 from conftest import end_turn, handshake, wait_for
 from test_cli import Cli, Terminal, _events, _marked
 
+INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
 FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
 
 
@@ -281,3 +282,232 @@ def test_batch_applies_the_tools_an_agents_entry_denies(cli: Cli) -> None:
     assert done.returncode == 0, done.stderr
     (record,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
     assert record["text"] == f"You said: with-bash hello\nI was not allowed to read the files in {cli.work}.\n"
+
+
+# -- fork -----------------------------------------------------------------------------------------------------
+
+
+def _history(state: Path, session_id: str) -> list[str]:
+    """The prompts a demo session's state file keeps, in order."""
+    record = json.loads((state / f"{session_id}.json").read_text())
+    return [update["content"]["text"] for update in record["history"][::2]]
+
+
+def test_prompt_fork_forks_the_session_and_prompts_the_fork(cli: Cli, demo_state_dir: Path) -> None:
+    first = cli.run("prompt", "--yes", "--format", "json", "remember this")
+    assert first.returncode == 0, first.stderr
+    source = _events(first.stdout)[0]["session_id"]
+    done = cli.run("prompt", "--yes", "--format", "json", "--fork", source, "and this")
+    assert done.returncode == 0, done.stderr
+    fork = _events(done.stdout)[0]["session_id"]
+    assert fork != source
+    assert f"forked session {source} into {fork}" in done.stderr.decode()
+    assert _history(demo_state_dir, fork) == ["remember this", "and this"]
+    assert _history(demo_state_dir, source) == ["remember this"]  # the source is left as it was
+
+
+def test_fork_of_an_unknown_session_is_a_usage_error_naming_it(cli: Cli) -> None:
+    done = cli.run("prompt", "--yes", "--fork", "demo-404", "hello")
+    assert done.returncode == 2
+    assert "cannot fork session demo-404: the agent does not know it" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+
+
+def test_fork_with_an_agent_that_cannot_fork_is_refused_before_anything_is_sent(cli: Cli) -> None:
+    agent = cli.scripted(
+        [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": INIT}, {"op": "wait_eof"}]
+    )
+    done = cli.run("prompt", "--agent", agent, "--fork", "s0", "hello")
+    assert done.returncode == 2, done.stderr
+    assert "cannot fork session s0" in done.stderr.decode()
+    received = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
+    assert [message.get("method") for message in received] == ["initialize"]
+
+
+def test_chat_fork_goes_on_in_the_fork(cli: Cli, demo_state_dir: Path) -> None:
+    terminal = Terminal(cli, "chat", "--yes", "--no-journal")
+    terminal.wait_for(b"you> ")
+    terminal.send(b"one\n")
+    terminal.wait_for(b"done: end_turn")
+    terminal.wait_for(b"you> ", count=2)
+    terminal.send(b"/fork\n")
+    terminal.wait_for(b"the chat goes on in the fork")
+    terminal.wait_for(b"you> ", count=3)
+    terminal.send(b"two\n")
+    terminal.wait_for(b"done: end_turn", count=2)
+    terminal.wait_for(b"you> ", count=4)
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0
+    assert b"forked session demo-1 into demo-2" in terminal.output
+    assert _history(demo_state_dir, "demo-1") == ["one"]
+    assert _history(demo_state_dir, "demo-2") == ["one", "two"]
+
+
+def test_batch_items_fork_a_session_before_their_turn(cli: Cli, demo_state_dir: Path) -> None:
+    first = cli.run("prompt", "--yes", "--format", "json", "the common start")
+    source = _events(first.stdout)[0]["session_id"]
+    items = cli.tmp / "items.jsonl"
+    lines = [{"id": "a", "prompt": "ask a", "fork": source}, {"id": "b", "prompt": "ask b", "fork": source}]
+    items.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    out = cli.tmp / "out"
+    done = cli.run("batch", str(items), "--out", str(out), "--yes", "--quiet", "--concurrency", "1")
+    assert done.returncode == 0, done.stderr
+    histories = sorted(
+        _history(demo_state_dir, path.stem) for path in demo_state_dir.glob("demo-*.json") if path.stem != source
+    )
+    assert histories == [["the common start", "ask a"], ["the common start", "ask b"]]
+    assert _history(demo_state_dir, source) == ["the common start"]
+
+
+def test_a_batch_item_with_an_empty_fork_is_refused_before_any_turn(cli: Cli) -> None:
+    items = cli.tmp / "items.jsonl"
+    items.write_text(json.dumps({"id": "a", "prompt": "x", "fork": " "}) + "\n")
+    done = cli.run("batch", str(items), "--out", str(cli.tmp / "out"))
+    assert done.returncode == 2
+    assert "fork names no session" in done.stderr.decode()
+
+
+# -- questions (elicitation) ----------------------------------------------------------------------------------
+
+
+def test_on_a_terminal_a_form_is_asked_field_by_field(cli: Cli) -> None:
+    terminal = Terminal(cli, "prompt", "--no-journal", "--allow-tool", "Read", "with-question hello")
+    terminal.wait_for(b"? the agent asks: How should I summarise the files?")
+    terminal.wait_for(b"Your name (required): ")
+    terminal.send(b"\n")
+    terminal.wait_for(b"an answer is required")
+    terminal.send(b"Ada\n")
+    terminal.wait_for(b"Style (1: Short, 2: Long) [short]: ")
+    terminal.send(b"2\n")
+    terminal.wait_for(b"Lines at most (whole number, 1 to 100) [10]: ")
+    terminal.send(b"many\n")
+    terminal.wait_for(b"answer with a whole number")
+    terminal.send(b"300\n")
+    terminal.wait_for(b"at most 100")
+    terminal.send(b"3\n")
+    terminal.wait_for(b"Detail, from 0 to 1 (number, 0 to 1) [0.5]: ")
+    terminal.send(b"\n")  # the default
+    terminal.wait_for(b"Show the sizes (y/n) [y]: ")
+    terminal.send(b"n\n")
+    assert terminal.finish() == 0
+    assert b'You answered: name="Ada", style="long", lines=3, detail=0.5, sizes=false.' in terminal.output
+    assert b"question: How should I summarise the files?: \x1b[32manswered by you" in terminal.output
+
+
+def test_ctrl_d_declines_the_form(cli: Cli) -> None:
+    terminal = Terminal(cli, "prompt", "--no-journal", "--allow-tool", "Read", "with-question hello")
+    terminal.wait_for(b"Your name (required): ")
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0
+    assert b"You declined the question: I use the defaults." in terminal.output
+    assert b"declined by you" in terminal.output
+
+
+def test_without_a_terminal_a_form_is_declined_and_the_json_says_so(cli: Cli) -> None:
+    done = cli.run("prompt", "--format", "json", "--allow-tool", "Read", "with-question hello")
+    assert done.returncode == 0, done.stderr
+    (event,) = [event for event in _events(done.stdout) if event["type"] == "elicitation"]
+    assert (event["mode"], event["message"], event["action"]) == (
+        "form",
+        "How should I summarise the files?",
+        "decline",
+    )
+    assert event["reason"] == "declined: there is no terminal to ask"
+    assert "You declined the question" in _events(done.stdout)[-1]["text"]
+    assert "question: How should I summarise the files?: declined: there is no terminal to ask" in done.stderr.decode()
+
+
+def test_a_url_question_shows_the_link_and_is_declined(cli: Cli) -> None:
+    params = {
+        "sessionId": "s1",
+        "mode": "url",
+        "message": "Sign in to Acme",
+        "elicitationId": "e1",
+        "url": "https://example.com/login?\x1b[2Jx",
+    }
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "request", "id": 5, "method": "elicitation/create", "params": params},
+            end_turn(),
+        ]
+    )
+    terminal = Terminal(cli, "prompt", "--no-journal", "--agent", agent, "hi")
+    assert terminal.finish() == 0
+    assert b"? the agent asks you to open a link: Sign in to Acme" in terminal.output
+    assert b"https://example.com/login?x" in terminal.output  # shown, sanitized, never opened
+    assert b"declined: the command opens no links" in terminal.output
+    received = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
+    (answer,) = [message for message in received if message.get("id") == 5]
+    assert answer["result"] == {"action": "decline"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "text", "expected"),
+    [
+        ({"type": "string", "minLength": 2}, "A", (False, "at least 2 characters")),
+        ({"type": "string", "maxLength": 3}, "Ada", (True, "Ada")),
+        ({"type": "string", "enum": ["short", "long"]}, "2", (True, "long")),
+        (
+            {"type": "string", "enum": ["short", "long"]},
+            "3",
+            (False, "answer with one of the numbers, values or titles"),
+        ),
+        ({"type": "string", "oneOf": [{"const": "s", "title": "Short"}]}, "short", (True, "s")),
+        ({"type": "string", "enum": ["a", "b"], "enumNames": ["Apple", "Banana"]}, "banana", (True, "b")),
+        ({"type": "integer", "minimum": 1}, "0", (False, "at least 1")),
+        ({"type": "integer"}, "2.5", (False, "answer with a whole number")),
+        ({"type": "integer"}, "-7", (True, -7)),
+        ({"type": "number", "maximum": 1}, "0.25", (True, 0.25)),
+        ({"type": "number"}, "nan", (False, "answer with a finite number")),
+        ({"type": "number"}, "x", (False, "answer with a number")),
+        ({"type": "boolean"}, "Yes", (True, True)),
+        ({"type": "boolean"}, "0", (True, False)),
+        ({"type": "boolean"}, "maybe", (False, "answer y or n")),
+        ({"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}}, "1, c, a", (True, ["a", "c"])),
+        (
+            {"type": "array", "items": {"anyOf": [{"const": "x", "title": "X"}]}, "maxItems": 0},
+            "x",
+            (False, "choose at most 0"),
+        ),
+        (
+            {"type": "array", "items": {"type": "string", "enum": ["a"]}},
+            "a, z",
+            (False, "answer with the numbers, values or titles shown, separated by commas"),
+        ),
+    ],
+)
+def test_each_kind_of_field_reads_its_answer(spec: dict[str, Any], text: str, expected: tuple[bool, Any]) -> None:
+    from tinyacp.cli._questions import fields_of, parse
+
+    fields = fields_of({"type": "object", "properties": {"f": spec}})
+    assert not isinstance(fields, str)
+    (field,) = fields
+    assert parse(text, field) == expected
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        (
+            {"properties": {"f": {"type": "object"}}, "required": ["f"]},
+            "its field 'f' is of a kind the command cannot ask",
+        ),
+        ({"properties": {"f": {"type": "array"}}, "required": ["f"]}, "its field 'f' asks for several values"),
+        ({"properties": {str(i): {"type": "string"} for i in range(51)}}, "its form has 51 fields"),
+        ({"properties": []}, "its form has no fields the command can read"),
+    ],
+)
+def test_a_form_the_command_cannot_ask_is_declined_unasked(schema: dict[str, Any], why: str) -> None:
+    from tinyacp.cli._questions import fields_of
+
+    found = fields_of(schema)
+    assert isinstance(found, str) and found.startswith(why)
+
+
+def test_a_field_the_command_cannot_ask_and_need_not_is_left_out() -> None:
+    from tinyacp.cli._questions import fields_of
+
+    found = fields_of({"properties": {"odd": {"type": "object"}, "name": {"type": "string"}}})
+    assert not isinstance(found, str)
+    assert [field.name for field in found] == ["name"]

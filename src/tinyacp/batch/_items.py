@@ -43,6 +43,9 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds for the whole turn: start, initialize, new session, settings and prompt."""
     meta: dict[str, Any] | None = None
     """Sent as the prompt's ``_meta``."""
+    fork: str | None = None
+    """A session to fork before the turn: the turn runs in the fork (``session/fork``, which the agent must
+    offer), and the session itself is left as it was. Without it, the turn runs in a new session."""
 
 
 def parse_item(value: object, *, line: int | None = None) -> Item:
@@ -63,6 +66,8 @@ def parse_item(value: object, *, line: int | None = None) -> Item:
         raise BatchItemError("an item's id must not be empty", line=line)
     if not item.prompt.strip():
         raise BatchItemError(f"item {item.id!r}: the prompt is empty", line=line)
+    if item.fork is not None and not item.fork.strip():
+        raise BatchItemError(f"item {item.id!r}: fork names no session", line=line)
     if item.timeout is not None and not (0 <= item.timeout < float("inf")):
         raise BatchItemError(f"item {item.id!r}: timeout must be a finite number >= 0", line=line)
     if isinstance(item.agent, list) and (not item.agent or not all(isinstance(w, str) for w in item.agent)):

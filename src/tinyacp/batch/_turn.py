@@ -424,7 +424,10 @@ async def _converse(
     meta = item.meta if item.meta is not None else settings.meta
     async with AsyncClient(options) as client:
         await client.initialize(timeout=_remaining(deadline))
-        session = await client.new_session(cwd, timeout=_remaining(deadline))
+        if item.fork is not None:
+            session = await client.fork_session(item.fork, cwd, timeout=_remaining(deadline))
+        else:
+            session = await client.new_session(cwd, timeout=_remaining(deadline))
         if mode is not None:
             await client.set_mode(session.id, mode, timeout=_remaining(deadline))
         if model is not None:

@@ -365,6 +365,9 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         help="continue the most recent session this machine ran with this agent in this directory",
     )
     which.add_argument("--session", metavar="ID", help="continue session ID (session/resume, else session/load)")
+    which.add_argument(
+        "--fork", metavar="ID", help="fork session ID (session/fork) and work in the fork; ID is left as it was"
+    )
     session.add_argument("--auth", metavar="METHOD", help="log in with this auth method after initialize")
     session.add_argument("--mode", metavar="ID", help="the session's mode")
     session.add_argument("--model", metavar="ID", help="the session's model")

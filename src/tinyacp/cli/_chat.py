@@ -23,7 +23,7 @@ from ._exit import Exit, SettingUnavailable, UsageProblem
 from ._outcome import Outcome, outcome_of_result
 from ._run import Deadline, PromptRun, PromptSettings
 from ._run_observer import RunObserver
-from ._session import offered_lines, set_one
+from ._session import fork_session, offered_lines, set_one
 from ._terminal import Interrupts
 from ._text import text_argument
 
@@ -96,7 +96,7 @@ class ChatRun(PromptRun):
                 self.display.lines([str(exc)], "33")
                 continue
             if text.startswith("/"):
-                if self._command(client, observer, text) is False:
+                if self._command(client, observer, interrupts, text) is False:
                     break
                 continue
             self._one_turn(client, observer, interrupts, text)
@@ -142,7 +142,7 @@ class ChatRun(PromptRun):
         code = "32" if outcome.code == Exit.OK else "33"
         self.display.lines([self._done_line(result, observer, self.display.elapsed)], code)
 
-    def _command(self, client: Client, observer: RunObserver, text: str) -> bool:
+    def _command(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts, text: str) -> bool:
         """Run a ``/`` command; False ends the chat."""
         name, *words = text.split()
         if name in ("/quit", "/exit"):
@@ -153,9 +153,32 @@ class ChatRun(PromptRun):
             self._sessions()
         elif name in ("/mode", "/model", "/set"):
             self._setting(client, observer, name, words)
+        elif name == "/fork":
+            self._fork(client, observer, interrupts)
         else:
             self.display.lines([f"unknown command {one_line(name, 40)}; /help lists the commands"], "33")
         return True
+
+    def _fork(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts) -> None:
+        """``/fork``: fork the session (``session/fork``); the chat goes on in the fork, the session it came from
+        is left as it was. An agent that cannot fork is said so, and the chat goes on where it was."""
+        source = observer.session_id
+        assert source is not None
+        settings = self.settings
+        try:
+            session = fork_session(client, source, settings.cwd, settings.plan.mcp_servers, settings.timeout)
+        except SettingUnavailable as exc:
+            self.display.lines([str(exc)], "33")
+            return
+        except RequestError as exc:
+            self.display.lines([f"the agent refused to fork: {one_line(exc.message, 300)}"], "33")
+            return
+        observer.session_id = interrupts.session_id = session.id
+        self._remember(session.id)
+        self.display.info(
+            f"forked session {one_line(source, 80)} into {one_line(session.id, 80)}: the chat goes on in the fork "
+            f"({one_line(source, 80)} is left as it was)"
+        )
 
     def _setting(self, client: Client, observer: RunObserver, name: str, words: list[str]) -> None:
         """``/mode ID``, ``/model ID``, ``/set KEY VALUE``: what the agent does not offer is said, the chat goes on."""
@@ -213,6 +236,7 @@ HELP = [
     "  /mode [ID]         switch the session's mode (without an ID: list the modes)",
     "  /model [ID]        switch the session's model (without an ID: list the models)",
     "  /set KEY VALUE     set a config option",
+    "  /fork              fork the session (session/fork) and go on in the fork",
     "  /sessions          the sessions of this agent in this directory",
     "  /help              this list",
     "  /quit              end the chat (as Ctrl-D does)",

@@ -8,6 +8,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from .._elicitation import ElicitationReply, ElicitationRequest
 from .._messages import Initialize, Notice, UsageUpdate
 from .._permissions import PermissionRequest
 from .._records import Update, usage_fields
@@ -117,6 +118,24 @@ class JsonEvents:
                 "decided_by": decided_by,
                 "rule": rule,
                 "reason": request.reason,
+            }
+        )
+
+    def elicitation(self, request: ElicitationRequest, reply: ElicitationReply, words: str, seq: int) -> None:
+        """A question of the agent's (``elicitation/create``) and the answer it got."""
+        self.emit(
+            {
+                "type": "elicitation",
+                "epoch": request.epoch,
+                "seq": seq,
+                "session_id": request.session_id,
+                "request_id": request.request_id,
+                "mode": request.mode,
+                "message": request.message,
+                "url": request.url,
+                "action": reply.action,
+                "content": reply.content,
+                "reason": words,
             }
         )
 

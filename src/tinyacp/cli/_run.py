@@ -36,6 +36,7 @@ from ._features import COMMAND_FEATURES
 from ._index import SessionIndex
 from ._mcp import check_transports
 from ._outcome import Outcome, outcome_of_result, usage_words
+from ._questions import Questions
 from ._run_observer import RunObserver
 from ._session import SessionPlan, apply_settings, open_session, raw_auth_methods
 from ._terminal import Asker, Interrupts
@@ -54,6 +55,8 @@ class PromptSettings:
     attachments: tuple[Attachment, ...] = ()
     policy: PermissionPolicy = field(default_factory=PermissionPolicy)
     ask: bool = False
+    questions: bool = False
+    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
     no_ask_reason: str = "there is no terminal to ask"
     """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
     json: bool = False
@@ -122,7 +125,8 @@ class PromptRun:
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         interrupts = self.interrupts_class(self.display, wake_w)
-        asker = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted) if settings.ask else None
+        terminal = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted)
+        asker = terminal if settings.ask else None
         observer = RunObserver(
             journal=self.journal,
             display=self.display,
@@ -133,6 +137,12 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            questions=Questions(
+                self.display,
+                terminal if settings.questions else None,
+                settings.no_ask_reason,
+                self.display.child_name,
+            ),
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
@@ -202,7 +212,10 @@ class PromptRun:
         )
         session = opened.session
         self._ready(init, session.id, client.pid)
-        if opened.how != "new":
+        if opened.how == "forked":
+            assert settings.plan.fork is not None
+            self.display.info(f"forked session {one_line(settings.plan.fork, 80)} into {one_line(session.id, 80)}")
+        elif opened.how != "new":
             replayed = f" ({opened.replayed} updates replayed)" if opened.how == "loaded" else ""
             self.display.info(f"continuing session {one_line(session.id, 80)}: {opened.how}{replayed}")
         observer.session_id = interrupts.session_id = session.id

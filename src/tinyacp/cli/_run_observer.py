@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from .._elicitation import ElicitationReply, ElicitationRequest
 from .._journal import JsonlJournal
 from .._limits import TransferLimits
 from .._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
 from .._observer import BaseObserver
 from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from .._records import AgentMessage, MessageKind, OutgoingMessage, Update
-from ._display import Display, one_line
+from ._display import Display, Styled, one_line
 from ._events import JsonEvents
 from ._explain import StartupWatch
+from ._questions import Questions
 from ._terminal import Asker, Interrupts
 
 __all__ = ["RunObserver"]
@@ -38,12 +40,15 @@ class RunObserver(BaseObserver):
         interrupts: Interrupts,
         no_ask_reason: str = "there is no terminal to ask",
         config_tools: tuple[Iterable[str], Iterable[str]] = ((), ()),
+        questions: Questions | None = None,
     ) -> None:
         self.journal = journal
         self.no_ask_reason = no_ask_reason
         self.display = display
         self.events = events
         self.policy = policy
+        self.questions = questions or Questions(display, None, no_ask_reason, display.child_name)
+        """Who answers the agent's questions (``elicitation/create``): the person on the terminal, or nobody."""
         self._config_tools = (frozenset(config_tools[0]), frozenset(config_tools[1]))
         """The tools the agent's entry in ``config.toml`` allows and denies: the policy's rule is worded so."""
         self.asker = asker
@@ -157,6 +162,21 @@ class RunObserver(BaseObserver):
             child = self.display.child_name(request.session_id) is not None
             self.events.permission(request, self.last_seq, decided_by, rule, self.session_id if child else None)
         self.display.permission(request, words or decided_by)
+
+    def on_elicitation(self, request: ElicitationRequest) -> ElicitationReply:
+        """The agent asks the person (its request line is already recorded): asked on the terminal, else
+        declined; the answer is recorded (``on_send``) before the agent gets it."""
+        if self.interrupts.interrupted:
+            reply, words = ElicitationReply.cancel(), "cancelled: the turn is being cancelled"
+        else:
+            reply, words = self.questions.answer(request)
+        child = self.display.child_name(request.session_id or "")
+        prefix = f"[{child}] " if child is not None else ""
+        code = {"accept": "32", "decline": "33"}.get(reply.action, "31")
+        self.display.lines([(f"{prefix}question: {one_line(request.message, 200)}: ", Styled(words, code))])
+        if self.events is not None:
+            self.events.elicitation(request, reply, words, self.last_seq)
+        return reply
 
     def on_message(self, message: AgentMessage) -> None:
         if self.journal is not None:

@@ -8,6 +8,8 @@
   logged in another way (a ChatGPT subscription) keeps that login.
 - **Continuing.** ``--session ID`` (or ``--continue``: the most recent session of the agent in the directory)
   uses ``session/resume`` when the agent offers it, else ``session/load``; never a new session in their place.
+  ``--fork ID`` (and ``/fork`` in ``chat``) forks the session with ``session/fork`` and works in the fork; an agent
+  that does not offer it is refused before anything is sent.
 - **Settings.** ``--mode``, ``--model`` and ``--set KEY=VALUE`` are applied before the first prompt; what the
   agent does not offer is refused, naming what it does offer.
 """
@@ -22,14 +24,23 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._errors import AuthRequired, NotAdvertised
+from .._errors import AuthRequired, NotAdvertised, SessionNotFound
 from .._messages import AnyMcpServer, AuthMethod, Initialize, Session, SessionState, SystemPrompt
 from ._agents import AgentSpec
 from ._display import one_line
 from ._exit import SettingUnavailable
 from ._index import SessionIndex
 
-__all__ = ["SessionPlan", "apply_settings", "auth_needs", "login_method", "offered_lines", "open_session", "set_one"]
+__all__ = [
+    "SessionPlan",
+    "apply_settings",
+    "auth_needs",
+    "fork_session",
+    "login_method",
+    "offered_lines",
+    "open_session",
+    "set_one",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class SessionPlan:
     """``--session ID``: continue this session."""
     continue_last: bool = False
     """``--continue``: continue the most recent session of this agent in ``cwd``."""
+    fork: str | None = None
+    """``--fork ID``: fork this session and work in the fork."""
     mode: str | None = None
     model: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
@@ -55,7 +68,7 @@ class Opened:
 
     session: Session
     how: str
-    """``new``, ``resumed`` or ``loaded``."""
+    """``new``, ``resumed``, ``loaded`` or ``forked``."""
     replayed: int = 0
 
 
@@ -193,6 +206,8 @@ def _open(
         target = entry.session_id
     extras: dict[str, Any] = {"system_prompt": plan.system_prompt} if plan.system_prompt is not None else {}
     try:
+        if plan.fork is not None:
+            return Opened(fork_session(client, plan.fork, plan.cwd, plan.mcp_servers, timeout(), **extras), "forked")
         if target is None:
             return Opened(client.new_session(plan.cwd, plan.mcp_servers, timeout=timeout(), **extras), "new")
         if "resume" in init.agent_capabilities.session_capabilities:
@@ -207,6 +222,32 @@ def _open(
         f"{agent.name} can neither resume nor load a session (it advertises neither sessionCapabilities.resume nor "
         f"loadSession): session {target} cannot be continued, and no new session was started in its place"
     )
+
+
+def fork_session(
+    client: Client,
+    session_id: str,
+    cwd: Path,
+    mcp_servers: tuple[AnyMcpServer, ...] = (),
+    timeout: float | None = None,
+    **extras: Any,
+) -> Session:
+    """``session/fork``, or why the agent cannot fork, in words.
+
+    Raises:
+        SettingUnavailable: the agent does not offer ``session/fork`` (nothing was sent), or a system prompt; or
+            it does not know the session.
+        RequestError, AgentError, ObserverError: as the call raises them.
+    """
+    try:
+        return client.fork_session(session_id, cwd, mcp_servers, timeout=timeout, **extras)
+    except NotAdvertised as exc:
+        raise SettingUnavailable(f"cannot fork session {one_line(session_id, 80)}: {exc}") from None
+    except SessionNotFound as exc:
+        raise SettingUnavailable(
+            f"cannot fork session {one_line(session_id, 80)}: the agent does not know it "
+            f"({one_line(exc.message, 200)}; `tinyacp sessions --agent NAME` lists the agent's own)"
+        ) from None
 
 
 def apply_settings(client: Client, session_id: str, plan: SessionPlan, say: Say, timeout: float | None) -> None:

@@ -72,6 +72,19 @@ class Asker:
             self._display.resume()
 
     def _read(self) -> str | None:
+        """The answer typed, lower-cased; ``eof`` at the end of input; None when the turn was interrupted."""
+        try:
+            line = self.read_line()
+        except EOFError:
+            return "eof"
+        return None if line is None else line.lower()
+
+    def read_line(self) -> str | None:
+        """The next line typed, without its surrounding white space; None when the turn was interrupted (Ctrl-C).
+
+        Raises:
+            EOFError: the input ended (Ctrl-D).
+        """
         while True:
             readable, _, _ = select.select([self._in_fd, self._wake_fd], [], [])
             if self._wake_fd in readable:
@@ -85,8 +98,8 @@ class Asker:
             if self._in_fd in readable:
                 data = os.read(self._in_fd, 4096)
                 if not data:
-                    return "eof"
-                return data.decode("utf-8", "replace").strip().lower()
+                    raise EOFError
+                return data.decode("utf-8", "replace").strip()
 
 
 def _drain(fd: int) -> None:
