@@ -451,3 +451,25 @@ def test_an_attachment_that_is_a_fifo_is_refused_without_waiting(cli: Cli) -> No
     fifo = cli.tmp / "fifo.txt"
     os.mkfifo(fifo)
     assert "FIFO" in _no_traceback(cli.run("prompt", "--file", str(fifo), "hi"), 2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-line", "99999999999999999999999G"],
+        ["--max-line", "2G"],
+        ["--timeout", "1e308"],
+        ["--kill-grace", "1e300"],
+        ["--max-updates", "9" * 5000],
+    ],
+)
+def test_a_limit_or_deadline_too_large_to_honour_is_a_usage_error(cli: Cli, args: list[str]) -> None:
+    done = cli.run("prompt", "--no-journal", *args, "hi")
+    assert "argument " + args[0] in _no_traceback(done, 2)
+
+
+def test_a_batch_concurrency_too_large_to_honour_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ITEM) + "\n")
+    done = cli.run("batch", str(items), "--out", str(tmp_path / "out"), "--concurrency", "1000000000000")
+    assert "--concurrency" in _no_traceback(done, 2)

@@ -190,3 +190,28 @@ def test_every_secret_is_gone_from_a_recorded_line_whatever_their_overlap(values
     message = sent_line({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"_meta": meta}})
     stored = json.loads(message.redacted())["params"]["_meta"]
     assert stored == dict.fromkeys(meta, "<secret>")
+
+
+@given(
+    text=st.text(max_size=30)
+    | st.from_regex(r"\s*[0-9]{1,40}\s*[kKmMgG]?(i?[bB])?\s*", fullmatch=True)
+    | st.floats().map(repr)
+)
+@BOUND
+def test_any_number_argument_is_a_bounded_value_or_an_argument_error(text: str) -> None:
+    import argparse
+
+    from tinyacp.cli import _concurrency, _count, _positive, _seconds, _size
+
+    for parse, least, most in (
+        (_size, 1, 1 << 30),
+        (_seconds, 0, 1_000_000),
+        (_count, 0, 1_000_000),
+        (_positive, 1, 1_000_000),
+        (_concurrency, 1, 10_000),
+    ):
+        try:
+            value = parse(text)
+        except argparse.ArgumentTypeError:
+            continue
+        assert least <= value <= most, (parse, text, value)

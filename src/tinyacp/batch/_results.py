@@ -12,9 +12,10 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -25,6 +26,8 @@ from ._items import item_key
 from ._turn import TurnError, TurnRecord
 
 __all__ = ["FailedItem", "ResultsFile", "journal_directory", "read_results"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -145,15 +148,20 @@ class ResultsFile:
             OSError: the file cannot be read.
         """
         latest: dict[str, int] = {}
-        with os.fdopen(os.dup(self._fd), "rb") as file:  # the file we hold, never the name again
+        for seen in self._decoded(_decode_seen):
+            latest[item_key(seen.id)] = seen.attempt if seen.ok else -seen.attempt
+        return latest
+
+    def _decoded(self, decode: Callable[[bytes], _T]) -> Iterator[_T]:
+        """Each line of the file this object holds (never the name again: it could be replaced), decoded; a
+        sealed torn line, or a line that is not ours, is skipped."""
+        with os.fdopen(os.dup(self._fd), "rb") as file:
             file.seek(0)
             for line in file:
                 try:
-                    seen = _decode_seen(line)
+                    yield decode(line)
                 except msgspec.MsgspecError:
-                    continue  # a sealed torn line, or something that is not ours
-                latest[item_key(seen.id)] = seen.attempt if seen.ok else -seen.attempt
-        return latest
+                    continue
 
     def failures(self, keys: set[str], limit: int) -> list[FailedItem]:
         """The latest records of the first ``limit`` of the failed ids ``keys``, in the order they first failed.
@@ -166,16 +174,10 @@ class ResultsFile:
         kept: dict[str, _Failure] = {}
         if not keys or limit <= 0:
             return []
-        with os.fdopen(os.dup(self._fd), "rb") as file:  # the file we hold, never the name again
-            file.seek(0)
-            for line in file:
-                try:
-                    record = _decode_failure(line)
-                except msgspec.MsgspecError:
-                    continue
-                key = item_key(record.id)
-                if key in keys and (key in kept or len(kept) < limit):
-                    kept[key] = record
+        for record in self._decoded(_decode_failure):
+            key = item_key(record.id)
+            if key in keys and (key in kept or len(kept) < limit):
+                kept[key] = record
         return [record.failed_item() for record in kept.values() if not record.ok]
 
     def append(self, record: TurnRecord) -> bytes:

@@ -41,11 +41,21 @@ _STARTUP_TIMEOUT = 120.0
 
 def _size(text: str) -> int:
     """A byte count: ``1048576``, ``512K``, ``16M``, ``1G`` (powers of 1024; ``KiB``/``MB`` spellings too)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    match = re.fullmatch(r"\s*(\d{1,19})\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
     if match is None or int(match.group(1)) < 1:
         raise argparse.ArgumentTypeError(f"not a positive size: {text!r} (examples: 4096, 512K, 16M)")
     power = " kmg".index((match.group(2) or " ").lower())
-    return int(match.group(1)) << (10 * power)
+    size = int(match.group(1)) << (10 * power)
+    if size > _LARGEST_SIZE:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than tinyacp takes (at most 1G)")
+    return size
+
+
+_LARGEST_SIZE = 1 << 30
+"""1 GiB: a line buffer is set aside whole (mapped, not touched), so a limit is a size this machine can map."""
+_LONGEST_WAIT = 1_000_000.0
+"""Seconds (about 11 days): a deadline beyond it is no deadline a person means, and poll() takes milliseconds
+in a C int."""
 
 
 def _seconds(text: str) -> float:
@@ -53,23 +63,30 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, not {text!r}")
+    if not 0 <= value <= _LONGEST_WAIT:
+        raise argparse.ArgumentTypeError(f"seconds must be a number from 0 to {_LONGEST_WAIT:.0f}, not {text!r}")
     return value
 
 
-def _whole(text: str, least: int) -> int:
+def _whole(text: str, least: int, most: int = 1_000_000) -> int:
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 20 else None  # int() of 5000 digits is itself an error
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}")
+    if not least <= value <= most:
+        raise argparse.ArgumentTypeError(f"must be from {least} to {most}, not {value}")
     return value
 
 
 def _positive(text: str) -> int:
     return _whole(text, 1)
+
+
+def _concurrency(text: str) -> int:
+    """Turns at once: each holds an agent process and its pipes, and a worker task is made for each slot."""
+    return _whole(text, 1, 10_000)
 
 
 def _count(text: str) -> int:
@@ -311,7 +328,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="results.jsonl and journals/ go here")
     parser.add_argument("--agent", metavar='NAME|"CMD ARGS"', help="the agent of items that name none")
     parser.add_argument("--cwd", metavar="DIR", help="the working directory of items that give none (default: .)")
-    parser.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="turns at once (default 4)")
+    parser.add_argument("--concurrency", type=_concurrency, default=4, metavar="N", help="turns at once (default 4)")
     parser.add_argument("--engine", choices=("local", "ray"), default="local", help="where turns run")
     parser.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to join (default: start one)")
     parser.add_argument("--retry-failed", action="store_true", help="run again the items whose record is not ok")
