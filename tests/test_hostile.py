@@ -114,6 +114,30 @@ TEMPLATE: list[tuple[str, dict[str, Any]]] = [
     ("update", {"sessionUpdate": "config_option_update", "configOptions": [{"id": "o", "name": "O"}]}),
     ("update", {"sessionUpdate": "session_info_update", "title": "a title", "updatedAt": "2026-01-01T00:00:00Z"}),
     ("update", {"sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": {"amount": 0.5, "currency": "EUR"}}),
+    # The kinds newer than schema v1.21 (the command opts in to all of them).
+    ("update", {"sessionUpdate": "notice", "severity": "warning", "title": "Model fallback", "description": "smaller"}),
+    ("update", {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"}),
+    (
+        "update",
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": {"type": "text", "text": "sum"}},
+    ),
+    ("update", {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "p1", "content": "# plan"}}),
+    ("update", {"sessionUpdate": "plan_removed", "planId": "p1"}),
+    ("update", {"sessionUpdate": "subagent_update", "sessionId": "s1.child", "title": "Helper", "description": "d"}),
+    (
+        "update",
+        {
+            "sessionUpdate": "session_message",
+            "messageId": "m1",
+            "senderSessionId": "s1",
+            "recipientSessionId": "s1.child",
+            "content": [{"type": "text", "text": "do it"}],
+        },
+    ),
+    (
+        "update",
+        {"sessionUpdate": "session_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "done"}},
+    ),
     ("update", {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "the reply\n"}}),
     ("prompt", {"stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 2}}),
 ]
