@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinyacp
 from tinyacp import view
@@ -329,3 +331,48 @@ def test_each_attempt_at_an_item_is_a_row_with_its_own_epoch(tmp_path: Path) -> 
     assert [(turn["id"], turn["attempt"], turn["epoch"]) for turn in turns] == [("again", 1, 1), ("again", 2, 2)]
     assert [transcript(page, i)["error"]["stderr"] for i in range(2)] == ["attempt\n", "attempt\n"]
     assert page_data(page)["notes"] == []
+
+
+# Any JSON value an agent might put in a field, strings of any character (lone surrogates included: JSON allows them).
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=())),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+_KINDS = ["agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan", "notice",
+          "usage_update", "user_message_chunk", "something_else"]  # fmt: skip
+_FIELDS = ["content", "title", "name", "kind", "status", "entries", "severity", "description", "cost", "toolCallId"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    updates=st.lists(
+        st.tuples(st.sampled_from(_KINDS), st.dictionaries(st.sampled_from(_FIELDS), _JSON, max_size=5)), max_size=6
+    ),
+    raw=st.lists(st.binary(max_size=64), max_size=3),
+)
+def test_any_update_and_any_line_render_as_data_that_cannot_end_its_element(
+    updates: list[tuple[str, dict[str, Any]]], raw: list[bytes]
+) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "any.jsonl"
+        journal = tinyacp.JsonlJournal(path)
+        epoch = journal.begin_epoch()
+        for seq, (kind, fields) in enumerate(updates, 1):
+            update(journal, epoch, seq, {"sessionUpdate": kind, **fields})
+        journal.close()
+        with open(path, "ab") as file:
+            file.write(b"".join(line.replace(b"\n", b" ") + b"\n" for line in raw))
+        page = view.render_html(path, max_turn_bytes=4096)
+    scripts = page.count('<script type="application/json"') + 1
+    assert page.count("<script") == page.count("</script>") == scripts
+    assert "<!--" not in page and "\u2028" not in page and "\u202e" not in page
+    data = page_data(page)
+    assert len(data["turns"]) == 1
+    assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000  # bounded, escapes included
