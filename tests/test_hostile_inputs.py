@@ -262,6 +262,11 @@ def test_a_mistyped_batch_agent_is_a_usage_error_with_did_you_mean_before_any_tu
     assert "did you mean 'claude'" in err and (out / "results.jsonl").read_bytes() == b""
     err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--cwd", str(tmp_path / "nowhere")), 2)
     assert "--cwd" in err
+    items.write_text(json.dumps({**ITEM, "agent": "demo", "cwd": "nowhere"}) + "\n")
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--cwd", str(tmp_path)), 2)
+    assert "'nowhere' is not a directory" in err and (out / "results.jsonl").read_bytes() == b""
+    with pytest.raises(ValueError, match="not a directory"):
+        run_batch([ITEM], out, agent="demo", cwd=tmp_path / "nowhere")
 
 
 # --------------------------------------------------------------------------------------------------------------

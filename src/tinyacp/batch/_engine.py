@@ -89,6 +89,8 @@ def run_batch(
     """
     _check_call(concurrency, retries, engine)
     settings = TurnSettings.from_options(options)
+    if engine == "local" and settings.cwd is not None and not os.path.isdir(settings.cwd):
+        raise ValueError(f"cwd {settings.cwd} is not a directory")  # before any turn fails for it
     started = time.monotonic()
     cpu = cpu_seconds()
     out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories

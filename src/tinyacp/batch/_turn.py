@@ -268,10 +268,11 @@ def _split(command: str) -> tuple[str, ...]:
 def check_item(item: Item, settings: TurnSettings) -> None:
     """Refuse, before anything starts, what a turn of this item could never do: a mistyped agent name (one word,
     no program of that name on ``PATH``, close to a known name: a typo such as ``cluade`` never runs as a
-    program), an empty ``cwd``, ``mode`` or ``model``.
+    program), an empty ``cwd``, ``mode`` or ``model``, a ``cwd`` that is not a directory.
 
     Raises:
-        BatchItemError: no usable agent, or an empty ``cwd``, ``mode`` or ``model``.
+        BatchItemError: no usable agent, an empty ``cwd``, ``mode`` or ``model``, or a ``cwd`` that is not a
+            directory (checked when the call's own directory is seen here).
     """
     agent = agent_of_item(item, settings)
     written = item.agent if item.agent is not None else settings.agent
@@ -288,6 +289,10 @@ def check_item(item: Item, settings: TurnSettings) -> None:
         value = getattr(item, name)
         if value is not None and not value.strip():
             raise BatchItemError(f"item {item.id!r}: {name} is empty")
+    # An item's directory is checked where the call's own is seen (on a Ray cluster the driver may see neither).
+    base = settings.cwd or os.getcwd()
+    if item.cwd and os.path.isdir(base) and not os.path.isdir(os.path.join(base, item.cwd)):
+        raise BatchItemError(f"item {item.id!r}: cwd {item.cwd!r} is not a directory (under {base})")
 
 
 @functools.lru_cache(maxsize=64)
