@@ -8,6 +8,7 @@ Every test that goes through ``make_client`` runs against both clients.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
@@ -152,3 +153,30 @@ def test_logging_costs_a_stream_of_updates_one_check_per_call_not_one_per_update
             patch.setattr(logging.Logger, "isEnabledFor", counting)
             assert client.prompt("s1", "go").chunk_count == 300
     assert 0 < len(checked) < 10  # the call's own few lines, whatever the number of updates
+
+
+def test_a_cancelled_task_logs_the_cancel_and_the_teardown(
+    scripted: MakeScripted, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tinyacp")
+    agent = scripted([*handshake(), {"op": "update", "update": chunk("working")}, {"op": "wait_eof"}])
+    recorder = Recorder()
+
+    async def main() -> int:
+        options = tinyacp.Options(command=agent.argv, observer=recorder, timeout=20)
+        async with tinyacp.AsyncClient(options) as client:
+            await client.initialize()
+            await client.new_session("/")
+            task = asyncio.create_task(client.prompt("s1", "go"))
+            while not recorder.updates:  # the turn is under way
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return client.pid
+
+    pid = asyncio.run(asyncio.wait_for(main(), 30))
+    assert f"the awaiting task was cancelled: session/cancel, then the agent (pid {pid}) is torn down" in records(
+        caplog, "tinyacp.client"
+    )
+    assert records(caplog, "tinyacp.process")[-1].startswith(f"pid {pid} reaped")
