@@ -82,6 +82,10 @@ def test_a_batch_turn_carries_its_prompt_messages_tool_call_and_decision(batch: 
     assert (events(page, read, "tool")[0]["name"], events(page, read, "tool")[0]["kind"]) == ("Read", "read")
     assert events(page, read, "perm")[0]["decision"]["allowed"] is True
     assert events(page, read, "perm")[0]["decision"]["by"] == "policy"
+    notice = events(page, index["read-2"], "notice")[0]  # the demo agent's own, asked for by the prompt
+    assert (notice["severity"], notice["title"]) == ("warning", "Model fallback")
+    compaction = [event["kind"] for event in events(page, index["read-2"], "update")]
+    assert "compaction_update" in compaction  # a kind this page knows no more of than its JSON
     rejected = events(page, index["rejected-1"], "perm")[0]["decision"]
     assert (rejected["allowed"], rejected["by"], rejected["optionKind"]) == (False, "default-reject", "reject_once")
     assert events(page, index["rejected-1"], "tool")[0]["status"] == "failed"

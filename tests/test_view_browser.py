@@ -244,6 +244,11 @@ def test_the_address_names_the_opened_turn_and_opens_it_again(opened: Any, batch
     assert opened(batch_page, "#no-such-turn%").page.locator("#turn").is_hidden()
 
 
+def test_the_demo_agents_notice_shows_on_its_turn(opened: Any, batch_page: Path) -> None:
+    text = opened(batch_page).open("read-2")
+    assert "notice (warning)\nModel fallback" in text and "update compaction_update" in text
+
+
 def test_a_rejected_permission_says_so_and_who_decided(opened: Any, batch_page: Path) -> None:
     text = opened(batch_page).open("rejected-1")
     assert "→ rejected (option reject “Reject”, reject_once) · decided by default-reject" in text

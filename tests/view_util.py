@@ -26,7 +26,7 @@ CRASH = "import sys; sys.stderr.write('the agent fell over: <b>bold</b>\\n'); sy
 
 ALLOWED: list[dict[str, Any]] = [
     {"id": "read-1", "prompt": "What is in this folder?"},
-    {"id": "read-2", "prompt": "What is in this folder, again?"},
+    {"id": "read-2", "prompt": "with-notice with-compaction What is in this folder, again?"},
 ]
 REJECTED: list[dict[str, Any]] = [{"id": "rejected-1", "prompt": "Read the folder, if you may"}]
 FAILED: list[dict[str, Any]] = [
@@ -36,8 +36,9 @@ FAILED: list[dict[str, Any]] = [
 
 
 def demo_batch(out: Path, work: Path) -> Path:
-    """A batch of the demo agent in ``out``: two turns whose read was allowed, one rejected (by the default
-    policy), one whose agent crashed and one past its timeout. Returns ``out``."""
+    """A batch of the demo agent in ``out``: two turns whose read was allowed (the second with a notice and a
+    compaction), one rejected (by the default policy), one whose agent crashed and one past its timeout. Returns
+    ``out``."""
     work.mkdir(exist_ok=True)
     (work / "notes.txt").write_text("some notes\n", encoding="utf-8")
     run_batch(ALLOWED, out, agent="demo", cwd=work, policy=tinyacp.PermissionPolicy(["read"]), timeout=60)
