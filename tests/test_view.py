@@ -100,17 +100,23 @@ def test_the_batch_page_is_written_into_the_batch_directory_by_default(batch: Pa
     assert not list(batch.glob(".report.html*"))  # no temporary left
 
 
-def test_a_batch_directory_that_moved_finds_its_journals_in_journals(batch: Path, tmp_path: Path) -> None:
+def test_a_batch_directory_that_moved_finds_its_journals_and_says_what_it_skipped(batch: Path, tmp_path: Path) -> None:
     moved = tmp_path / "moved"
     moved.mkdir()
     (moved / "journals").mkdir()
     for journal in (batch / "journals").iterdir():
         (moved / "journals" / journal.name).write_bytes(journal.read_bytes())
-    (moved / "results.jsonl").write_bytes((batch / "results.jsonl").read_bytes())
+    records = (batch / "results.jsonl").read_bytes()
+    (moved / "results.jsonl").write_bytes(records + b'{"id": "half a record"}\n<script>\n{"id": "torn')
     assert str(batch) in (moved / "results.jsonl").read_text()  # the records name the old place
     page = view.render_html(moved, max_turn_bytes=10**6)
     assert all("events" in transcript(page, i) for i in range(5))
-    assert not any("no transcript" in note for note in page_data(page)["notes"])
+    notes = page_data(page)["notes"]
+    assert [note.split(" (")[0] for note in notes] == [
+        "results.jsonl line 6 is not a turn record",
+        "results.jsonl line 7 is not a turn record",
+        "results.jsonl: its last line is torn",
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -243,7 +243,7 @@ def _no_answer(turn: TurnBuilder) -> str:
 
 
 def _agent_from_name(stem: str) -> str:
-    """The agent in a journal's name as ``tinyacp prompt`` makes it (``STAMP-AGENT-RANDOM``); else the name."""
+    """The agent in a journal's name as ``tinyacp prompt`` makes it (``STAMP-AGENT-RANDOM``); else ``?``."""
     parts = stem.split("-")
     if len(parts) >= 3 and parts[0][:8].isdigit() and len(parts[-1]) == 16:
         return clean("-".join(parts[1:-1]), 100)
