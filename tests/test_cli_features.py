@@ -64,6 +64,9 @@ def test_json_has_a_notice_event_after_its_update_and_a_result_text_without_it(c
         "description": "demo-large is overloaded; this turn uses demo-small.",
     }
     assert events[-1]["text"] == cli.expected_reply("with-notice hello")
+    assert events[-1]["notices"] == [
+        {"severity": "warning", "title": "Model fallback", "description": notice["description"]}
+    ]
 
 
 # -- compaction, plan ---------------------------------------------------------------------------------------------
@@ -144,6 +147,9 @@ def test_json_permission_events_name_the_tool_and_the_childs_parent(cli: Cli) ->
     assert permission["parent_session_id"] == session_id
     assert permission["tool_call"]["name"] == "Read"
     assert (permission["decided_by"], permission["rule"]) == ("policy", "--allow-tool Read")
+    assert events[-1]["subagents"] == [
+        {"session_id": f"{session_id}.sub-1", "title": "File reader", "description": f"Lists the files in {cli.work}"}
+    ]
 
 
 # -- the policy by tool name ----------------------------------------------------------------------------------
@@ -207,6 +213,7 @@ def test_probe_shows_what_the_agent_offers_of_the_newer_calls(cli: Cli) -> None:
         "session titles:       yes",
         "providers:            yes",
         "the command opts in:  notices, compaction, plan operations, subagents, elicitation",
+        "  demo: openai at https://example.com/tinyacp-demo/v1 (takes openai, anthropic)",
     ):
         assert line in lines
     report = json.loads(cli.run("probe", "--format", "json").stdout)
@@ -216,6 +223,14 @@ def test_probe_shows_what_the_agent_offers_of_the_newer_calls(cli: Cli) -> None:
         "title": True,
         "providers": True,
         "opted_in": ["notices", "compaction", "plan_operations", "subagents", "elicitation"],
+        "provider_list": [
+            {
+                "id": "demo",
+                "supported": ["openai", "anthropic"],
+                "required": False,
+                "current": {"api_type": "openai", "base_url": "https://example.com/tinyacp-demo/v1"},
+            }
+        ],
     }
 
 

@@ -31,7 +31,7 @@ from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_privat
 from ._display import isatty, one_line, print_error, sanitize
 from ._exit import Exit, SettingUnavailable, UsageProblem
 from ._explain import StartupWatch, explain, stderr_lines
-from ._features import COMMAND_FEATURES, newer_offers, permission_policy
+from ._features import COMMAND_FEATURES, newer_offers, permission_policy, providers_of
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._run import PromptSettings, run_prompt
@@ -269,6 +269,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         with Client(options) as client:
             init = client.initialize(timeout=args.timeout)
             report = _probe_report(agent, init, answer.raw)
+            if report["newer"]["providers"]:
+                report["newer"]["provider_list"] = providers_of(client, args.timeout)
             code = _probe_session(client, init, agent, args, report, answer.raw)
     except TinyAcpError as exc:
         why = explain(
@@ -369,9 +371,6 @@ def _loads(raw: bytes) -> dict[str, Any]:
 
 
 def _probe_text(report: dict[str, Any]) -> str:
-    def yes(value: object) -> str:
-        return "yes" if value else "no"
-
     agent = report["agent"] or {}
     name = one_line(f"{agent.get('name', '?')} {agent.get('version', '')}", 100)
     title = f" ({one_line(agent['title'], 100)})" if agent.get("title") else ""
@@ -383,10 +382,10 @@ def _probe_text(report: dict[str, Any]) -> str:
     lines = [
         f"agent:                {name}{title}",
         f"protocol version:     {report['protocol_version']}",
-        f"prompt content:       text, resource links; image: {yes(prompt['image'])}, audio: {yes(prompt['audio'])}, "
-        f"embedded files: {yes(prompt['embedded_context'])}",
-        f"mcp servers:          stdio; http: {yes(mcp['http'])}, sse: {yes(mcp['sse'])}",
-        f"load session:         {yes(report['load_session'])}",
+        f"prompt content:       text, resource links; image: {_yes(prompt['image'])}, audio: {_yes(prompt['audio'])}, "
+        f"embedded files: {_yes(prompt['embedded_context'])}",
+        f"mcp servers:          stdio; http: {_yes(mcp['http'])}, sse: {_yes(mcp['sse'])}",
+        f"load session:         {_yes(report['load_session'])}",
         f"session capabilities: {sessions or 'none'}",
         "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
     ]
@@ -399,18 +398,27 @@ def _probe_text(report: dict[str, Any]) -> str:
 
 def _newer_lines(newer: dict[str, Any]) -> list[str]:
     """What the agent offers of the newer calls, and what the command opts in to."""
-
-    def yes(value: object) -> str:
-        return "yes" if value else "no"
-
     system = ", ".join(newer["system_prompt"]) or "no"
-    return [
-        f"fork:                 {yes(newer['fork'])}",
+    lines = [
+        f"fork:                 {_yes(newer['fork'])}",
         f"system prompt:        {system}",
-        f"session titles:       {yes(newer['title'])}",
-        f"providers:            {yes(newer['providers'])}",
-        f"the command opts in:  {', '.join(name.replace('_', ' ') for name in newer['opted_in'])}",
+        f"session titles:       {_yes(newer['title'])}",
+        f"providers:            {_yes(newer['providers'])}",
     ]
+    listed = newer.get("provider_list")
+    if isinstance(listed, str):
+        lines.append(f"  {one_line(listed, 300)}")
+    for provider in listed if isinstance(listed, list) else ():
+        current = provider["current"]
+        where = f"{one_line(current['api_type'], 20)} at {one_line(current['base_url'], 200)}" if current else "off"
+        supports = ", ".join(one_line(kind, 20) for kind in provider["supported"])
+        lines.append(f"  {one_line(provider['id'], 60)}: {where} (takes {supports or 'nothing it names'})")
+    lines.append(f"the command opts in:  {', '.join(name.replace('_', ' ') for name in newer['opted_in'])}")
+    return lines
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"
 
 
 def _session_lines(session: dict[str, Any] | None) -> list[str]:

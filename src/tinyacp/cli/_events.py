@@ -185,6 +185,14 @@ class JsonEvents:
                 "elapsed": round(elapsed, 3),
                 "meta": result.meta if result is not None else None,
                 "usage": usage_fields(result.usage) if result is not None else None,
+                "notices": [
+                    {"severity": notice.severity, "title": notice.title, "description": notice.description}
+                    for notice in (result.notices if result is not None else ())
+                ],
+                "subagents": [
+                    {"session_id": child.session_id, "title": child.title, "description": child.description}
+                    for child in (result.subagents if result is not None else ())
+                ],
                 "cost": _cost(usage),
                 "error": None
                 if outcome.error is None

@@ -13,10 +13,12 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
+from .._client import Client
+from .._errors import TinyAcpError
 from .._features import ClientFeatures
 from .._permissions import PermissionPolicy
 
-__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy"]
+__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of"]
 
 COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
 """What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
@@ -69,3 +71,32 @@ def permission_policy(
         deny_tools=[*deny_tools, *args.deny_tool],
         allow_all=args.yes,
     )
+
+
+def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] | str:
+    """The agent's providers (``providers/list``, unstable): each one's id, the API types it takes, whether it
+    must be configured, and where it points now (``api_type`` and ``base_url``, or None when disabled); or why
+    they could not be listed, in words."""
+    try:
+        answer = client.request("providers/list", timeout=timeout)
+    except TinyAcpError as exc:
+        return f"providers/list failed: {exc}"
+    listed = answer.get("providers") if isinstance(answer, dict) else None
+    if not isinstance(listed, list):
+        return "providers/list answered without a list of providers"
+    found = []
+    for item in listed:
+        if not isinstance(item, dict) or not isinstance(item.get("providerId"), str):
+            continue
+        current = _object(item.get("current"))
+        found.append(
+            {
+                "id": item["providerId"],
+                "supported": [kind for kind in item.get("supported") or [] if isinstance(kind, str)],
+                "required": item.get("required") is True,
+                "current": {"api_type": current.get("apiType"), "base_url": current.get("baseUrl")}
+                if current
+                else None,
+            }
+        )
+    return found
