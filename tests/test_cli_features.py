@@ -9,25 +9,20 @@ a deadline (the ``Cli`` and ``Terminal`` helpers of ``test_cli``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import end_turn, handshake, wait_for
-from test_cli import Cli, Terminal, _events, _marked
+import test_cli
+from conftest import end_turn, handshake
+from test_cli import Cli, Terminal, _events
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
 FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(tmp_path)
-    yield runner
-    runner.close()
-    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
+cli = test_cli.cli  # the fixture: a scratch home, and no process of the run left after the test
 
 
 # -- notices ----------------------------------------------------------------------------------------------------
@@ -526,3 +521,28 @@ def test_a_field_the_command_cannot_ask_and_need_not_is_left_out() -> None:
     found = fields_of({"properties": {"odd": {"type": "object"}, "name": {"type": "string"}}})
     assert not isinstance(found, str)
     assert [field.name for field in found] == ["name"]
+
+
+def test_show_renders_notices_compaction_plans_by_id_and_a_childs_reply_apart(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run(
+        "prompt", "--journal", str(journal), "--allow-tool", "Read", "with-notice with-compaction with-subagent x"
+    )
+    assert done.returncode == 0, done.stderr
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.decode().splitlines()
+    assert f"  {FALLBACK_LINE}" in lines
+    assert "  compaction: completed" in lines
+    assert "  plan plan-1: 2/2 done" in lines
+    assert [line for line in lines if line.startswith("  subagent")] == [
+        "  subagent [File reader]: running",
+        "  subagent [File reader]: idle",
+    ]
+    said = [line for line in lines if line.startswith("  [File reader] says: I read 2 files")]
+    assert len(said) == 1
+    reply = lines.index("  reply:")
+    assert lines[reply + 1 : reply + 3] == [
+        "    You said: with-notice with-compaction with-subagent x",
+        '    My helper "File reader" did the reading.',
+    ]

@@ -121,6 +121,7 @@ class _Renderer:
         self.tools: _Remembered = _Remembered()
         self.requests: _Remembered = _Remembered()  # permission requests by id: their options' kinds
         self.pending: _Remembered = _Remembered()  # our request ids -> method
+        self.children: _Remembered = _Remembered()  # child sessions (subagents) by id -> their name
 
     # The boundary: every character this renderer writes goes through here.
     def put(self, text: str) -> None:
@@ -263,6 +264,12 @@ class _Renderer:
         update = _dict(params.get("update"))
         kind = update.get("sessionUpdate")
         content = _dict(update.get("content"))
+        session_id = params.get("sessionId")
+        child = self.children.get(session_id) if isinstance(session_id, str) else None
+        if child is not None and kind == "agent_message_chunk":  # a child's reply is not the run's
+            self.flush()
+            self.write(f"  [{child}] says: {one_line(content.get('text'), 300)}")
+            return
         if kind == "agent_message_chunk":
             self.reply(shown(content["text"]) if "text" in content else f"[{one_line(content.get('type'), 40)}]")
             return
@@ -284,7 +291,28 @@ class _Renderer:
         elif kind == "user_message_chunk":
             self.write(f"  user: {one_line(content.get('text'), 300)}")
         else:
-            self.write(f"  ({one_line(kind, 60)})")
+            self.write(f"  {self.newer(kind, update)}")
+
+    def newer(self, kind: Any, update: dict[str, Any]) -> str:
+        """One line for a newer update (a notice, compaction, a plan by id, a child session); ``(kind)`` for the
+        others."""
+        if kind == "notice":
+            more = f" — {one_line(update.get('description'), 300)}" if update.get("description") else ""
+            return f"notice ({one_line(update.get('severity'), 20)}): {one_line(update.get('title'), 200)}{more}"
+        if kind == "compaction_update":
+            return f"compaction: {one_line(update.get('status'), 40)}"
+        if kind == "plan_update":
+            plan = _dict(update.get("plan"))
+            entries = [_dict(entry) for entry in _list(plan.get("entries"))]
+            done = sum(entry.get("status") == "completed" for entry in entries)
+            what = f"{done}/{len(entries)} done" if entries else one_line(plan.get("type"), 20)
+            return f"plan {one_line(plan.get('planId'), 60)}: {what}"
+        if kind == "subagent_update" and isinstance(update.get("sessionId"), str):
+            name = one_line(update.get("title") or self.children.get(update["sessionId"]) or update["sessionId"], 60)
+            self.children[update["sessionId"]] = name
+            state = one_line(_dict(update.get("state")).get("state"), 40)
+            return f"subagent [{name}]" + (f": {state}" if state else "")
+        return f"({one_line(kind, 60)})"
 
     def tool(self, update: dict[str, Any]) -> None:
         tool_id = one_line(update.get("toolCallId"), 60)
