@@ -17,20 +17,20 @@ import math
 import select
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _calls
 from ._calls import CallSpec, method_of, streaming
-from ._driver import Await, Checkpoint, WaitFor
-from ._errors import AgentTimeout, ClientBusy
+from ._driver import WaitFor
+from ._errors import ClientBusy
 from ._log import CLIENT as _log
 from ._options import Options
 from ._process import AgentProcess
 from ._records import Update
 from ._requests import Meta
-from ._shell import Finished, ShellBase, Steps, StreamBase, TearDown
+from ._shell import ShellBase, Steps, StreamBase
 
 __all__ = ["AsyncClient", "AsyncPromptStream"]
 
@@ -71,7 +71,7 @@ class AsyncPromptStream(StreamBase["AsyncClient"]):
             StopAsyncIteration: the turn ended (:attr:`result` holds it).
             AgentTimeout: as :meth:`AsyncClient.prompt_stream` says, and every error listed there.
         """
-        update = await self._next()
+        update = await self._next_update()
         if update is None:
             raise StopAsyncIteration
         return update
@@ -79,13 +79,7 @@ class AsyncPromptStream(StreamBase["AsyncClient"]):
     async def aclose(self) -> None:
         """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
         most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
-        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
-            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
-                await self._next()
-
-    async def _next(self) -> Update | None:
-        steps = self._started()
-        return None if steps is None else self._arrived(await self._client._run(steps, self._resume()))
+        await self._leave_turn()
 
     async def __aenter__(self) -> AsyncPromptStream:
         return self
@@ -115,8 +109,6 @@ class AsyncClient(ShellBase):
         self._idle.set()
         self._abandoning = False
         """A cancelled task's call is being abandoned: a cancel meanwhile does not abandon it again."""
-        self._driving: asyncio.Task[Any] | None = None
-        """The task inside the driver right now (whose observer methods run), to refuse a re-entrant close."""
         self._exit_seen = False
         self._reaping: asyncio.Future[None] | None = None
         self._watch = _Watch()
@@ -235,45 +227,28 @@ class AsyncClient(ShellBase):
         self._busy = False
         self._idle.set()
 
-    def _running(self) -> bool:
-        return self._driving is not None
+    def _current(self) -> object:
+        return asyncio.current_task()
 
-    def _reentered(self) -> bool:
-        return self._driving is not None and self._driving is asyncio.current_task()
+    async def _await(self, awaitable: Awaitable[Any]) -> Any:
+        return await awaitable
 
-    async def _run(self, steps: Steps[T], value: Any = None) -> Update | Finished[T]:
-        """Run ``steps`` until it returns, or (streaming) until it hands out an update. An observer's awaitable
-        that fails, or an interruption, is thrown into it; a cancelled task asks the agent to stop the turn,
-        then tears it down (shielded) and re-raises."""
-        error: BaseException | None = None
-        self._driving = asyncio.current_task()
-        try:
-            while True:
-                step = self._step(steps, value, error)
-                value = error = None
-                try:
-                    if isinstance(step, WaitFor):
-                        value = await self._wait(step)
-                    elif isinstance(step, Update | Finished):
-                        return step
-                    elif isinstance(step, Await):
-                        value = await step.awaitable
-                    elif isinstance(step, TearDown):
-                        await self._teardown_async()
-                    elif isinstance(step, Checkpoint):
-                        await asyncio.sleep(0)
-                    else:
-                        assert_never(step)
-                except asyncio.CancelledError:
-                    if self._abandoning or self._closed:  # the teardown began already: the reap goes on
-                        steps.close()
-                    else:
-                        await self._abandon(steps)
-                    raise
-                except BaseException as exc:
-                    error = exc
-        finally:
-            self._driving = None
+    async def _tear_down(self) -> None:
+        await self._teardown_async()
+
+    async def _checkpoint(self) -> None:
+        await asyncio.sleep(0)
+
+    async def _interrupted(self, steps: Steps[Any], exc: BaseException) -> bool:
+        """A cancelled task asks the agent to stop the turn, then tears it down (shielded) and re-raises; any
+        other failure is thrown into the call."""
+        if not isinstance(exc, asyncio.CancelledError):
+            return False
+        if self._abandoning or self._closed:  # the teardown began already: the reap goes on
+            steps.close()
+        else:
+            await self._abandon(steps)
+        return True
 
     async def _wait(self, wait: WaitFor) -> bool:
         """Wait until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the

@@ -1,31 +1,31 @@
 """The synchronous client: one agent process, one conversation, one call at a time.
 
-The call driver (:mod:`tinyacp._driver`) does the work, :mod:`tinyacp._shell` holds the rules both clients follow,
-and every public call is written once, in :mod:`tinyacp._calls`. This shell only holds the client (a lock), waits
-(``select.poll`` on the agent's pipes, its exit and the wake-up pipe, bounded by the call's deadline), tears down
-blocking, and refuses an observer method that returns an awaitable. :func:`blocking` makes each call a method of
+The call driver (:mod:`tinyacp._driver`) does the work, :mod:`tinyacp._shell` runs it for both clients, and every
+public call is written once, in :mod:`tinyacp._calls`. This shell only holds the client (a lock), waits
+(``select.poll`` on the agent's pipes, its exit and the wake-up pipe, bounded by the call's deadline, blocking
+rather than suspending the shared run loop, which :func:`~tinyacp._shell.run_blocking` runs), tears down blocking,
+and refuses an observer method that returns an awaitable. :func:`blocking` makes each call a method of
 :class:`Client` that waits for the answer; :class:`PromptStream` iterates a streamed prompt in the caller's thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar, assert_never
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _calls
 from ._calls import CallSpec, method_of, streaming
-from ._driver import Await, Checkpoint, WaitFor
-from ._errors import AgentTimeout, ClientBusy, ObserverError
+from ._driver import WaitFor
+from ._errors import ClientBusy, ObserverError
 from ._options import Options
 from ._records import Update
 from ._requests import Meta
-from ._shell import Finished, ShellBase, Steps, StreamBase, TearDown
+from ._shell import ShellBase, Steps, StreamBase, run_blocking
 
 __all__ = ["Client", "PromptStream"]
 
@@ -65,7 +65,7 @@ class PromptStream(StreamBase["Client"]):
             StopIteration: the turn ended (:attr:`result` holds it).
             AgentTimeout: as :meth:`Client.prompt_stream` says, and every error listed there.
         """
-        update = self._next()
+        update = run_blocking(self._next_update())
         if update is None:
             raise StopIteration
         return update
@@ -73,13 +73,7 @@ class PromptStream(StreamBase["Client"]):
     def close(self) -> None:
         """Stop early: send ``session/cancel`` and read on (recording everything) until the turn ends, for at
         most ``cancel_grace``; past it the agent is torn down. A no-op once the turn ended."""
-        if self._leave():  # the driver then streams no more: one advance runs the turn to its end
-            with contextlib.suppress(AgentTimeout):  # the agent was torn down: all that leaving asked for
-                self._next()
-
-    def _next(self) -> Update | None:
-        steps = self._started()
-        return None if steps is None else self._arrived(self._client._run(steps, self._resume()))
+        run_blocking(self._leave_turn())
 
     def __enter__(self) -> PromptStream:
         return self
@@ -179,7 +173,7 @@ class Client(ShellBase):
             self._lock.acquire()
         try:
             if not self._closed:
-                self._run(self._closing())
+                run_blocking(self._run(self._closing()))
         finally:
             self._release()
 
@@ -192,12 +186,12 @@ class Client(ShellBase):
         self.close()
 
     # ----------------------------------------------------------------------------------------------------------
-    # The shell: hold the client with a lock, wait with poll, call the observer plainly.
+    # The shell: hold the client with a lock, wait with poll, refuse an observer's awaitable.
 
     def _call(self, spec: CallSpec[T]) -> T:
         """Run one request through the driver and return its decoded answer."""
         try:
-            return self._answer(self._run(self._calling(spec)))
+            return self._answer(run_blocking(self._run(self._calling(spec))))
         finally:
             self._flush_if_idle()
 
@@ -208,42 +202,30 @@ class Client(ShellBase):
     def _release(self) -> None:
         self._lock.release()
 
-    def _running(self) -> bool:
-        return self._owner is not None
+    def _current(self) -> object:
+        return threading.get_ident()
 
-    def _reentered(self) -> bool:
-        return self._owner == threading.get_ident()
+    async def _await(self, awaitable: Awaitable[Any]) -> Any:
+        close = getattr(awaitable, "close", None)
+        if close is not None:
+            close()  # never awaited: no "coroutine was never awaited" warning
+        raise ObserverError(
+            "an observer method returned an awaitable (a coroutine function?); the sync Client cannot await it "
+            "(use AsyncClient)"
+        )
 
-    def _run(self, steps: Steps[T], value: Any = None) -> Update | Finished[T]:
-        """Run ``steps`` until it returns, or (streaming) until it hands out an update. An interruption while
-        waiting (Ctrl-C) is thrown into it, so the call it interrupts ends as any failure does."""
-        error: BaseException | None = None
-        self._owner = threading.get_ident()
-        try:
-            while True:
-                step = self._step(steps, value, error)
-                value = error = None
-                try:
-                    if isinstance(step, WaitFor):
-                        value = self._wait(step)
-                    elif isinstance(step, Update | Finished):
-                        return step
-                    elif isinstance(step, Await):
-                        error = _refused(step.awaitable)
-                    elif isinstance(step, TearDown):
-                        self._teardown()
-                    elif isinstance(step, Checkpoint):
-                        pass  # the sync driver is not cooperative: nothing else runs on this thread
-                    else:
-                        assert_never(step)
-                except BaseException as exc:
-                    error = exc
-        finally:
-            self._owner = None
+    async def _tear_down(self) -> None:
+        self._teardown()
 
-    def _wait(self, wait: WaitFor) -> bool:
-        """Block until what ``wait`` asks for is ready, someone wakes us or the agent exits; at most until the
-        deadline. True when the agent's exit was seen."""
+    async def _checkpoint(self) -> None:
+        """Nothing: the sync driver is not cooperative, nothing else runs on this thread."""
+
+    async def _interrupted(self, steps: Steps[Any], exc: BaseException) -> bool:
+        return False  # Ctrl-C is thrown into the call, which tears the agent down and raises it
+
+    async def _wait(self, wait: WaitFor) -> bool:
+        """Block (never suspending the run) until what ``wait`` asks for is ready, someone wakes us or the agent
+        exits; at most until the deadline. True when the agent's exit was seen."""
         wait_for_events = self._polls[wait.read, wait.write].poll
         while True:
             remaining = wait.deadline - time.monotonic()
@@ -268,17 +250,6 @@ class Client(ShellBase):
         """Write queued cancels when no call is in flight to do it."""
         if self._driver.cancels and self._lock.acquire(blocking=False):
             try:
-                self._run(self._cancelling())
+                run_blocking(self._run(self._cancelling()))
             finally:
                 self._release()
-
-
-def _refused(awaitable: object) -> ObserverError:
-    """An observer method gave the sync client an awaitable: close it unawaited and refuse it."""
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
-    return ObserverError(
-        "an observer method returned an awaitable (a coroutine function?); the sync Client cannot await it "
-        "(use AsyncClient)"
-    )

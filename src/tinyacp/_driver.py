@@ -3,7 +3,8 @@
 A call is a generator (:meth:`CallDriver.call`) that reads and writes the agent's pipes without ever blocking,
 hands each line to the core (:mod:`tinyacp._conversation`), calls the observer, and checks the clock once per
 read batch. It yields to its shell only what a shell does its own way, as one of the frozen values of
-:data:`Step` (a closed set: each shell matches it exhaustively, and mypy checks that it does):
+:data:`Step` (a closed set: the shells' one run loop, :meth:`tinyacp._shell.ShellBase._run`, matches it
+exhaustively, and mypy checks that it does):
 
 * :class:`WaitFor`: block until the agent's output is readable (``read``), its input is writable (``write``),
   the agent exits or another thread wakes the client, or until ``deadline``; send back whether the agent's exit
@@ -95,7 +96,7 @@ class Await(msgspec.Struct, frozen=True, gc=False):
 
 
 Step: TypeAlias = WaitFor | Checkpoint | Await | Update
-"""What a driver generator yields: a closed set, which each shell matches exhaustively."""
+"""What a driver generator yields: a closed set, which the shells' run loop matches exhaustively."""
 
 Driven: TypeAlias = Generator[Step, Any, T]
 """A driver generator that returns ``T``."""

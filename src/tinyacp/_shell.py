@@ -1,12 +1,16 @@
 """What the sync and the asyncio client share, so that each shell shows only how it waits.
 
 :class:`ShellBase` builds the core, the reader, the process and the call driver (:mod:`tinyacp._driver`), and
-holds the rules both shells follow: starting a call, one turn of the send/throw trampoline that runs a driver
-generator (:meth:`ShellBase._step`), what a failed call raises and whether it tears the agent down, what a close
-records before the teardown, and where a cancel asked for between calls goes. :class:`StreamBase` is what both
-prompt streams share. The public calls themselves are written once, in :mod:`tinyacp._calls`. What differs
-between the shells is only how they wait (``select.poll`` or the event loop), hold the client (a lock or a flag)
-and tear down (blocking, or on the loop with the blocking part in a thread).
+holds everything both shells do alike: the one run loop (:meth:`ShellBase._run`, which matches the driver's steps
+exhaustively and does each the shell's way), a call from holding the client to releasing it, what a failed call
+raises and whether it tears the agent down, what a close records before the teardown, and where a cancel asked
+for between calls goes. :class:`StreamBase` is what both prompt streams share. The public calls themselves are
+written once, in :mod:`tinyacp._calls`.
+
+The run loop is a coroutine. The asyncio shell awaits it; the sync shell's waits block instead of suspending it,
+so :func:`run_blocking` runs it to its end in one step. What differs between the shells is only how they wait
+(``select.poll`` or the event loop's readers), hold the client (a lock or a flag), await an observer's awaitable
+(or refuse it) and tear down (blocking, or on the loop with the blocking part in a thread).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import inspect
 import math
 import os
 import time
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar, assert_never, cast
 
 from ._conversation import (
     ON_ELICITATION,
@@ -28,7 +32,7 @@ from ._conversation import (
     ON_UPDATE,
     Conversation,
 )
-from ._driver import ON_FLUSH, CallDriver, Driven, Gone, Step
+from ._driver import ON_FLUSH, Await, CallDriver, Checkpoint, Driven, Gone, Step, WaitFor
 from ._errors import (
     AgentExited,
     AgentTimeout,
@@ -133,8 +137,8 @@ class ShellBase:
             cancel_grace=options.cancel_grace,
             cooperative=cooperative,
         )
-        self._owner: int | None = None
-        """The thread running a call (or a close) of the sync client, so that a re-entrant close is refused."""
+        self._runner: object | None = None
+        """The thread or task running a call (or a close) now, so that a re-entrant close is refused."""
         self._stream: StreamBase[Any] | None = None
         """A streamed prompt that holds the client between two of its consumer's requests."""
 
@@ -277,6 +281,77 @@ class ShellBase:
         assert isinstance(event, Finished), "only a streamed prompt hands out updates"
         return event.value
 
+    async def _run(self, steps: Steps[T], value: Any = None) -> Update | Finished[T]:
+        """Run ``steps`` until it returns, or (streaming) until it hands out an update, doing what each step asks
+        the way this shell does it (:meth:`_wait`, :meth:`_await`, :meth:`_tear_down`, :meth:`_checkpoint`).
+
+        The one run loop of both shells, written as a coroutine: the asyncio shell awaits it; the sync shell's
+        waits block instead of suspending it, so :func:`run_blocking` runs it to its end in one step. A failure
+        while waiting (Ctrl-C, an observer's awaitable that failed) is thrown into ``steps``, so the call ends as
+        any failure does, unless :meth:`_interrupted` says it stops the run at once (a cancelled task).
+        """
+        error: BaseException | None = None
+        runner, self._runner = self._runner, self._current()
+        try:
+            while True:
+                step = self._step(steps, value, error)
+                value = error = None
+                try:
+                    if isinstance(step, WaitFor):
+                        value = await self._wait(step)
+                    elif isinstance(step, Update | Finished):
+                        return step
+                    elif isinstance(step, Await):
+                        value = await self._await(step.awaitable)
+                    elif isinstance(step, TearDown):
+                        await self._tear_down()
+                    elif isinstance(step, Checkpoint):
+                        await self._checkpoint()
+                    else:
+                        assert_never(step)
+                except BaseException as exc:
+                    if await self._interrupted(steps, exc):
+                        raise
+                    error = exc
+        finally:
+            self._runner = runner
+
+    # How this shell waits, each written by the shell (the sync one blocks, never suspending the run).
+
+    async def _wait(self, wait: WaitFor) -> bool:
+        """Until what ``wait`` asks for is ready, someone wakes the client or the agent exits, at most until the
+        deadline: True when the agent's exit was seen."""
+        raise NotImplementedError
+
+    async def _await(self, awaitable: Awaitable[Any]) -> Any:
+        """What an observer method's awaitable gives."""
+        raise NotImplementedError
+
+    async def _tear_down(self) -> None:
+        """The teardown, this shell's way."""
+        raise NotImplementedError
+
+    async def _checkpoint(self) -> None:
+        """Let whatever else shares this thread run."""
+        raise NotImplementedError
+
+    async def _interrupted(self, steps: Steps[Any], exc: BaseException) -> bool:
+        """Whether ``exc``, raised while waiting, stops the run at once (after what it needs) instead of being
+        thrown into ``steps``."""
+        raise NotImplementedError
+
+    def _current(self) -> object:
+        """Who runs a call now: the thread, or the task."""
+        raise NotImplementedError
+
+    def _running(self) -> bool:
+        """Whether a thread or a task is running a call of this client right now (not waiting for its consumer)."""
+        return self._runner is not None
+
+    def _reentered(self) -> bool:
+        """Whether the client is called from inside its own call (an observer method)."""
+        return self._runner is not None and self._runner == self._current()
+
     def _guarded(self, driven: Driven[T], prompt: bool) -> Steps[T]:
         """``driven``, and if it fails, the teardown its failure needs (:data:`TEARDOWN`) before the error is
         raised: the agent gone, a broken rule, a prompt past its deadline, a line half written (what follows it
@@ -365,14 +440,6 @@ class ShellBase:
         self._proc.wake()
         _log.debug("session/cancel asked for session %s", session_id)
 
-    def _running(self) -> bool:
-        """Whether a thread or a task is running a call of this client right now (not waiting for its consumer)."""
-        raise NotImplementedError
-
-    def _reentered(self) -> bool:
-        """Whether the client is called from inside its own call (an observer method)."""
-        raise NotImplementedError
-
     def _refuse_reentry(self) -> None:
         """A close from inside an observer method of this client would wait for itself.
 
@@ -390,8 +457,7 @@ class StreamBase(Generic[S]):
     """What both prompt streams share: the call, started at the first request for an update and holding the
     client until the turn ends (or the consumer leaves), and the result.
 
-    A shell's stream asks for the next update with its own wait: :meth:`_started`, then the shell's ``_run``
-    resumed with :meth:`_resume`, then :meth:`_arrived`.
+    A shell's stream runs :meth:`_next_update` and :meth:`_leave_turn` its own way (blocking, or awaited).
     """
 
     def __init__(self, client: S, spec: CallSpec[PromptResult]) -> None:
@@ -441,6 +507,18 @@ class StreamBase(Generic[S]):
         leaving, self._leaving = self._leaving, False
         return True if leaving else None
 
+    async def _next_update(self) -> Update | None:
+        """The next update of the turn's session; None once the turn is over."""
+        steps = self._started()
+        return None if steps is None else self._arrived(await self._client._run(steps, self._resume()))
+
+    async def _leave_turn(self) -> None:
+        """The consumer leaves early: the turn is cancelled and read to its end (the driver streams no more, so
+        one run ends it), or to its deadline, which tears the agent down: all that leaving asked for."""
+        if self._leave():
+            with contextlib.suppress(AgentTimeout):
+                await self._next_update()
+
     def _arrived(self, event: Update | Finished[PromptResult]) -> Update | None:
         """The update handed out, or None once the turn ended (its result kept)."""
         if isinstance(event, Update):
@@ -452,3 +530,17 @@ class StreamBase(Generic[S]):
 def _over(steps: Steps[Any]) -> bool:
     """Whether the generator returned or raised (or was closed)."""
     return inspect.getgeneratorstate(steps) == inspect.GEN_CLOSED
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine of the sync shell to its end: its waits block, so it never suspends.
+
+    Raises:
+        RuntimeError: it suspended after all (something awaited a real future).
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise RuntimeError("a coroutine of the sync client suspended")
