@@ -33,6 +33,7 @@ def test_a_notice_goes_to_stderr_on_its_own_line_and_never_into_the_reply(cli: C
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode() == cli.expected_reply("with-notice hello")
     assert FALLBACK_LINE in done.stderr.decode().splitlines()
+    assert " · 1 notice · " in done.stderr.decode()  # the done line says it again
 
 
 def test_a_warning_notice_is_shown_even_when_quiet(cli: Cli) -> None:
@@ -121,6 +122,7 @@ def test_a_child_sessions_work_is_shown_under_its_name_and_its_reply_stays_out_o
     assert any(line.startswith("[File reader] says: I read 2 files") for line in lines)
     assert any(line.startswith("message from [File reader] to the agent: I read 2 files") for line in lines)
     assert "subagent [File reader]: idle (end_turn)" in lines
+    assert any(line.startswith("done: end_turn") and " · 1 subagent · " in line for line in lines)
 
 
 def test_on_a_terminal_a_childs_permission_question_says_which_child_asks(cli: Cli) -> None:
@@ -546,3 +548,31 @@ def test_show_renders_notices_compaction_plans_by_id_and_a_childs_reply_apart(cl
         "    You said: with-notice with-compaction with-subagent x",
         '    My helper "File reader" did the reading.',
     ]
+
+
+def test_a_childs_question_says_which_child_asks(cli: Cli) -> None:
+    announce = {
+        "sessionUpdate": "subagent_update",
+        "sessionId": "c1",
+        "title": "Planner",
+        "state": {"state": "running"},
+    }
+    form = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+    params = {"sessionId": "c1", "mode": "form", "message": "Go ahead?", "requestedSchema": form}
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "update", "session": "s1", "update": announce},
+            {"op": "request", "id": 9, "method": "elicitation/create", "params": params},
+            end_turn(),
+        ]
+    )
+    terminal = Terminal(cli, "prompt", "--no-journal", "--agent", agent, "hi")
+    terminal.wait_for(b"? its subagent [Planner] asks: Go ahead?")
+    terminal.wait_for(b"go (y/n) (required): ")
+    terminal.send(b"y\n")
+    assert terminal.finish() == 0
+    assert b"[Planner] question: Go ahead?: " in terminal.output
+    received = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
+    (answer,) = [message for message in received if message.get("id") == 9]
+    assert answer["result"] == {"action": "accept", "content": {"go": True}}

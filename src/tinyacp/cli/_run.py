@@ -338,7 +338,8 @@ class PromptRun:
             )
 
     def _done_line(self, result: PromptResult, observer: RunObserver, elapsed: float) -> str:
-        """How the turn ended: stop reason, time, updates, permissions, the reply's cut, tokens and cost."""
+        """How the turn ended: stop reason, time, updates, permissions, notices, subagents, the reply's cut, tokens
+        and cost."""
         permissions = observer.allowed + observer.rejected
         parts = [
             f"{result.stop_reason}" + (" (timed out)" if result.timed_out else ""),
@@ -347,6 +348,10 @@ class PromptRun:
             f"{permissions} permission{'s' if permissions != 1 else ''}"
             + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
         ]
+        if result.notices:  # said again at the end: a model fallback changes what the answer is worth
+            parts.append(f"{len(result.notices)} notice{'s' if len(result.notices) != 1 else ''}")
+        if result.subagents:
+            parts.append(f"{len(result.subagents)} subagent{'s' if len(result.subagents) != 1 else ''}")
         if result.overflow is not None:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
         parts += usage_words(result.usage, observer.usage)
