@@ -195,6 +195,10 @@ def test_batch_takes_the_tool_flags_and_keeps_notices_out_of_the_records(cli: Cl
     assert records["read"]["text"] == cli.expected_reply()
     assert records["bash"]["text"] == f"You said: with-bash hello\nI was not allowed to read the files in {cli.work}.\n"
     assert records["notice"]["text"] == cli.expected_reply("with-notice hello")
+    assert records["notice"]["notices"] == [
+        {"severity": "warning", "title": "Model fallback", "description": FALLBACK_LINE.partition(" — ")[2]}
+    ]
+    assert records["read"]["notices"] == []
 
 
 # -- probe ----------------------------------------------------------------------------------------------------

@@ -95,6 +95,10 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The agent's name (an entry of the agents table, or the program's base name)."""
     node: str | None = None
     """The Ray node that ran the turn (the Ray engine only)."""
+    notices: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
+    agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
+    answer came from another model says so."""
 
 
 class AgentEntry(Protocol):
@@ -506,6 +510,10 @@ async def turn(
             result.usage if result is not None else None, observer.usage if observer is not None else None
         ),
         updates=observer.updates if observer is not None else 0,
+        notices=[
+            {"severity": notice.severity, "title": notice.title, "description": notice.description}
+            for notice in (result.notices if result is not None else ())
+        ],
         permissions=PermissionCounts(observer.allowed, observer.rejected) if observer else PermissionCounts(),
         seconds=round(time.monotonic() - started, 6),
         error=error,

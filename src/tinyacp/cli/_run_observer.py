@@ -1,5 +1,6 @@
 """The observer of a run: it records first (the journal), then shows (the display, or the JSON events on stdout),
-then, for a permission request the policy does not allow, asks the person on the terminal.
+then, for a permission request the policy does not allow, asks the person on the terminal, and the agent's own
+questions too (:mod:`._questions`).
 
 Its pieces stay separate: the journal is a :class:`~tinyacp.JsonlJournal` anyone can use alone.
 """
