@@ -580,3 +580,19 @@ def test_a_childs_question_says_which_child_asks(cli: Cli) -> None:
     received = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     (answer,) = [message for message in received if message.get("id") == 9]
     assert answer["result"] == {"action": "accept", "content": {"go": True}}
+
+
+def test_chat_asks_a_form_on_its_terminal_between_its_input_lines(cli: Cli) -> None:
+    terminal = Terminal(cli, "chat", "--no-journal", "--allow-tool", "Read")
+    terminal.wait_for(b"you> ")
+    terminal.send(b"with-question hello\n")
+    terminal.wait_for(b"Your name (required): ")
+    terminal.send(b"Bo\n")
+    for prompt in (b"Style (1: Short, 2: Long) [short]: ", b"[10]: ", b"[0.5]: ", b"(y/n) [y]: "):
+        terminal.wait_for(prompt)
+        terminal.send(b"\n")
+    terminal.wait_for(b"done: end_turn")
+    terminal.wait_for(b"you> ", count=2)
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0
+    assert b'You answered: name="Bo", style="short", lines=10, detail=0.5, sizes=true.' in terminal.output

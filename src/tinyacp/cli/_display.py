@@ -357,7 +357,8 @@ class Display:
         if text:
             self._thought.append(text)
             if isinstance(payload, AgentThoughtChunk):
-                self._activity = head + one_line("".join(self._thought)[-80:], 80)
+                thinking = head.removesuffix("thought: ") + "thinking: "  # "[child] thinking: " for a child's
+                self._activity = thinking + one_line("".join(self._thought)[-80:], 80)
 
     def _show(self, session_id: str, prefix: str, payload: Any) -> None:
         if isinstance(payload, ToolCall | ToolCallUpdate):
