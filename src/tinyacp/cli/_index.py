@@ -2,10 +2,12 @@
 
 A small JSON Lines file in the state directory (``sessions.jsonl``), one line per session opened or continued:
 agent, working directory, session id, journal, time and the first words of the prompt. It is kept small: past
-``_COMPACT_AT`` bytes it is rewritten with its last ``_KEEP`` sessions. A torn, damaged or overlong line is
-skipped, never read as a session and never the cause of losing the others: the file is read backwards from its
-end, a line at most ``_MAX_LINE`` long at a time, and compaction keeps every session it found. An entry that
-would be longer than that (an agent's session id of a megabyte) is not noted at all, and the caller is told.
+``_COMPACT_AT`` bytes it is rewritten with its last ``_KEEP`` sessions, in at most half as many bytes, so that the
+next compaction is many writes away. A torn, damaged or overlong line is skipped, never read as a session and never
+the cause of losing the others: the file is read backwards from its end, a line at most ``_MAX_LINE`` long at a
+time. A write that meets a file another run just compacted follows it to the new file; it is never dropped
+silently. An entry that would be longer than ``_MAX_LINE`` (an agent's session id of a megabyte) is not noted at
+all, and the caller is told.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ._dirs import private_dir, state_dir
 __all__ = ["NotIndexed", "SessionEntry", "SessionIndex"]
 
 _KEEP = 500
-_COMPACT_AT = 256 * 1024
+_COMPACT_AT = 1024 * 1024
 _MAX_ID = 4096
 """The longest session id noted (ids are UUIDs or short names; a longer one is not from an honest agent)."""
 _MAX_LINE = 16 * 1024
@@ -39,6 +41,8 @@ _LATEST_TIME = 1e11
 _LOCK_TRIES = 50
 _LOCK_PAUSE = 0.02
 """An index locked for a second by someone else is written without compacting, never waited on for ever."""
+_REOPEN_TRIES = 20
+"""How often a write follows the file to its new inode when other runs keep compacting it under us."""
 
 
 class NotIndexed(OSError):
@@ -88,7 +92,7 @@ class SessionIndex:
                 "(a very long agent command line or directory): it is not noted for --continue"
             )
         private_dir(self.path.parent)
-        for _ in range(3):  # a compaction by another run may replace the file between our open and our lock
+        for _ in range(_REOPEN_TRIES):  # a compaction by another run may replace the file between open and lock
             fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 locked = _lock(fd)
@@ -102,6 +106,7 @@ class SessionIndex:
                 return
             finally:
                 os.close(fd)  # releases the lock
+        raise OSError(f"{self.path}: other runs kept replacing the index; this session is not noted for --continue")
 
     def entries(self, agent: str | None = None, cwd: Path | None = None) -> list[SessionEntry]:
         """The sessions recorded, most recent first, each session once; only ``agent``'s or ``cwd``'s when given.
@@ -141,10 +146,18 @@ class SessionIndex:
             os.close(fd)
 
     def _compact(self, fd: int) -> None:
-        """Rewrite the file with its last ``_KEEP`` sessions; called with the file locked."""
-        entries = _entries(fd)[:_KEEP]
+        """Rewrite the file with its last ``_KEEP`` sessions, in at most half of ``_COMPACT_AT`` bytes (so that
+        the next compaction is many writes away, never the next write); called with the file locked."""
+        lines: list[str] = []
+        size = 0
+        for entry in _entries(fd)[:_KEEP]:
+            line = json.dumps(asdict(entry), ensure_ascii=True) + "\n"
+            size += len(line)
+            if size > _COMPACT_AT // 2 and lines:
+                break
+            lines.append(line)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        data = "".join(json.dumps(asdict(entry), ensure_ascii=True) + "\n" for entry in reversed(entries))
+        data = "".join(reversed(lines))
         out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(out, "w", encoding="ascii") as file:
             file.write(data)
