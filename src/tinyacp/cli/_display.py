@@ -37,6 +37,7 @@ from .._messages import (
     CompactionUpdate,
     CurrentModeUpdate,
     Notice,
+    PermissionToolCall,
     Plan,
     PlanEntry,
     PlanFile,
@@ -64,6 +65,7 @@ __all__ = [
     "sanitize",
     "shown",
     "tool_output_lines",
+    "tool_words",
     "wants_color",
 ]
 
@@ -185,6 +187,13 @@ def tool_output_lines(content: Iterable[Any] | None, max_lines: int = 6, limit: 
     if len(lines) > max_lines:
         shown.append(f"  | … {len(lines) - max_lines} more lines")
     return shown
+
+
+def tool_words(tool: PermissionToolCall, limit: int = 200) -> str:
+    """The tool call a permission request is about, in words: its title, ``[kind]`` and ``(name)``, as claimed."""
+    kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
+    name = f" ({one_line(tool.name, 40)})" if tool.name else ""
+    return f"{one_line(tool.title or tool.tool_call_id, limit)}{kind}{name}"
 
 
 def verdict(request: PermissionRequest) -> str:
@@ -449,14 +458,11 @@ class Display:
 
     def permission(self, request: PermissionRequest, who: str) -> None:
         """Show a permission decision and who made it (a child session's request under the child's name)."""
-        tool = request.tool_call
-        kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
-        name = f" ({one_line(tool.name, 40)})" if tool.name else ""
         child = self._children.get(request.session_id)
         prefix = f"[{child}] " if child is not None else ""
         said = verdict(request)
         code = "32" if request.allowed else "31"
-        what = f"{prefix}permission: {one_line(tool.title or tool.tool_call_id)}{kind}{name}: "
+        what = f"{prefix}permission: {tool_words(request.tool_call)}: "
         self._emit([(what, Styled(said, code), f" ({who})")])
 
     def lines(self, lines: Sequence[Line], code: str = "") -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from .._client import Client
 from .._errors import TinyAcpError
 from .._permissions import PermissionRequest
-from ._display import Display, Styled, one_line, tool_output_lines
+from ._display import Display, Styled, one_line, tool_output_lines, tool_words
 from ._exit import Exit
 
 __all__ = ["Asker", "Interrupts"]
@@ -41,11 +41,9 @@ class Asker:
     def ask(self, request: PermissionRequest, remember: str) -> str:
         """Returns ``once``, ``run`` (allow such requests for the rest of this run), ``reject`` or ``interrupted``."""
         tool = request.tool_call
-        kind = f" [{one_line(tool.kind, 20)}]" if tool.kind else ""
-        name = f" ({one_line(tool.name, 40)})" if tool.name else ""
         child = self._display.child_name(request.session_id)
         who = "the agent" if child is None else f"its subagent [{child}]"
-        lines = [f"? {who} asks to run: {one_line(tool.title or tool.tool_call_id, 400)}{kind}{name}"]
+        lines = [f"? {who} asks to run: {tool_words(tool, 400)}"]
         if tool.locations:
             paths = [one_line(str(loc.get("path", "")), 200) for loc in tool.locations if isinstance(loc, dict)]
             lines.append(f"  on: {', '.join(path for path in paths if path)}")
