@@ -596,3 +596,25 @@ def test_chat_asks_a_form_on_its_terminal_between_its_input_lines(cli: Cli) -> N
     terminal.send(b"\x04")
     assert terminal.finish() == 0
     assert b'You answered: name="Bo", style="short", lines=10, detail=0.5, sizes=true.' in terminal.output
+
+
+def test_what_an_agent_puts_in_notices_and_child_names_reaches_no_terminal_raw(cli: Cli) -> None:
+    evil = "x\x1b]0;pwned\x07\x1b[2J\u202e"
+    notice = {"sessionUpdate": "notice", "severity": "warning\x1b[31m", "title": evil, "description": evil}
+    child = {"sessionUpdate": "subagent_update", "sessionId": "c1", "title": evil, "description": evil}
+    said = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": evil}}
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "update", "session": "s1", "update": notice},
+            {"op": "update", "session": "s1", "update": child},
+            {"op": "update", "session": "c1", "update": said},
+            end_turn(),
+        ]
+    )
+    terminal = Terminal(cli, "prompt", "--no-journal", "--agent", agent, "hi")
+    assert terminal.finish() == 0
+    screen = terminal.output
+    assert b"pwned" not in screen  # the OSC title sequence is removed whole
+    assert b"\x1b]" not in screen and b"\x1b[2J" not in screen and "\u202e".encode() not in screen
+    assert b"notice (warning" in screen and b"subagent [x" in screen and b"] says: x" in screen
