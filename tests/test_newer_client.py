@@ -637,6 +637,8 @@ def test_an_elicitation_is_recorded_then_decided_by_the_observer_then_its_answer
     assert order[at : at + 3] == ["message:elicitation", "elicitation", "send:None"]
     (message,) = [m for m in recorder.of("message") if m.kind == MessageKind.ELICITATION]
     assert message.method == "elicitation/create" and message.id == "e1"
+    (sent,) = [m for m in recorder.of("send") if m.id == "e1"]
+    assert sent.decided_by == "observer"  # who decided travels with the answer, so the journal keeps it
     answer = check_client_line(answer_to(agent, "e1"), "CreateElicitationResponse", STABLE)
     assert answer["result"] == {"action": "accept", "content": {"branch": "main", "force": False}}
 
@@ -658,6 +660,8 @@ def test_an_elicitation_nobody_answers_is_declined(
         assert [(r.reply, r.decided_by) for r in recorder.of("elicitation")] == [
             (ElicitationReply.decline(), "default-decline")
         ] * 2
+    answers = [m.decided_by for m in recorder.of("send") if m.id in (7, 8)]
+    assert answers == ["default-decline", "default-decline"]
 
 
 def test_without_the_elicitation_feature_an_elicitation_is_answered_method_not_found(
@@ -858,6 +862,7 @@ def test_an_elicitation_and_its_answer_are_in_the_journal_in_order(
     at = kinds.index(("in", "elicitation", "elicitation/create"))
     assert kinds[at + 1] == ("out", "response", None)
     assert json.loads(records[at + 1]["line"])["result"] == {"action": "decline"}
+    assert records[at + 1]["decided_by"] == "default-decline"  # who decided, kept with the answer
 
 
 def test_the_asyncio_client_awaits_a_coroutine_on_elicitation_and_the_sync_client_refuses_it(

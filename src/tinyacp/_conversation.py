@@ -1080,7 +1080,8 @@ class Conversation:
                 )
             request.reply = reply or ElicitationReply.decline()
             request.decided_by = "observer" if reply is not None else "default-decline"
-        yield Write(self._response(request_id, request.reply._wire()))
+        answer = self._response(request_id, request.reply._wire())
+        yield Write(msgspec.structs.replace(answer, decided_by=request.decided_by))
         return None
 
     def _response_to_us(self, raw: bytes, envelope: Envelope) -> Reaction:

@@ -33,7 +33,8 @@ lines the client read in one burst, before it acted or waited) share the time of
 
 A line of ours that carried :class:`~tinyacp.Secret` values is stored with each one's JSON string replaced by
 ``"<secret>"``, and its record says how many with ``"redacted": N``: that line is *not* the exact bytes sent.
-A request sent with ``force=True`` although the agent did not advertise it has ``"forced": true``.
+A request sent with ``force=True`` although the agent did not advertise it has ``"forced": true``; our answer to
+an ``elicitation/create`` says who decided it, ``"decided_by"`` (``observer``, ``default-decline``, ``cancelled``).
 """
 
 from __future__ import annotations
@@ -245,6 +246,8 @@ class JsonlJournal(BaseObserver):
             record["id"] = message.id
         if message.forced:
             record["forced"] = True
+        if message.decided_by:
+            record["decided_by"] = message.decided_by
         if message.secrets:  # never stored: each secret's value is replaced by the marker
             record["redacted"] = len(message.secrets)
             self._line(record, message.redacted())

@@ -135,6 +135,9 @@ class OutgoingMessage(msgspec.Struct, frozen=True):
     """The :class:`~tinyacp.Secret` values written in ``raw``: redact them before storing the line."""
     forced: bool = False
     """Sent with ``force=True``, although the agent did not advertise what it asks for."""
+    decided_by: str = ""
+    """For our answer to an ``elicitation/create``: who decided it (``observer``, ``default-decline`` or
+    ``cancelled``, as :attr:`~tinyacp.ElicitationRequest.decided_by`); empty for every other line."""
 
     def redacted(self) -> bytes:
         """``raw`` with every JSON string whose value is a secret's replaced by ``"<secret>"`` (``raw`` itself
