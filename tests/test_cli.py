@@ -1150,9 +1150,10 @@ def test_sessions_lists_the_runs_of_this_machine_most_recent_first(cli: Cli) -> 
     assert "second question" in text and "journal:" in text
 
 
-def test_the_session_index_skips_torn_lines_and_stays_small(tmp_path: Path) -> None:
+def test_the_session_index_skips_torn_lines_and_stays_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tinyacp.cli import _index
 
+    monkeypatch.setattr(_index, "_COMPACT_AT", 256 * 1024)  # 3000 entries pass it several times
     index = _index.SessionIndex(tmp_path / "sessions.jsonl")
     index.record("demo", tmp_path, "s-1", None, "hello")
     with open(index.path, "ab") as file:
@@ -1166,7 +1167,10 @@ def test_the_session_index_skips_torn_lines_and_stays_small(tmp_path: Path) -> N
     assert index.path.stat().st_size <= 2 * _index._COMPACT_AT
     assert stat.S_IMODE(index.path.stat().st_mode) == 0o600
     entries = index.entries("demo", tmp_path)
-    assert entries[0].session_id == "many-2999" and len(entries) <= _index._KEEP * 2
+    assert entries[0].session_id == "many-2999"
+    assert _index._KEEP <= len(entries) <= 2 * _index._COMPACT_AT // len(b'{"agent": "demo", "session_id": "many-0"}')
+    numbers = [int(entry.session_id.removeprefix("many-")) for entry in entries]
+    assert numbers == list(range(2999, 2999 - len(numbers), -1))  # the newest, none lost
 
 
 def test_chat_needs_a_terminal(cli: Cli) -> None:
