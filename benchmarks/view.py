@@ -41,6 +41,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+"""How this benchmark and the page's browser tests (tests/test_view_browser.py) run Chromium: headless, with
+nothing of its own reaching the network."""
 WAIT_MS = 600_000
 CRASH = "import sys; sys.stderr.write('the agent fell over\\n'); sys.exit(3)"
 

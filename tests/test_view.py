@@ -20,7 +20,20 @@ from hypothesis import strategies as st
 
 import tinyacp
 from tinyacp import view
-from view_util import HOSTILE_FILE, crafted_epoch, demo_batch, hostile_journal, page_data, transcript, update
+from view_util import (
+    ANSWER,
+    HOSTILE,
+    HOSTILE_FILE,
+    crafted_epoch,
+    demo_batch,
+    hostile_journal,
+    newer_batch,
+    newer_journal,
+    page_data,
+    prompt,
+    transcript,
+    update,
+)
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 JOURNALS = Path(__file__).resolve().parent / "journals"
@@ -37,6 +50,12 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("view-hostile")
     return hostile_journal(base / "hostile.jsonl", base / "work")
+
+
+@pytest.fixture(scope="module")
+def newer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("view-newer")
+    return newer_journal(base / "newer.jsonl", base / "work")
 
 
 def kinds(page: str, index: int) -> list[str]:
@@ -84,8 +103,9 @@ def test_a_batch_turn_carries_its_prompt_messages_tool_call_and_decision(batch: 
     assert events(page, read, "perm")[0]["decision"]["by"] == "policy"
     notice = events(page, index["read-2"], "notice")[0]  # the demo agent's own, asked for by the prompt
     assert (notice["severity"], notice["title"]) == ("warning", "Model fallback")
-    compaction = [event["kind"] for event in events(page, index["read-2"], "update")]
-    assert "compaction_update" in compaction  # a kind this page knows no more of than its JSON
+    (compaction,) = events(page, index["read-2"], "compaction")  # its updates merged by its id
+    assert (compaction["status"], compaction["n"]) == ("completed", 4) and compaction["x"].startswith("0 earlier")
+    assert events(page, index["read-2"], "update") == []  # no kind of today's ACP is left as raw JSON
     rejected = events(page, index["rejected-1"], "perm")[0]["decision"]
     assert (rejected["allowed"], rejected["by"], rejected["optionKind"]) == (False, "default-reject", "reject_once")
     assert events(page, index["rejected-1"], "tool")[0]["status"] == "failed"
@@ -117,6 +137,97 @@ def test_a_batch_directory_that_moved_finds_its_journals_and_says_what_it_skippe
         "results.jsonl line 7 is not a turn record",
         "results.jsonl: its last line is torn",
     ]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Today's ACP: compaction, plans by id, subagents, session messages, questions, forced calls.
+
+
+def test_a_turn_with_every_feature_shows_each_kind_of_today_in_its_own_event(newer: Path) -> None:
+    page = view.render_html(newer)
+    top = kinds(page, 0)
+    for kind in ("notice", "compaction", "planop", "ask", "child", "smsg", "msg", "result"):
+        assert kind in top, kind
+    assert "update" not in top and "agentline" not in top  # nothing of it is left as raw JSON
+    (compaction,) = events(page, 0, "compaction")
+    assert [state[0] for state in compaction["states"]] == ["in_progress", "completed"]
+    assert compaction["x"] == f"0 earlier turns in {newer.parent / 'work'}."  # the summary, given whole at the end
+    (plan,) = events(page, 0, "planop")  # four plan_update of one plan id, then plan_removed: one event
+    assert (plan["id"], plan["n"], plan["type"]) == ("plan-1", 4, "items") and plan["removed"] == plan["end"]
+    assert [entry[1] for entry in plan["entries"]] == ["completed", "completed"]
+
+
+def test_a_subagents_work_is_grouped_under_it_and_not_mixed_into_its_parents(newer: Path) -> None:
+    page = view.render_html(newer)
+    (child,) = events(page, 0, "child")
+    assert (child["title"], child["state"]) == ("File reader", "idle (end_turn)")
+    assert child["sid"].endswith(".sub-1") and child["description"].startswith("Lists the files in")
+    assert [state[0] for state in child["states"]] == ["running", "idle (end_turn)"]
+    own = [event["k"] for event in child["events"]]
+    assert own == ["thought", "tool", "perm", "msg"]
+    assert child["events"][2]["decision"]["by"] == "policy" and child["events"][2]["name"] == "Read"
+    assert "tool" not in kinds(page, 0) and "perm" not in kinds(page, 0)  # the parent's own events hold neither
+    (reply,) = events(page, 0, "msg")
+    assert reply["x"].startswith("You said:")  # the parent's reply only: the child's is under the child
+    task, answer = events(page, 0, "smsg")
+    assert (task["from"], task["to"]) == (child["sid"].rsplit(".", 1)[0], child["sid"])
+    assert (answer["from"], answer["n"]) == (child["sid"], 2) and answer["x"].startswith("I read 1 file")
+    row = page_data(page)["turns"][0]
+    assert (row["subs"], row["tools"], row["allow"]) == (1, 1, 1)
+
+
+def test_a_question_shows_its_form_and_the_answer_with_who_gave_it(newer: Path, tmp_path: Path) -> None:
+    page = view.render_html(newer)
+    (ask,) = events(page, 0, "ask")
+    assert (ask["mode"], ask["x"]) == ("form", "How should I summarise the files?")
+    assert [field[0] for field in ask["fields"]] == ["name", "style", "lines", "detail", "sizes"]
+    assert ask["fields"][0] == ["name", "string", "Your name", True]
+    assert ask["answer"]["action"] == "accept" and ask["answer"]["by"] == "observer"
+    assert json.loads(ask["answer"]["content"]) == ANSWER
+    declined = newer_batch(tmp_path / "out", tmp_path / "work")  # nobody answers in a batch
+    (ask,) = events(view.render_html(declined), 0, "ask")
+    assert (ask["answer"]["action"], ask["answer"]["by"]) == ("decline", "default-decline")
+
+
+def test_a_call_sent_with_force_is_marked(newer: Path) -> None:
+    page = view.render_html(newer)
+    (forced,) = [event for event in transcript(page, 0)["events"] if event.get("forced")]
+    assert (forced["k"], forced["m"], forced["x"]) == ("call", "session/set_mode", '{"modeId":"turbo"}')
+    assert events(page, 0, "error")[0]["m"] == "session/set_mode"  # which the agent then refused
+
+
+def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
+    page = view.render_html(newer)
+    assert page.count("<script") == page.count("</script>") == page.count('<script type="application/json"') + 1
+    visible = HOSTILE.replace("\u202e", "\u27e8U+202E\u27e9")[:60]
+    (compaction,) = events(page, 1, "compaction")
+    assert compaction["status"] == "failed" and compaction["x"].startswith("summary " + visible)
+    assert compaction["error"].startswith(visible)
+    (plan,) = events(page, 1, "planop")  # given as markdown, then as a file: the file is what it is now
+    assert (plan["type"], plan["uri"], plan["n"]) == ("file", "javascript:alert(1)", 2) and "x" not in plan
+    (child,) = events(page, 1, "child")
+    assert child["title"].startswith("Kid " + visible) and [e["k"] for e in child["events"]] == ["msg", "ask"]
+    ask = child["events"][1]  # the child's URL question, under the child
+    assert (ask["mode"], ask["url"]) == ("url", "javascript:window.__pwned=6")
+    assert (ask["answer"]["action"], ask["answer"]["by"]) == ("decline", "default-decline")
+    assert page_data(page)["turns"][1]["subs"] == 1
+
+
+def test_a_childs_updates_before_its_announcement_are_still_kept_apart(tmp_path: Path) -> None:
+    path = tmp_path / "early.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "hi", session_id="s")
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "early"}}
+    update(journal, epoch, 1, chunk, session_id="s.kid")
+    update(journal, epoch, 2, {"sessionUpdate": "subagent_update", "sessionId": "s.kid", "title": "Late"})
+    update(journal, epoch, 3, {**chunk, "content": {"type": "text", "text": "mine"}})
+    journal.close()
+    page = view.render_html(path)
+    (child,) = events(page, 0, "child")
+    assert (child["title"], [e["x"] for e in child["events"]]) == ("Late", ["early"]) and "unannounced" not in child
+    assert [e["x"] for e in events(page, 0, "msg")] == ["mine"]
+    assert page_data(page)["turns"][0]["subs"] == 1
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -354,8 +465,11 @@ _JSON = st.recursive(
     max_leaves=12,
 )
 _KINDS = ["agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan", "notice",
-          "usage_update", "user_message_chunk", "something_else"]  # fmt: skip
-_FIELDS = ["content", "title", "name", "kind", "status", "entries", "severity", "description", "cost", "toolCallId"]
+          "usage_update", "user_message_chunk", "compaction_update", "compaction_summary_chunk", "plan_update",
+          "plan_removed", "subagent_update", "session_message", "session_message_chunk", "something_else"]  # fmt: skip
+_FIELDS = ["content", "title", "name", "kind", "status", "entries", "severity", "description", "cost", "toolCallId",
+           "compactionId", "summary", "error", "plan", "planId", "sessionId", "state", "messageId",
+           "senderSessionId", "recipientSessionId"]  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None)

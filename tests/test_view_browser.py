@@ -18,22 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmarks.view import CHROMIUM_ARGS
 
 from tinyacp import view
-from view_util import HOSTILE_FILE, demo_batch, hostile_journal, page_data
+from view_util import HOSTILE_FILE, demo_batch, hostile_journal, newer_batch, newer_journal, page_data
 
 WAIT_MS = 15_000
 """Every wait of a test on the page, at most."""
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ORIGIN = "http://view.test"
 """Where the page is served from, by the route that answers it: no server, no network."""
 
@@ -45,7 +37,7 @@ def _unavailable(why: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser(batch_page: Path, hostile_page: Path) -> Iterator[Any]:
+def browser(batch_page: Path, hostile_page: Path, newer_page: Path, newer_batch_page: Path) -> Iterator[Any]:
     """One headless Chromium for the module (each test opens its own page). The pages are made first: Playwright's
     synchronous API runs an event loop in this thread while the browser is open, and a batch runs one of its own."""
     try:
@@ -146,6 +138,21 @@ def hostile_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return view.write_html(journal, base / "hostile.html")
 
 
+@pytest.fixture(scope="module")
+def newer_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with all five newer features (a question answered by the observer, a forced call), then a crafted
+    epoch of the newer kinds carrying hostile text."""
+    base = tmp_path_factory.mktemp("view-browser-newer")
+    return view.write_html(newer_journal(base / "newer.jsonl", base / "work"), base / "newer.html")
+
+
+@pytest.fixture(scope="module")
+def newer_batch_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A batch turn with all five features, and an item tried twice (two rows of one id)."""
+    base = tmp_path_factory.mktemp("view-browser-newer-batch")
+    return view.write_html(newer_batch(base / "out", base / "work"))
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The table.
 
@@ -172,7 +179,7 @@ def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[s
     return [turn["id"] for turn in sorted(present, key=value, reverse=descending) + missing]  # a stable sort
 
 
-COLUMNS = ["id", "agent", "ok", "stop", "secs", "tools", "allow", "reject", "tokens", "cost"]
+COLUMNS = ["id", "agent", "ok", "stop", "secs", "tools", "subs", "allow", "reject", "tokens", "cost"]
 
 
 @pytest.mark.parametrize("key", COLUMNS)
@@ -246,7 +253,75 @@ def test_the_address_names_the_opened_turn_and_opens_it_again(opened: Any, batch
 
 def test_the_demo_agents_notice_shows_on_its_turn(opened: Any, batch_page: Path) -> None:
     text = opened(batch_page).open("read-2")
-    assert "notice (warning)\nModel fallback" in text and "update compaction_update" in text
+    assert "notice (warning)\nModel fallback" in text and "compaction compaction-1 · completed" in text
+    assert "update compaction_update" not in text  # not as raw JSON
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Today's ACP on a turn.
+
+
+def test_a_subagents_work_shows_under_its_title_apart_from_its_parents(opened: Any, newer_page: Path) -> None:
+    loaded = opened(newer_page)
+    text = loaded.open("newer #1")
+    child = loaded.page.locator("#turn section.child")
+    assert child.count() == 1
+    own = child.inner_text()
+    assert own.startswith("+") and "subagent File reader · idle (end_turn)" in own
+    assert "Lists the files in" in own and "running +" in own and "→ idle (end_turn) +" in own
+    assert "tool call Read [read] Read files in" in own and "notes.txt" in own
+    assert "permission asked: Read files in" in own and "[read] · tool Read" in own and "· decided by policy" in own
+    turn = loaded.page.locator("#turn > ol.events > li")
+    kinds = turn.evaluate_all("items => items.map(item => item.className)")
+    assert "event k-child" in kinds and "event k-tool" not in kinds and "event k-perm" not in kinds
+    assert child.locator("li.k-msg").count() == 1  # the child's reply, under the child
+    assert "message " in text and ".sub-1 (File reader)" in text  # the messages between the two, named
+    assert "subagents\n1" in loaded.page.inner_text("#turn dl.facts")
+
+
+def test_compaction_plans_questions_and_forced_calls_show_on_their_turn(opened: Any, newer_page: Path) -> None:
+    loaded = opened(newer_page)
+    text = loaded.open("newer #1")
+    assert "compaction compaction-1 · completed" in text and "in_progress +" in text and "summary" in text
+    assert "plan plan-1 (4 updates, last +" in text and "· removed +" in text
+    assert "[completed] Read the files in the working directory (high)" in text
+    assert "question (form)" in text and "How should I summarise the files?" in text
+    assert "name (string, required): Your name" in text and "sizes (boolean): Show the sizes" in text
+    assert "→ accept · decided by observer" in text and '"name":"Ada <b>"' in text
+    assert "session/set_mode" in text and "sent with force=True: the agent did not advertise it" in text
+    assert loaded.page.locator("#turn .forced").count() == 1
+    assert loaded.page.locator("#turn b").count() == 0  # the answer's markup is text
+
+
+def test_hostile_newer_kinds_show_as_text_and_a_url_is_never_a_link(opened: Any, newer_page: Path) -> None:
+    loaded = opened(newer_page)
+    text = loaded.open("newer #2")
+    assert "compaction c<1> · failed" in text and "summary <script>window.__pwned=1</script>" in text
+    assert "in the file javascript:alert(1)" in text
+    assert 'subagent Kid <script>window.__pwned=1</script></script><img src=x onerror="window.__pwned=2">' in text
+    assert "question (url)" in text and "URL (not opened): javascript:window.__pwned=6" in text
+    assert "→ decline · decided by default-decline" in text
+    child = loaded.page.locator("#turn section.child")
+    assert child.locator("li.k-ask").count() == 1 and child.locator("li.k-msg").count() == 1
+    counts = loaded.page.evaluate(
+        "[document.querySelectorAll('img, a, iframe, object, embed, link[href]:not([rel=icon])').length,"
+        " document.querySelectorAll('[onerror], [onclick], [src], [href]:not([rel=icon])').length]"
+    )
+    assert counts == [0, 0]
+
+
+def test_each_attempt_sharing_an_id_has_its_own_address(opened: Any, newer_batch_page: Path) -> None:
+    loaded = opened(newer_batch_page)
+    assert sorted(loaded.rows()) == ["again", "again", "newer-1"]
+    loaded.page.locator("#turn-table tbody tr", has_text="again").nth(1).click()
+    loaded.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
+    assert loaded.page.evaluate("location.hash") == "#again~2"
+    for fragment, attempt in (("#again~2", "2"), ("#again~1", "1"), ("#again", "1")):
+        again = opened(newer_batch_page, fragment)
+        facts = again.page.inner_text("#turn dl.facts")
+        assert f"attempt\n{attempt}\n" in facts, fragment
+    newer = opened(newer_batch_page, "#newer-1").page.inner_text("#turn")
+    assert "→ decline · decided by default-decline" in newer  # nobody answers a question in a batch
 
 
 def test_a_rejected_permission_says_so_and_who_decided(opened: Any, batch_page: Path) -> None:

@@ -4,6 +4,7 @@ their timeout), a journal of a real run carrying hostile text, and crafted lines
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -46,12 +47,15 @@ def demo_batch(out: Path, work: Path) -> Path:
     return out
 
 
-def update(journal: tinyacp.JsonlJournal, epoch: int, seq: int, update: dict[str, Any]) -> None:
-    """Record a ``session/update`` line carrying ``update``, as the client would."""
-    message = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}
+def update(
+    journal: tinyacp.JsonlJournal, epoch: int, seq: int, update: dict[str, Any], *, session_id: str = "s"
+) -> None:
+    """Record a ``session/update`` line of ``session_id`` carrying ``update``, as the client would."""
+    params = {"sessionId": session_id, "update": update}
+    message = {"jsonrpc": "2.0", "method": "session/update", "params": params}
     raw = json.dumps(message, separators=(",", ":")).encode()
     payload = tinyacp.UnknownUpdate(None, {})
-    journal.on_update(tinyacp.Update(epoch, seq, raw, tinyacp.UpdateKind.UNKNOWN, "s", payload))
+    journal.on_update(tinyacp.Update(epoch, seq, raw, tinyacp.UpdateKind.UNKNOWN, session_id, payload))
 
 
 def _out(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
@@ -59,10 +63,20 @@ def _out(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> 
     journal.on_send(tinyacp.OutgoingMessage(epoch, raw, message.get("method"), message.get("id")))
 
 
-def _in(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], method: str) -> None:
+def _in(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], method: str | None) -> None:
+    """Record a line of the agent's: our request's answer (``method``), or a request of its own (None)."""
     raw = json.dumps(message, separators=(",", ":")).encode()
-    kind = tinyacp.MessageKind.RESPONSE
+    if method is None:
+        kind, method = tinyacp.MessageKind.ELICITATION, message["method"]
+    else:
+        kind = tinyacp.MessageKind.RESPONSE
     journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=method, id=message.get("id")))
+
+
+def prompt(journal: tinyacp.JsonlJournal, epoch: int, request_id: int, text: str, *, session_id: str) -> None:
+    """Record our ``session/prompt`` of ``text`` to ``session_id``."""
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    _out(journal, epoch, {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params})
 
 
 def crafted_epoch(journal: tinyacp.JsonlJournal) -> int:
@@ -105,6 +119,96 @@ def hostile_journal(path: Path, work: Path) -> Path:
     finally:
         journal.close()
     return path
+
+
+EVERYTHING = tinyacp.ClientFeatures(
+    notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True
+)
+"""All five newer parts of ACP, as the command opts in to them."""
+
+NEWER_PROMPT = "with-notice with-compaction with-question with-subagent What is in this folder?"
+"""A prompt that has the demo agent use each of them: a notice, a compaction, a question, a child session."""
+
+ANSWER = {"name": "Ada <b>", "style": "short", "lines": 3}
+"""What the person answers the demo agent's question (a form)."""
+
+
+class _Answering(tinyacp.JsonlJournal):
+    """A journal whose observer answers the agent's questions, as a person would."""
+
+    def on_elicitation(self, request: tinyacp.ElicitationRequest) -> tinyacp.ElicitationReply:
+        return tinyacp.ElicitationReply.accept(ANSWER)
+
+
+def newer_batch(out: Path, work: Path) -> Path:
+    """A batch of the demo agent with all five features on: a turn with a notice, a compaction, a plan by id, a
+    question (declined: nobody answers in a batch) and a subagent that reads the folder (allowed by the policy);
+    then an item whose agent crashes, retried, so that two rows share its id. Returns ``out``."""
+    work.mkdir(exist_ok=True)
+    (work / "notes.txt").write_text("some notes\n", encoding="utf-8")
+    items = [{"id": "newer-1", "prompt": NEWER_PROMPT}]
+    run_batch(
+        items, out, agent="demo", cwd=work, policy=tinyacp.PermissionPolicy(["read"]), timeout=60, features=EVERYTHING
+    )
+    again = [{"id": "again", "prompt": "hello", "agent": [sys.executable, "-c", CRASH]}]
+    run_batch(again, out, cwd=work, timeout=60)
+    run_batch(again, out, cwd=work, timeout=60, retry_failed=True)
+    return out
+
+
+def newer_journal(path: Path, work: Path) -> Path:
+    """A journal of a real run of the demo agent with all five features on and its question answered by the
+    observer, a mode sent with ``force=True`` that the agent refuses, then a crafted epoch of the newer kinds
+    carrying hostile text (see :func:`crafted_newer_epoch`)."""
+    work.mkdir(exist_ok=True)
+    (work / "notes.txt").write_text("some notes\n", encoding="utf-8")
+    journal = _Answering(path)
+    try:
+        options = tinyacp.Options(
+            command=[sys.executable, "-m", "tinyacp.demo"],
+            epoch=journal.begin_epoch(),
+            observer=journal,
+            policy=tinyacp.PermissionPolicy(["read"]),
+            features=EVERYTHING,
+        )
+        with tinyacp.Client(options) as client:
+            client.initialize(timeout=30)
+            session = client.new_session(work, timeout=30)
+            with contextlib.suppress(tinyacp.RequestError):  # the agent refuses the mode it did not list
+                client.set_mode(session.id, "turbo", force=True, timeout=30)
+            client.prompt(session.id, NEWER_PROMPT, timeout=30)
+        crafted_newer_epoch(journal)
+    finally:
+        journal.close()
+    return path
+
+
+def crafted_newer_epoch(journal: tinyacp.JsonlJournal) -> int:
+    """An epoch of the newer kinds as an agent might send them with hostile text in every field: a compaction
+    that fails, a plan given as markdown then as a file, a subagent with an update of its own and a question, a
+    URL question; the prompt is answered ``end_turn``."""
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 7, "newer", session_id="s")
+    text = {"type": "text", "text": "summary " + HOSTILE}
+    steps: list[dict[str, Any]] = [
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c<1>", "content": text},
+        {"sessionUpdate": "compaction_update", "compactionId": "c<1>", "status": "failed", "error": HOSTILE},
+        {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "p1", "content": "# " + HOSTILE}},
+        {"sessionUpdate": "plan_update", "plan": {"type": "file", "planId": "p1", "uri": "javascript:alert(1)"}},
+        {"sessionUpdate": "subagent_update", "sessionId": "kid", "title": "Kid " + HOSTILE, "description": HOSTILE},
+    ]
+    for seq, step in enumerate(steps, 1):
+        update(journal, epoch, seq, step)
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "kid says " + HOSTILE}}
+    update(journal, epoch, 6, chunk, session_id="kid")
+    url = {"sessionId": "kid", "mode": "url", "message": "Log in " + HOSTILE, "url": "javascript:window.__pwned=6"}
+    _in(journal, epoch, {"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create", "params": url}, None)
+    answer = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "decline"}}
+    raw = json.dumps(answer, separators=(",", ":")).encode()
+    journal.on_send(tinyacp.OutgoingMessage(epoch, raw, None, "q1", decided_by="default-decline"))
+    _in(journal, epoch, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    journal.flush()
+    return epoch
 
 
 def page_data(page: str) -> dict[str, Any]:

@@ -29,6 +29,9 @@ _RAW: Final = 2000
 _EVENT_COST: Final = 40
 """What an event costs the budget beyond its text: its kind, time and field names in the page."""
 
+_STATES: Final = 20
+"""The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
+
 # What the page shows as a visible mark, its code point (ESC as ⟨U+001B⟩: every font has these glyphs, not every
 # one has the Control Pictures), rather than passing on: C0 and C1 controls (but newline and tab), DEL, and the
 # characters that reorder text (bidi overrides, embeddings, isolates and marks), which could make a file name or a
@@ -132,6 +135,20 @@ class Budget:
         return bool(self.cut_events or self.cut_bytes)
 
 
+_NEWER: Final = {
+    "usage_update": "usage_update",
+    "compaction_update": "compaction",
+    "compaction_summary_chunk": "compaction",
+    "plan_update": "plan_operation",
+    "plan_removed": "plan_operation",
+    "subagent_update": "subagent",
+    "session_message": "session_message",
+    "session_message_chunk": "session_message",
+}
+"""The update kinds a method of :class:`TurnBuilder` of that name renders (each given the update, its time and
+where its events go)."""
+
+
 @dataclass
 class TurnBuilder:
     """One turn: its facts (for the table, from every record) and its transcript (for the page, bounded).
@@ -155,10 +172,18 @@ class TurnBuilder:
     allowed: int = 0
     rejected: int = 0
     prompts: int = 0
+    subagents: int = 0
+    session: str | None = None
+    """The session the turn's prompt went to: updates of another one are a child's (a subagent's)."""
     skipped: list[int] = field(default_factory=list)
-    _tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _tools: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, str] = field(default_factory=dict)
+    _children: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each child session announced (or heard from) in the turn: its event, whose ``events`` are its own."""
+    _merged: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    """The events the protocol patches in place, by session, kind and id: compactions, plans, session messages."""
+    _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------------------------------------
     # The transcript.
@@ -172,23 +197,65 @@ class TurnBuilder:
         self.end = max(now, self.end or now)
         return round(now - self.start, 3)
 
-    def _event(self, kind: str, at: float, /, **fields: Any) -> dict[str, Any] | None:
+    def _event(
+        self, kind: str, at: float, into: list[dict[str, Any]] | None = None, /, **fields: Any
+    ) -> dict[str, Any] | None:
+        """A new event at the end of ``into`` (the turn's own events by default), if the budget has room."""
         if not self.budget.room():
             return None
         event: dict[str, Any] = {"k": kind, "t": at}
         for name, value in fields.items():
             if value not in (None, "", [], {}):
                 event[name] = self.budget.take(value) if isinstance(value, str) else value
-        self.events.append(event)
+        (self.events if into is None else into).append(event)
         return event
 
-    def _text(self, kind: str, at: float, text: str) -> None:
+    def _text(self, kind: str, at: float, text: str, into: list[dict[str, Any]] | None = None) -> None:
         """A message or thought chunk: joined to the event before it when that one is of its kind."""
-        last = self.events[-1] if self.events else None
+        events = self.events if into is None else into
+        last = events[-1] if events else None
         if last is not None and last["k"] == kind and "x" in last:
             last["x"] += self.budget.take(text)
             return
-        self._event(kind, at, x=text)
+        self._event(kind, at, events, x=text)
+
+    def _into(self, session_id: Any, at: float) -> list[dict[str, Any]]:
+        """Where the events of ``session_id`` go: under its child's event when it is a child session (announced
+        by a ``subagent_update``, or any session other than the prompt's once the prompt is sent, so that a
+        child's work never mixes with its parent's), else the turn's own events."""
+        if not isinstance(session_id, str) or session_id == self.session:
+            return self.events
+        child = self._children.get(session_id)
+        if child is None and self.session is not None:
+            child = self._child(session_id, at, self.events, announced=False)
+        return child["events"] if child is not None else self.events
+
+    def _child(
+        self, session_id: str, at: float, into: list[dict[str, Any]], *, announced: bool
+    ) -> dict[str, Any] | None:
+        event = self._event("child", at, into, sid=clean(session_id, 200))
+        if event is None:
+            return None
+        event["events"] = []
+        if not announced:
+            event["unannounced"] = True
+        self._children[session_id] = event
+        return event
+
+    def _merge(self, into: list[dict[str, Any]], kind: str, ident: Any, at: float) -> dict[str, Any] | None:
+        """The event of kind ``kind`` and id ``ident`` in ``into``: the first update of an id places it in the
+        transcript, the later ones patch it there (as the protocol says of compactions, plans and messages)."""
+        key = (str(id(into)), kind, _key(ident))
+        event = self._merged.get(key)
+        if event is None:
+            event = self._event(kind, at, into, id=clean(ident, 200))
+            if event is None:
+                return None
+            event["n"] = 0
+            self._merged[key] = event
+        event["n"] += 1
+        event["end"] = at
+        return event
 
     # ----------------------------------------------------------------------------------------------------------
     # Records.
@@ -232,24 +299,51 @@ class TurnBuilder:
         params = _dict(msg.get("params"))
         if isinstance(method, str) and "id" in msg:
             self._pending[_key(msg["id"])] = method
+        forced = True if record.get("forced") is True else None  # sent although the agent did not advertise it
         if method == "session/prompt":
             self.prompts += 1
+            if isinstance(params.get("sessionId"), str):
+                self.session = params["sessionId"]
             text = "\n".join(_prompt_block(block) for block in _list(params.get("prompt")))
             if not self.prompt:
                 self.prompt = clean(text, _SHORT)
             redacted = record.get("redacted")
-            self._event("prompt", at, x=clean(text), redacted=redacted if isinstance(redacted, int) else None)
+            redacted = redacted if isinstance(redacted, int) else None
+            self._event("prompt", at, x=clean(text), redacted=redacted, forced=forced)
         elif method == "session/cancel":
             self._event("cancel", at)
         elif isinstance(method, str):
-            self._event("call", at, m=clean(method, 100), x=_call_summary(method, params))
+            self._event("call", at, m=clean(method, 100), x=_call_summary(method, params), forced=forced)
+        elif "id" in msg:
+            self.answer(record, msg, at)
+
+    def answer(self, record: dict[str, Any], msg: dict[str, Any], at: float) -> None:
+        """Our answer to a request of the agent's: the decision on its question (``elicitation/create``), which
+        the answer carries with who made it. (A permission's decision has a record of its own.)"""
+        event = self._asks.pop(_key(msg.get("id")), None)
+        if event is None:
+            return
+        result, error = _dict(msg.get("result")), _dict(msg.get("error"))
+        content = result.get("content")
+        event["answer"] = {
+            "action": clean(result.get("action"), 40) if result else "error: " + clean(error.get("message"), 200),
+            "content": self.budget.take(clean(content, _RAW)) if content is not None else "",
+            "by": clean(record.get("decided_by"), 60),
+            "dt": at,
+        }
 
     def incoming(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
         kind = record.get("kind")
         if kind == "update" and msg is not None:
-            self.update(_dict(_dict(msg.get("params")).get("update")), at)
+            params = _dict(msg.get("params"))
+            self.update(_dict(params.get("update")), at, params.get("sessionId"))
         elif kind == "permission_request" and msg is not None:
             self.permission(msg, at)
+        elif kind == "elicitation" and msg is not None:
+            self.elicitation(msg, at)
+        elif record.get("method") == "elicitation/complete" and msg is not None:
+            done = _dict(msg.get("params")).get("elicitationId")
+            self._event("call", at, m="elicitation/complete", x=clean(done, 200))
         elif kind == "response" and msg is not None:
             self.response(msg, at)
         else:
@@ -290,52 +384,155 @@ class TurnBuilder:
         elif method == "session/new":
             self._event("call", at, m="session", x=clean(result.get("sessionId"), 200))
 
-    def update(self, update: dict[str, Any], at: float) -> None:
+    def update(self, update: dict[str, Any], at: float, session_id: Any = None) -> None:
         kind = update.get("sessionUpdate")
         content = _dict(update.get("content"))
+        into = self._into(session_id, at)
         if kind == "agent_message_chunk":
-            self._text("msg", at, clean(content["text"]) if "text" in content else _block_label(content))
+            self._text("msg", at, _block_text(content), into)
         elif kind == "agent_thought_chunk":
-            self._text("thought", at, clean(content.get("text")))
+            self._text("thought", at, clean(content.get("text")), into)
         elif kind == "user_message_chunk":
-            self._text("user", at, clean(content.get("text")))
+            self._text("user", at, clean(content.get("text")), into)
         elif kind in ("tool_call", "tool_call_update"):
-            self.tool(update, at)
+            self.tool(update, at, into, session_id)
         elif kind == "plan":
-            entries = [
-                [clean(e.get("content"), _SHORT), clean(e.get("status"), 20), clean(e.get("priority"), 20)]
-                for e in _list(update.get("entries"))[:50]
-                if isinstance(e, dict)
-            ]
-            self._event("plan", at, entries=entries)
+            self._event("plan", at, into, entries=_entries(update.get("entries"), self.budget))
         elif kind == "notice":
             fields = {"severity": clean(update.get("severity"), 20), "title": clean(update.get("title"), _SHORT)}
-            self._event("notice", at, **fields, x=clean(update.get("description")))
-        elif kind == "usage_update":
-            self.usage_update(update, at)
+            self._event("notice", at, into, **fields, x=clean(update.get("description")))
+        elif kind in _NEWER and (kind != "subagent_update" or isinstance(update.get("sessionId"), str)):
+            getattr(self, _NEWER[kind])(update, at, into)
         else:
             shown = {name: value for name, value in update.items() if name != "sessionUpdate"}
-            self._event("update", at, kind=clean(kind, 60), x=clean(shown, _RAW))
+            self._event("update", at, into, kind=clean(kind, 60), x=clean(shown, _RAW))
 
-    def usage_update(self, update: dict[str, Any], at: float) -> None:
+    def compaction(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
+        """A compaction, merged by its id: its status changes, its summary (streamed, or given whole), its error.
+        A first-seen id is a compaction in progress."""
+        event = self._merge(into, "compaction", update.get("compactionId"), at)
+        if event is None:
+            return
+        if update.get("sessionUpdate") == "compaction_summary_chunk":
+            event.setdefault("status", "in_progress")
+            event["x"] = event.get("x", "") + self.budget.take(_block_text(_dict(update.get("content"))))
+            return
+        status = clean(update.get("status"), 40)
+        if status:
+            event["status"] = status
+            _state(event, status, at)
+        if "summary" in update:  # patch semantics: given whole it replaces what was streamed; null clears it
+            summary = "".join(_block_text(_dict(block)) for block in _list(update.get("summary"))[:100])
+            event["x"] = self.budget.take(summary)
+        if "error" in update:
+            event["error"] = self.budget.take(clean(update.get("error"), _SHORT))
+
+    def plan_operation(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
+        """A plan by its id: each ``plan_update`` replaces its content (entries, a file's URI, or markdown), and
+        ``plan_removed`` says when it went."""
+        if update.get("sessionUpdate") == "plan_removed":
+            event = self._merge(into, "planop", update.get("planId"), at)
+            if event is not None:
+                event["removed"] = at
+            return
+        plan = _dict(update.get("plan"))
+        event = self._merge(into, "planop", plan.get("planId"), at)
+        if event is None:
+            return
+        for name in ("entries", "uri", "x"):
+            event.pop(name, None)
+        event["type"] = clean(plan.get("type"), 40)
+        if "entries" in plan:
+            event["entries"] = _entries(plan.get("entries"), self.budget)
+        elif "uri" in plan:
+            event["uri"] = self.budget.take(clean(plan.get("uri"), _SHORT))  # shown as text, never a link
+        else:
+            event["x"] = self.budget.take(clean(plan.get("content")))
+
+    def subagent(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
+        """A child session: announced by its first ``subagent_update`` (under the session that owns it), patched
+        by the later ones (a field left out keeps its value, null clears it)."""
+        session_id = update["sessionId"]
+        event = self._children.get(session_id)
+        if event is None:
+            event = self._child(session_id, at, into, announced=True)
+            if event is None:
+                return
+            self.subagents += 1
+        elif event.pop("unannounced", None):  # heard from before its announcement: counted now
+            self.subagents += 1
+        for name, limit in (("title", _SHORT), ("description", _SHORT * 3)):
+            if name in update:
+                event[name] = self.budget.take(clean(update.get(name), limit))
+        if "state" in update:
+            state = _dict(update.get("state"))
+            said = clean(state.get("state"), 40)
+            if state.get("stopReason") is not None:
+                said += f" ({clean(state.get('stopReason'), 60)})"
+            event["state"] = said
+            _state(event, said, at)
+
+    def session_message(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
+        """A message between sessions (a parent's task to its child, the child's answer), merged by its id:
+        ``session_message`` says who sends it to whom, its chunks stream its text."""
+        event = self._merge(into, "smsg", update.get("messageId"), at)
+        if event is None:
+            return
+        if update.get("sessionUpdate") == "session_message_chunk":
+            event["x"] = event.get("x", "") + self.budget.take(_block_text(_dict(update.get("content"))))
+            return
+        for name, field_name in (("from", "senderSessionId"), ("to", "recipientSessionId")):
+            if field_name in update:
+                event[name] = clean(update.get(field_name), 200)
+        if "content" in update:
+            text = "".join(_block_text(_dict(block)) for block in _list(update.get("content"))[:100])
+            event["x"] = self.budget.take(text)
+
+    def elicitation(self, msg: dict[str, Any], at: float) -> None:
+        """The agent's question (``elicitation/create``): its message, a form's fields or a URL (text, never a
+        link); the answer we sent is added when it comes (:meth:`answer`)."""
+        params = _dict(msg.get("params"))
+        schema = _dict(params.get("requestedSchema"))
+        required = {name for name in _list(schema.get("required")) if isinstance(name, str)}
+        fields = [
+            [clean(name, 100), clean(_dict(spec).get("type"), 20), clean(_dict(spec).get("title"), 100),
+             name in required]
+            for name, spec in list(_dict(schema.get("properties")).items())[:50]
+        ]  # fmt: skip
+        event = self._event(
+            "ask",
+            at,
+            self._into(params.get("sessionId"), at),
+            mode=clean(params.get("mode"), 20),
+            x=clean(params.get("message"), _RAW),
+            url=clean(params.get("url"), _RAW),
+            fields=fields,
+            tool=clean(params.get("toolCallId"), 200),
+        )
+        if event is not None:
+            self._asks[_key(msg.get("id"))] = event
+
+    def usage_update(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
         cost = _dict(update.get("cost"))
         amount = _number(cost.get("amount"))
         if amount is not None:
             self.cost = amount
             self.currency = clean(cost.get("currency"), 12)
         used, size = _number(update.get("used")), _number(update.get("size"))
-        self._event("usage", at, used=used, size=size, cost=amount, cur=self.currency if amount is not None else None)
+        currency = self.currency if amount is not None else None
+        self._event("usage", at, into, used=used, size=size, cost=amount, cur=currency)
 
-    def tool(self, update: dict[str, Any], at: float) -> None:
+    def tool(self, update: dict[str, Any], at: float, into: list[dict[str, Any]], session_id: Any) -> None:
         tool_id = clean(update.get("toolCallId"), 200)
-        self.tool_ids.add(tool_id)
-        event = self._tools.get(tool_id)
+        key = (clean(session_id, 200), tool_id)  # a child's call_1 is not its parent's
+        self.tool_ids.add("\0".join(key))
+        event = self._tools.get(key)
         if event is None:
-            event = self._event("tool", at, id=tool_id)
+            event = self._event("tool", at, into, id=tool_id)
             if event is None:
                 return
             event["n"] = 0
-            self._tools[tool_id] = event
+            self._tools[key] = event
         event["n"] += 1
         event["end"] = at
         for name, limit in (("name", 200), ("title", _SHORT), ("kind", 40), ("status", 40)):
@@ -360,7 +557,13 @@ class TurnBuilder:
         }
         title = clean(tool.get("title") or tool.get("toolCallId"), _SHORT)
         event = self._event(
-            "perm", at, title=title, kind=clean(tool.get("kind"), 40), tool=clean(tool.get("toolCallId"), 200)
+            "perm",
+            at,
+            self._into(params.get("sessionId"), at),
+            title=title,
+            kind=clean(tool.get("kind"), 40),
+            name=clean(tool.get("name"), 200),
+            tool=clean(tool.get("toolCallId"), 200),
         )
         self._requests[_key(msg.get("id"))] = {"event": event, "options": options}
 
@@ -422,6 +625,27 @@ def _prompt_block(block: Any) -> str:
     return _block_label(block)
 
 
+def _block_text(block: dict[str, Any]) -> str:
+    """A content block's text, or a label for a block that is not text."""
+    return clean(block["text"]) if "text" in block else _block_label(block)
+
+
+def _entries(entries: Any, budget: Budget) -> list[list[str]]:
+    """A plan's entries (at most 50): each one's content, status and priority."""
+    return [
+        [budget.take(clean(e.get("content"), _SHORT)), clean(e.get("status"), 20), clean(e.get("priority"), 20)]
+        for e in _list(entries)[:50]
+        if isinstance(e, dict)
+    ]
+
+
+def _state(event: dict[str, Any], said: str, at: float) -> None:
+    """One more status of a merged event, with its time (the first :data:`_STATES` are kept)."""
+    states = event.setdefault("states", [])
+    if len(states) < _STATES:
+        states.append([said, at])
+
+
 def _block_label(block: dict[str, Any]) -> str:
     resource = _dict(block.get("resource"))
     where = block.get("uri") or resource.get("uri") or block.get("mimeType") or ""
@@ -431,6 +655,8 @@ def _block_label(block: dict[str, Any]) -> str:
 def _call_summary(method: str, params: dict[str, Any]) -> str:
     if method == "session/new":
         return f"in {clean(params.get('cwd'), _SHORT)}"
+    if method == "session/fork":
+        return f"{clean(params.get('sessionId'), 200)} in {clean(params.get('cwd'), _SHORT)}"
     if method in ("session/set_mode", "session/set_model", "session/set_config_option"):
         shown = {name: value for name, value in params.items() if name != "sessionId"}
         return clean(shown, _SHORT)
@@ -473,6 +699,7 @@ class EpochTurns:
         last = self.turns[-1]
         if record is not None and last.prompts and _is_prompt(record):
             turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent)
+            turn._asks = last._asks  # so may our answer to a question of the agent's
             turn._pending = last._pending  # an answer to a request of the turn before may come later
             self.turns.append(turn)
         self.turns[-1].add(line)

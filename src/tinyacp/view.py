@@ -10,8 +10,10 @@
 The page has an overview per agent (turns, ok, failed, median and 90th percentile duration, tokens, cost, with
 small charts), a table of every turn that sorts and filters, and each turn's transcript when it is opened: the
 prompt, the agent's messages, its thoughts (folded), every tool call with its content (a diff as a diff), every
-permission request with the decision and who made it, notices, usage, and for a failed turn its error and the tail
-of the agent's stderr.
+permission request with the decision and who made it, notices, compactions and plans (each merged by its id),
+each subagent (child session) with its own work grouped under it, messages between sessions, the agent's
+questions (``elicitation/create``) with the answer and who gave it, usage, the calls sent with ``force=True``, and
+for a failed turn its error and the tail of the agent's stderr.
 
 The page loads nothing and sends nothing: its Content-Security-Policy allows no connection of any kind (no
 fetch, no image but ``data:``, no font, no frame, no form), its script and style are inline and allowed by their
@@ -256,6 +258,7 @@ def _row(turn: TurnBuilder, name: str, agent: str) -> dict[str, Any]:
         "agent": agent,
         "stop": turn.stop_reason,
         "tools": len(turn.tool_ids),
+        "subs": turn.subagents,
         "allow": turn.allowed,
         "reject": turn.rejected,
         "prompt": turn.prompt,

@@ -7,9 +7,23 @@
   const PAGE = 500;
   const data = JSON.parse(document.getElementById("data").textContent);
   const turns = data.turns;
+  const seen = {};
   turns.forEach(function (turn, index) {
     turn.i = index;
     turn.hay = [turn.id, turn.agent, turn.stop, turn.err, turn.prompt].join("\n").toLowerCase();
+    seen[turn.id] = (seen[turn.id] || 0) + 1;
+  });
+  // The turn's name in the address: its id, and when several rows share it (a retried item's attempts), its
+  // attempt (or its place among them) too, so that each of them can be opened again from the address.
+  const named = {};
+  turns.forEach(function (turn) {
+    let key = turn.id;
+    if (seen[turn.id] > 1) {
+      key = turn.id + "~" + (turn.attempt !== undefined ? turn.attempt : "");
+      while (Object.prototype.hasOwnProperty.call(named, key)) key += "~";
+    }
+    turn.key = key;
+    named[key] = turn;
   });
   const state = { key: null, dir: 1, text: "", agent: "", outcome: "", limit: PAGE, open: null };
 
@@ -134,7 +148,7 @@
 
   const COLUMNS = [
     ["id", "turn", "text"], ["agent", "agent", "text"], ["ok", "outcome", "text"], ["stop", "stop reason", "text"],
-    ["secs", "seconds", "num"], ["tools", "tool calls", "num"], ["allow", "allowed", "num"],
+    ["secs", "seconds", "num"], ["tools", "tool calls", "num"], ["subs", "subagents", "num"], ["allow", "allowed", "num"],
     ["reject", "rejected", "num"], ["tokens", "tokens", "num"], ["cost", "cost", "num"],
   ];
   function cell(turn, key) {
@@ -143,7 +157,7 @@
       case "secs": return secs(turn.secs);
       case "tokens": return num(turn.tokens);
       case "cost": return cost(turn.cost, turn.cur);
-      case "tools": case "allow": case "reject": return num(turn[key]);
+      case "tools": case "subs": case "allow": case "reject": return num(turn[key]);
       default: return turn[key] === null || turn[key] === undefined ? "" : String(turn[key]);
     }
   }
@@ -281,10 +295,44 @@
       d.reason ? el("span", { cls: "data" }, d.reason) : null);
   }
 
+  function forced(e) {
+    return e.forced ? el("p", { cls: "note forced" }, "sent with force=True: the agent did not advertise it") : null;
+  }
+  function states(list) {
+    return (list || []).map(function (s) { return s[0] + " " + at(s[1]); }).join(" → ");
+  }
+  function planEntries(entries) {
+    return el("ul", { cls: "plan" }, (entries || []).map(function (p) {
+      return el("li", { cls: "data" }, "[" + (p[1] || "?") + "] " + p[0] + (p[2] ? " (" + p[2] + ")" : ""));
+    }));
+  }
+  // The names of the turn's child sessions, to say who a message between sessions is from and to.
+  let childNames = {};
+  function collectChildren(events) {
+    events.forEach(function (e) {
+      if (e.k !== "child") return;
+      childNames[e.sid] = e.title || "";
+      collectChildren(e.events || []);
+    });
+  }
+  function sessionName(sid) {
+    if (!sid) return "?";
+    return childNames[sid] ? sid + " (" + childNames[sid] + ")" : sid;
+  }
+  function eventList(list) {
+    const out = el("ol", { cls: "events" });
+    list.forEach(function (e) {
+      const render = RENDER[e.k] || RENDER.other;
+      out.appendChild(el("li", { cls: "event k-" + e.k }, render(e)));
+    });
+    return out;
+  }
+
   const RENDER = {
     prompt: function (e) {
       return [line("prompt", e.t), pre(e.x),
-        e.redacted ? el("p", { cls: "note" }, e.redacted + " secret value(s) not stored: shown as <secret>") : null];
+        e.redacted ? el("p", { cls: "note" }, e.redacted + " secret value(s) not stored: shown as <secret>") : null,
+        forced(e)];
     },
     msg: function (e) { return [line("agent", e.t), pre(e.x, "message")]; },
     user: function (e) { return [line("user (replayed)", e.t), pre(e.x)]; },
@@ -307,18 +355,66 @@
     perm: function (e) {
       return el("div", { cls: "perm" },
         el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "permission asked: "),
-          el("span", { cls: "data" }, e.title || e.tool || "?"), e.kind ? " [" + e.kind + "]" : ""),
+          el("span", { cls: "data" }, e.title || e.tool || "?"), e.kind ? " [" + e.kind + "]" : "",
+          e.name ? [" · tool ", el("span", { cls: "data" }, e.name)] : null),
         decision(e.decision));
+    },
+    child: function (e) {
+      const head = el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ",
+        el("strong", null, e.unannounced ? "session (not announced as a subagent) " : "subagent "),
+        el("span", { cls: "data" }, e.title || e.sid), e.state ? " · " : "",
+        e.state ? el("strong", { cls: "data status" }, e.state) : null);
+      return el("section", { cls: "child" }, head,
+        el("div", { cls: "sub data" }, "session " + e.sid),
+        e.description ? el("div", { cls: "data" }, e.description) : null,
+        e.states && e.states.length > 1 ? el("div", { cls: "sub data" }, states(e.states)) : null,
+        (e.events || []).length ? eventList(e.events) : el("div", { cls: "sub" }, "nothing of its own in the journal"));
+    },
+    compaction: function (e) {
+      return el("div", { cls: "compaction" },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "compaction "),
+          el("span", { cls: "data" }, e.id || "?"), " · ", el("strong", { cls: "data" }, e.status || "?")),
+        e.states ? el("div", { cls: "sub data" }, states(e.states)) : null,
+        e.x ? [el("div", { cls: "sub" }, "summary"), pre(e.x)] : null,
+        e.error ? el("div", { cls: "error data" }, e.error) : null);
+    },
+    planop: function (e) {
+      const what = e.removed !== undefined ? " · removed " + at(e.removed) : "";
+      return el("div", { cls: "planop" },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "plan "),
+          el("span", { cls: "data" }, e.id || "?"),
+          el("span", { cls: "time" }, " (" + e.n + " update" + (e.n === 1 ? "" : "s") + ", last " + at(e.end) + ")"),
+          what),
+        e.entries ? planEntries(e.entries) : null,
+        e.uri ? el("div", { cls: "data" }, "in the file " + e.uri) : null,
+        e.x ? pre(e.x) : null);
+    },
+    smsg: function (e) {
+      return el("div", { cls: "smsg" }, line("message " + sessionName(e.from) + " → " + sessionName(e.to), e.t),
+        pre(e.x));
+    },
+    ask: function (e) {
+      const a = e.answer;
+      const answer = a ? el("div", { cls: "decision " + (a.action === "accept" ? "allowed" : "rejected") },
+        el("span", { cls: "time" }, at(a.dt)), " → ", el("strong", { cls: "data" }, a.action || "?"),
+        " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"),
+        a.content ? pre(a.content) : null) : el("div", { cls: "decision" }, "no answer recorded");
+      return el("div", { cls: "ask" },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ",
+          el("strong", null, "question (" + (e.mode || "?") + ")"), e.tool ? " for tool call " + e.tool : ""),
+        pre(e.x),
+        e.url ? el("div", null, "URL (not opened): ", el("code", { cls: "data" }, e.url)) : null,
+        e.fields ? el("ul", { cls: "fields" }, e.fields.map(function (f) {
+          return el("li", { cls: "data" }, f[0] + " (" + (f[1] || "?") + (f[3] ? ", required" : "") + ")" +
+            (f[2] ? ": " + f[2] : ""));
+        })) : null,
+        answer);
     },
     notice: function (e) {
       return el("div", { cls: "notice" }, line("notice (" + (e.severity || "info") + ")", e.t),
         el("div", { cls: "data" }, e.title || ""), e.x ? pre(e.x) : null);
     },
-    plan: function (e) {
-      return [line("plan", e.t), el("ul", { cls: "plan" }, (e.entries || []).map(function (p) {
-        return el("li", { cls: "data" }, "[" + (p[1] || "?") + "] " + p[0] + (p[2] ? " (" + p[2] + ")" : ""));
-      }))];
-    },
+    plan: function (e) { return [line("plan", e.t), planEntries(e.entries)]; },
     usage: function (e) {
       const parts = [];
       if (typeof e.used === "number") parts.push("context " + num(e.used) + (typeof e.size === "number" ? " of " + num(e.size) : ""));
@@ -336,7 +432,7 @@
     },
     call: function (e) {
       return el("div", { cls: "small" }, el("span", { cls: "time" }, at(e.t)), " " + (e.m || "") + " ",
-        el("span", { cls: "data" }, e.x || ""));
+        el("span", { cls: "data" }, e.x || ""), forced(e));
     },
     cancel: function (e) { return el("div", { cls: "small" }, el("span", { cls: "time" }, at(e.t)), " cancel sent"); },
     agentline: function (e) {
@@ -373,7 +469,7 @@
     close.addEventListener("click", shut);
     const facts = [
       ["agent", turn.agent], ["outcome", turn.ok ? "ok" : "failed"], ["stop reason", turn.stop || "none"],
-      ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)],
+      ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)], ["subagents", turn.subs ? num(turn.subs) : ""],
       ["permissions", num(turn.allow) + " allowed, " + num(turn.reject) + " rejected"],
       ["tokens", num(turn.tokens)], ["cost", cost(turn.cost, turn.cur)],
       ["attempt", turn.attempt === undefined ? "" : String(turn.attempt)],
@@ -395,17 +491,14 @@
         " bytes of text (--max-turn-bytes): " + num(tx.cut.bytes) + " more bytes and " + num(tx.cut.events) +
         " more events are in the journal, not in this page."));
     }
-    const events = el("ol", { cls: "events" });
-    tx.events.forEach(function (e) {
-      const render = RENDER[e.k] || RENDER.other;
-      events.appendChild(el("li", { cls: "event k-" + e.k }, render(e)));
-    });
-    parts.push(events);
+    childNames = {};
+    collectChildren(tx.events);
+    parts.push(eventList(tx.events));
     detail.replaceChildren.apply(detail, parts);
     detail.hidden = false;
     select(index);
     // The turn in the address's fragment, so that the address, reloaded or passed on, opens it again.
-    history.replaceState(null, "", "#" + encodeURIComponent(turn.id));
+    history.replaceState(null, "", "#" + encodeURIComponent(turn.key));
     detail.scrollIntoView({ block: "start" });
   }
 
@@ -419,7 +512,9 @@
   if (location.hash.length > 1) {
     let wanted = null;
     try { wanted = decodeURIComponent(location.hash.slice(1)); } catch (error) { wanted = null; }
-    const found = turns.find(function (t) { return t.id === wanted; });
+    // An address made before attempts had their own names names the id alone: the first of them.
+    const found = Object.prototype.hasOwnProperty.call(named, wanted) ? named[wanted]
+      : turns.find(function (t) { return t.id === wanted; });
     if (found) open(found.i);
   }
   performance.mark("tinyacp-view-ready");
