@@ -199,6 +199,8 @@ def test_a_call_sent_with_force_is_marked(newer: Path) -> None:
 def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
     page = view.render_html(newer)
     assert page.count("<script") == page.count("</script>") == page.count('<script type="application/json"') + 1
+    for needle in ("<img", "<!--", "\u2028", "\u202e", "\x1b", "\x00"):
+        assert needle not in page
     visible = HOSTILE.replace("\u202e", "\u27e8U+202E\u27e9")[:60]
     (compaction,) = events(page, 1, "compaction")
     assert compaction["status"] == "failed" and compaction["x"].startswith("summary " + visible)
@@ -211,6 +213,32 @@ def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
     assert (ask["mode"], ask["url"]) == ("url", "javascript:window.__pwned=6")
     assert (ask["answer"]["action"], ask["answer"]["by"]) == ("decline", "default-decline")
     assert page_data(page)["turns"][1]["subs"] == 1
+
+
+def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
+    path = tmp_path / "merged.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "hi", session_id="s")
+    text = {"type": "text", "text": "z" * 1024}
+    seq = 0
+    for n in range(600):  # each patches one event in place; what it brings is counted against the bound
+        for step in (
+            {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "p", "content": "m" * 1024}},
+            {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c", "content": text},
+            {"sessionUpdate": "session_message_chunk", "messageId": f"m{n % 3}", "content": text},
+            {"sessionUpdate": "subagent_update", "sessionId": "kid", "title": "t" * 1024},
+        ):
+            seq += 1
+            update(journal, epoch, seq, step)
+    journal.close()
+    page = view.render_html(path, max_turn_bytes=64 * 1024)
+    assert len(page) < 200 * 1024
+    cut = transcript(page, 0)["cut"]
+    assert cut["bytes"] > 600 * 3 * 1024 - 64 * 1024  # the plans', summaries' and messages' text past the bound
+    shown = [event["k"] for event in transcript(page, 0)["events"]]
+    assert shown == ["prompt", "planop", "compaction", "smsg", "child", "smsg", "smsg"]
+    assert events(page, 0, "planop")[0]["n"] == 600  # counted whole, though its text was cut
 
 
 def test_a_childs_updates_before_its_announcement_are_still_kept_apart(tmp_path: Path) -> None:

@@ -98,6 +98,13 @@ def crafted_epoch(journal: tinyacp.JsonlJournal) -> int:
     return epoch
 
 
+def _demo_options(journal: tinyacp.JsonlJournal, **more: Any) -> tinyacp.Options:
+    """The demo agent in a new epoch of ``journal``, its reads allowed."""
+    policy = tinyacp.PermissionPolicy(["read"])
+    command = [sys.executable, "-m", "tinyacp.demo"]
+    return tinyacp.Options(command=command, epoch=journal.begin_epoch(), observer=journal, policy=policy, **more)
+
+
 def hostile_journal(path: Path, work: Path) -> Path:
     """A journal of a real run of the demo agent whose prompt and directory carry hostile text (its read is
     allowed, so the directory's listing is in the tool call), then a crafted epoch (see :func:`crafted_epoch`)."""
@@ -105,13 +112,7 @@ def hostile_journal(path: Path, work: Path) -> Path:
     (work / HOSTILE_FILE).write_text("x", encoding="utf-8")
     journal = tinyacp.JsonlJournal(path)
     try:
-        options = tinyacp.Options(
-            command=[sys.executable, "-m", "tinyacp.demo"],
-            epoch=journal.begin_epoch(),
-            observer=journal,
-            policy=tinyacp.PermissionPolicy(["read"]),
-        )
-        with tinyacp.Client(options) as client:
+        with tinyacp.Client(_demo_options(journal)) as client:
             client.initialize(timeout=30)
             session = client.new_session(work, timeout=30)
             client.prompt(session.id, HOSTILE, timeout=30)
@@ -164,14 +165,7 @@ def newer_journal(path: Path, work: Path) -> Path:
     (work / "notes.txt").write_text("some notes\n", encoding="utf-8")
     journal = _Answering(path)
     try:
-        options = tinyacp.Options(
-            command=[sys.executable, "-m", "tinyacp.demo"],
-            epoch=journal.begin_epoch(),
-            observer=journal,
-            policy=tinyacp.PermissionPolicy(["read"]),
-            features=EVERYTHING,
-        )
-        with tinyacp.Client(options) as client:
+        with tinyacp.Client(_demo_options(journal, features=EVERYTHING)) as client:
             client.initialize(timeout=30)
             session = client.new_session(work, timeout=30)
             with contextlib.suppress(tinyacp.RequestError):  # the agent refuses the mode it did not list
