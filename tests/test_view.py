@@ -241,6 +241,25 @@ def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
     assert events(page, 0, "planop")[0]["n"] == 600  # counted whole, though its text was cut
 
 
+def test_children_of_children_nest_only_so_deep(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "hi", session_id="s")
+    for seq in range(1, 3001):  # each child announces the next: a page's data nested 3,000 deep would not render
+        step = {"sessionUpdate": "subagent_update", "sessionId": f"s{seq}", "title": f"child {seq}"}
+        update(journal, epoch, seq, step, session_id="s" if seq == 1 else f"s{seq - 1}")
+    journal.close()
+    page = view.render_html(path, max_turn_bytes=1 << 20)
+    top = events(page, 0, "child")
+    assert len(top) == 3000 // 8 and top[1]["owner"] == "s8" and "owner" not in top[0]
+    nested, depth = top[0], 1
+    while nested["events"]:
+        (nested,) = nested["events"]
+        depth += 1
+    assert depth == 8 and page_data(page)["turns"][0]["subs"] == 3000
+
+
 def test_a_childs_updates_before_its_announcement_are_still_kept_apart(tmp_path: Path) -> None:
     path = tmp_path / "early.jsonl"
     journal = tinyacp.JsonlJournal(path)

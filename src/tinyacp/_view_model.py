@@ -29,6 +29,10 @@ _RAW: Final = 2000
 _EVENT_COST: Final = 40
 """What an event costs the budget beyond its text: its kind, time and field names in the page."""
 
+_DEPTH: Final = 8
+"""Child sessions nested at most this deep in a transcript (the page's data stays shallow, whatever the agent
+announces); a deeper one is placed with the turn's own events, naming the child that owns it."""
+
 _STATES: Final = 20
 """The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
 
@@ -184,6 +188,8 @@ class TurnBuilder:
     _merged: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     """The events the protocol patches in place, by session, kind and id: compactions, plans, session messages."""
     _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _nested: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """For each child's list of events (by its id): how deep it is nested, and the child's session id."""
 
     # ----------------------------------------------------------------------------------------------------------
     # The transcript.
@@ -233,13 +239,19 @@ class TurnBuilder:
     def _child(
         self, session_id: str, at: float, into: list[dict[str, Any]], *, announced: bool
     ) -> dict[str, Any] | None:
-        event = self._event("child", at, into, sid=clean(session_id, 200))
+        depth, owner = self._nested.get(id(into), (0, ""))
+        if depth >= _DEPTH:  # a child of a child of … goes to the turn's own events, saying whose it is
+            into, depth = self.events, 0
+        else:
+            owner = ""
+        event = self._event("child", at, into, sid=clean(session_id, 200), owner=owner)
         if event is None:
             return None
         event["events"] = []
         if not announced:
             event["unannounced"] = True
         self._children[session_id] = event
+        self._nested[id(event["events"])] = (depth + 1, event["sid"])
         return event
 
     def _merge(self, into: list[dict[str, Any]], kind: str, ident: Any, at: float) -> dict[str, Any] | None:

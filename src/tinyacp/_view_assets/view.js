@@ -365,7 +365,7 @@
         el("span", { cls: "data" }, e.title || e.sid), e.state ? " · " : "",
         e.state ? el("strong", { cls: "data status" }, e.state) : null);
       return el("section", { cls: "child" }, head,
-        el("div", { cls: "sub data" }, "session " + e.sid),
+        el("div", { cls: "sub data" }, "session " + e.sid + (e.owner ? ", a child of " + e.owner : "")),
         e.description ? el("div", { cls: "data" }, e.description) : null,
         e.states && e.states.length > 1 ? el("div", { cls: "sub data" }, states(e.states)) : null,
         (e.events || []).length ? eventList(e.events) : el("div", { cls: "sub" }, "nothing of its own in the journal"));
