@@ -21,8 +21,8 @@ Limits:
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # signal's own functions, minus the enums
-import _thread
+import _signal  # type: ignore[import-not-found]  # signal's own functions, minus the enums: see signals_blocked
+import _thread  # start_new_thread: see start_signal_free_thread
 import contextlib
 import functools
 import logging
@@ -126,11 +126,11 @@ class AgentProcess:
         # The kill timer must be startable from a signal handler, which runs in the main thread between two
         # bytecodes, possibly while that thread holds any Python-level lock (ours, or threading's own
         # _active_limbo_lock inside Thread.start). So it uses only primitives that take no such lock:
-        # list.pop as a once-flag, and raw _thread locks and threads.
+        # list.pop as a once-flag, plain locks (threading.Lock is _thread's lock) and raw _thread threads.
         self._kill_once: list[None] = [None]
-        self._kill_cancel = _thread.allocate_lock()
+        self._kill_cancel = threading.Lock()
         self._kill_cancel.acquire()  # released = cancelled, for good
-        self._kill_done = _thread.allocate_lock()
+        self._kill_done = threading.Lock()
         self._kill_done.acquire()  # released when the timer thread ends
 
     @classmethod
@@ -586,7 +586,7 @@ class _StderrTail:
         self._stop_r = self._stop_w = -1
         self._buf = bytearray()
         self._lock = threading.Lock()
-        self._running = _thread.allocate_lock()  # held from start() until the thread ends
+        self._running = threading.Lock()  # held from start() until the thread ends
         self.threaded = False
 
     def start(self) -> None:
@@ -846,7 +846,8 @@ def signals_blocked() -> Iterator[None]:
     the helpers blocking every signal, the kernel delivers it to the main thread, whose wait it interrupts.
     """
     # _signal's pthread_sigmask, not signal's: the same call without turning every number of the returned masks
-    # into a Signals member, which cost about 0.4 ms per agent (this runs once per thread started).
+    # into a Signals member. Measured (benchmarks/RESULTS.md, "Private modules"): 1.8 us against about 70 us per
+    # block and restore; it runs for each helper thread an agent gets (its stderr reader, its kill timer).
     previous = _signal.pthread_sigmask(signal.SIG_BLOCK, _all_signals())
     try:
         yield
@@ -861,6 +862,10 @@ def _all_signals() -> frozenset[int]:
 
 def start_signal_free_thread(function: Callable[..., object], args: tuple[object, ...]) -> None:
     """Start a raw thread that takes no signal (see :func:`signals_blocked`).
+
+    ``_thread.start_new_thread``, not ``threading.Thread``, for correctness rather than speed: the kill timer is
+    started from a signal handler, which may run while the main thread holds threading's own ``_active_limbo_lock``
+    (inside ``Thread.start``); a raw thread takes no Python-level lock.
 
     Raises:
         RuntimeError: no thread could be started.

@@ -11,12 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import BinaryIO, NoReturn
 
 from ._exit import Exit
-
-TYPE_CHECKING = False  # `typing` only for the type checker, as in the package's __init__
-if TYPE_CHECKING:
-    from typing import BinaryIO, NoReturn
 
 __all__ = ["ParseError", "Parser", "json_asked", "usage_error", "usage_result"]
 
