@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from ._bounds import check_timeout
 from ._conversation import Call, Meta
 from ._messages import (
     AnyMcpServer,
@@ -37,7 +38,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CallSpec(Generic[T]):
-    """One public call, as both shells run it: built in the core once the client is held, then driven."""
+    """One public call, as both shells run it: built in the core once the client is held, then driven.
+
+    Made when the call is made, so a bad ``timeout`` is refused there, before the client is held or anything is
+    written (a prompt stream's too, before it is iterated).
+
+    Raises:
+        ValueError: ``timeout`` is not None nor a number of seconds from 0 to ``MAX_SECONDS``.
+    """
 
     __slots__ = ("build", "notification", "prompt", "timeout")
 
@@ -50,7 +58,7 @@ class CallSpec(Generic[T]):
         notification: bool = False,
     ) -> None:
         self.build = build
-        self.timeout = timeout
+        self.timeout = check_timeout("timeout", timeout)
         self.prompt = prompt
         self.notification = notification
         """The call is a notification: written (within ``cancel_grace``), with no answer to wait for."""
@@ -106,7 +114,8 @@ _EVERY_CALL_RAISES = """\
         ReaderExhaustion: a line passed the reader's limit (the agent is torn down).
         TransferLimitExceeded: an update passed ``max_update_bytes`` or ``max_updates``.
         ProtocolViolation: the answer cannot be used (the client stays usable).
-        ValueError: ``timeout`` is not a finite, non-negative number (nothing is written).
+        ValueError: ``timeout`` is nan, infinite, negative, over 1,000,000 seconds or not a number (nothing is
+            written).
 """
 """What any call may raise, in the indentation of a module-level docstring's ``Raises:`` entries."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ._bounds import check_count
+
 __all__ = ["Overflow", "OverflowKind", "TransferLimits"]
 
 MiB = 1024 * 1024
@@ -26,14 +28,6 @@ DEFAULT_MAX_UPDATES = 10_000_000
 DEFAULT_MAX_REPLY_BYTES = 16 * MiB
 # One chunk per token: a million chunks is several times the largest output window of today's models.
 DEFAULT_MAX_REPLY_CHUNKS = 1_000_000
-
-
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a positive int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be positive, not {value}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +52,9 @@ class TransferLimits:
             with ``PromptResult.overflow`` set. Every later chunk of that turn is left out too.
         max_reply_chunks: how many ``agent_message_chunk`` updates one prompt keeps; reached as above.
 
+    Each limit is an int of at least 1, with no upper bound: a limit is only compared, so a huge one is safe
+    and never reached.
+
     Raises:
         ValueError: a limit is not a positive int (a bool or a float does not count).
     """
@@ -76,7 +73,7 @@ class TransferLimits:
             "max_reply_bytes",
             "max_reply_chunks",
         ):
-            _positive(name, getattr(self, name))
+            check_count(name, getattr(self, name))
 
 
 default_transfer_limits = TransferLimits()

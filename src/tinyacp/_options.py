@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ._bounds import MAX_SAFE_INT, check_count, check_kind, check_seconds, check_timeout
 from ._errors import MissingDurableObserver
 from ._features import ClientFeatures
 from ._limits import TransferLimits, default_transfer_limits
@@ -32,8 +32,9 @@ class Options:
         command: the agent's argv, program first. Never run through a shell.
         cwd: the agent's working directory (None: ours).
         env: the agent's whole environment (None: inherit ours).
-        epoch: the transport epoch, a positive number the caller picks and records before starting the
-            client; every update carries it.
+        epoch: the transport epoch, a positive int the caller picks and records before starting the
+            client; every update carries it. At most 2**53 - 1, the largest integer every JSON reader of a
+            journal keeps exactly.
         observer: where every message is recorded before the client acts: a
             :class:`~tinyacp.JsonlJournal` to keep every line on disk, an observer of your own, or a
             :class:`~tinyacp.BaseObserver` to record nothing on purpose. Required by the clients: without one,
@@ -50,6 +51,7 @@ class Options:
         kill_grace: seconds between SIGTERM and SIGKILL to the agent's process group.
         timeout: the default deadline of every blocking call, in seconds (None: no deadline).
         cancel_grace: after a prompt's deadline, how long to wait for the agent's answer to ``session/cancel``.
+            Every duration is a number (int or float) of seconds from 0 to 1,000,000 (about 11.6 days).
         supervise: Linux only. Start the agent under a small supervisor that is a child subreaper, so that
             processes which left the agent's process group on purpose (``setsid``, a daemonising double fork)
             are stopped at teardown too: SIGTERM, SIGKILL after half of ``kill_grace``. The client's ``pid``
@@ -57,12 +59,13 @@ class Options:
             about 20 ms more to start and 5 MB of private memory (measured in RELIABILITY.md).
 
     Raises:
-        ValueError: an empty command, a non-positive epoch, or a grace or timeout that is not a finite,
-            non-negative number (nan, inf, -1);
+        ValueError: an empty command; an epoch that is not an int from 1 to 2**53 - 1; a grace or timeout
+            that is not a number of seconds from 0 to 1,000,000 (nan, inf, -1, 1e300, a str);
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
-        TypeError: ``command`` is a single string rather than an argv sequence, or ``features`` is not a
-            :class:`~tinyacp.ClientFeatures`.
+        TypeError: ``command`` is a single string rather than an argv sequence, or ``features``,
+            ``reader_limits`` or ``transfer_limits`` is not a :class:`~tinyacp.ClientFeatures`,
+            :class:`~tinyacp.ReaderLimits` or :class:`~tinyacp.TransferLimits`.
     """
 
     command: Sequence[str]
@@ -88,16 +91,18 @@ class Options:
         if not command or not all(isinstance(arg, str) for arg in command):
             raise ValueError("command must be a non-empty sequence of strings, program first")
         object.__setattr__(self, "command", command)
-        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 1:
-            raise ValueError(f"epoch must be a positive int chosen by the caller, not {self.epoch!r}")
-        if not isinstance(self.features, ClientFeatures):
-            raise TypeError(f"features must be a tinyacp.ClientFeatures, not {type(self.features).__name__}")
+        check_count("epoch", self.epoch, 1, MAX_SAFE_INT)
+        for name, kind in (
+            ("features", ClientFeatures),
+            ("reader_limits", ReaderLimits),
+            ("transfer_limits", TransferLimits),
+        ):
+            check_kind(name, getattr(self, name), kind)
         if self.stderr == subprocess.DEVNULL:
             object.__setattr__(self, "stderr", "discard")
         for name in ("kill_grace", "cancel_grace"):
             check_seconds(name, getattr(self, name))
-        if self.timeout is not None:
-            check_seconds("timeout", self.timeout)
+        check_timeout("timeout", self.timeout)
         if self.supervise:
             from ._supervisor import available
 
@@ -123,13 +128,3 @@ def require_observer(options: Options) -> Observer:
     if options.observer is None:
         raise MissingDurableObserver(NO_OBSERVER)
     return options.observer
-
-
-def check_seconds(name: str, value: object) -> None:
-    """Refuse a duration that is not a finite, non-negative number of seconds.
-
-    Raises:
-        ValueError: ``value`` is nan, infinite, negative or not a number.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite, non-negative number of seconds, not {value!r}")

@@ -26,7 +26,6 @@ import _thread  # start_new_thread: see start_signal_free_thread
 import contextlib
 import functools
 import logging
-import math
 import os
 import select
 import signal
@@ -37,6 +36,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Final, Literal, TypeAlias
 
+from ._bounds import check_seconds
 from ._errors import SpawnError, describe_returncode
 from ._fd_limit import retry_when_out_of_fds
 from ._log import PROCESS as _log
@@ -323,9 +323,9 @@ class AgentProcess:
         needed to reap the agent and close the fds.
 
         Raises:
-            ValueError: ``grace`` is negative or not finite.
+            ValueError: ``grace`` is not a number of seconds from 0 to 1,000,000.
         """
-        _check_grace(grace)
+        check_seconds("grace", grace)
         if self._closed:
             return
         self._signal_quietly(signal.SIGTERM)
@@ -370,9 +370,9 @@ class AgentProcess:
             The agent's returncode (negative: the signal that killed it).
 
         Raises:
-            ValueError: ``grace`` is negative or not finite.
+            ValueError: ``grace`` is not a number of seconds from 0 to 1,000,000.
         """
-        _check_grace(grace)
+        check_seconds("grace", grace)
         with self._lock:
             if self._closed:
                 return self._returncode_after_close()
@@ -719,11 +719,6 @@ def _parse_stat(data: bytes) -> tuple[bytes, int]:
     """
     fields = data[data.rindex(b")") + 2 :].split(maxsplit=3)
     return fields[0], int(fields[2])
-
-
-def _check_grace(grace: float) -> None:
-    if not (grace >= 0 and math.isfinite(grace)):
-        raise ValueError(f"grace must be a finite number of seconds >= 0, not {grace!r}")
 
 
 def _stderr_target(stderr: StderrTarget) -> tuple[bool, int]:

@@ -45,7 +45,7 @@ from ._errors import (
 )
 from ._log import CLIENT as _log
 from ._messages import Initialize, SessionState
-from ._options import Options, check_seconds, require_observer
+from ._options import Options, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
 from ._requests import Meta
@@ -203,10 +203,9 @@ class ShellBase:
             )
 
     def _deadline(self, timeout: float | None) -> float:
+        # Both were checked where they came in: the call's in its CallSpec, the default in Options.
         if timeout is None:
             timeout = self.options.timeout
-        else:
-            check_seconds("timeout", timeout)
         return math.inf if timeout is None else time.monotonic() + timeout
 
     def _absolute(self, cwd: str | os.PathLike[str]) -> str:
@@ -249,7 +248,6 @@ class ShellBase:
         Raises:
             ClientBusy: another call is in flight.
             ClientClosed: the client is closed.
-            ValueError: the call's ``timeout`` is not a finite, non-negative number.
         """
         self._hold()
         self._stream = stream

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from ._bounds import MAX_LINE_LIMIT, check_count
 from ._errors import ReaderExhaustion
 
 __all__ = [
@@ -93,18 +94,18 @@ class ReaderLimits:
     """How long a line the reader accepts, which fixes its memory before it reads anything.
 
     Args:
-        max_line: the longest line, without its ``\\n``, that the reader returns.
+        max_line: the longest line, without its ``\\n``, that the reader returns: from 1 to 1 GiB
+            (``1 << 30``), since the buffer is mapped whole when a reader is made.
 
     Raises:
-        ValueError: ``max_line`` is not an int (a bool does not count) or is less than 1.
+        ValueError: ``max_line`` is not an int (a bool or a float does not count), or is less than 1 or more
+            than 1 GiB.
     """
 
     max_line: int = DEFAULT_MAX_LINE
 
     def __post_init__(self) -> None:
-        max_line: object = self.max_line
-        if isinstance(max_line, bool) or not isinstance(max_line, int) or max_line < 1:
-            raise ValueError(f"max_line must be an int of at least 1, not {max_line!r}")
+        check_count("max_line", self.max_line, 1, MAX_LINE_LIMIT)
 
     @property
     def capacity(self) -> int:

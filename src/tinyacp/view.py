@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ._bounds import MAX_SAFE_INT, check_count
 from ._journal import iter_journal
 from ._version import __version__
 from ._view_model import Budget, EpochTurns, TurnBuilder, clean
@@ -74,10 +75,9 @@ def render_html(source: str | os.PathLike[str], *, max_turn_bytes: int = DEFAULT
     Raises:
         FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
         OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read, or is neither a file nor a directory.
-        ValueError: ``max_turn_bytes`` is less than 1.
+        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
     """
-    if max_turn_bytes < 1:
-        raise ValueError(f"max_turn_bytes must be at least 1, not {max_turn_bytes}")
+    check_count("max_turn_bytes", max_turn_bytes, 1, MAX_SAFE_INT)
     view = _read(Path(source), max_turn_bytes)
     return _page(view)
 
@@ -99,7 +99,7 @@ def write_html(
     Raises:
         FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
         OSError: ``source`` cannot be read, or ``out`` cannot be written.
-        ValueError: ``max_turn_bytes`` is less than 1.
+        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
     """
     page = render_html(source, max_turn_bytes=max_turn_bytes)
     path = Path(out) if out is not None else _default_output(source)

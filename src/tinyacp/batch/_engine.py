@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Unpack
 
+from .._bounds import check_count
 from ._items import Item, ItemSource
 from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
 from ._results import ResultsFile, journal_directory
@@ -21,11 +22,16 @@ __all__ = ["run_batch", "run_local"]
 Engine = Literal["local", "ray"]
 
 
+MAX_CONCURRENCY = 10_000
+"""Turns in flight at once, at most: each holds an agent process and its pipes, and the local engine makes a
+worker task for each slot up front (the command takes the same bound)."""
+MAX_RETRIES = 1_000_000
+"""Extra attempts at one turn, at most: an attempt's number is recorded and is an epoch of its journal."""
+
+
 def _check_call(concurrency: int, retries: int, engine: str) -> None:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be an int >= 0, not {retries!r}")
+    check_count("concurrency", concurrency, 1, MAX_CONCURRENCY)
+    check_count("retries", retries, 0, MAX_RETRIES)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
 
@@ -65,11 +71,12 @@ def run_batch(
         items: dicts, or the path of a JSON Lines file of them (see :class:`tinyacp.batch.Item`).
         out_dir: the output directory, created if missing. With Ray on several nodes it must be on storage
             every node sees at the same path.
-        concurrency: the most turns in flight at once (with Ray: over the whole cluster).
+        concurrency: the most turns in flight at once (with Ray: over the whole cluster), from 1 to 10,000.
         engine: ``"local"`` (asyncio in this process) or ``"ray"`` (``pip install "tinyacp[ray]"``).
         ray_address: the cluster to join (default: the one this process is connected to, else ``RAY_ADDRESS``,
             else a local cluster started for the batch and stopped after it).
-        retries: extra attempts for a turn that is not ok (default 0: a turn edits files; never re-run silently).
+        retries: extra attempts for a turn that is not ok (default 0: a turn edits files; never re-run silently),
+            at most 1,000,000.
         retry_failed: run again the items whose latest record is not ok.
         on_record: called with each record after it is written.
         on_progress: called with the progress after each start and each record.
@@ -84,7 +91,8 @@ def run_batch(
         BatchStorageError: a Ray node cannot see or write ``out_dir``.
         BatchEngineError: Ray is not installed, cannot be reached, or lost every node.
         TypeError: an unknown option.
-        ValueError: a bad concurrency, retries, engine or option value.
+        ValueError: a bad engine or option value, a concurrency that is not an int from 1 to 10,000, or retries
+            that are not an int from 0 to 1,000,000 (checked before anything is created or started).
         OSError: ``out_dir`` or the input file cannot be used.
     """
     _check_call(concurrency, retries, engine)

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from .._bounds import check_timeout
 from .._errors import BatchItemError
 from .._files import open_regular_binary
 
@@ -52,7 +53,8 @@ def parse_item(value: object, *, line: int | None = None) -> Item:
     """Check one item and return it typed.
 
     Raises:
-        BatchItemError: not an object, a required field missing or empty, a field of the wrong type.
+        BatchItemError: not an object, a required field missing or empty, a field of the wrong type, a
+            ``timeout`` that is not a number of seconds from 0 to 1,000,000.
     """
     if not isinstance(value, Mapping):
         raise BatchItemError(f"an item must be a JSON object, not {type(value).__name__}", line=line)
@@ -68,8 +70,10 @@ def parse_item(value: object, *, line: int | None = None) -> Item:
         raise BatchItemError(f"item {item.id!r}: the prompt is empty", line=line)
     if item.fork is not None and not item.fork.strip():
         raise BatchItemError(f"item {item.id!r}: fork names no session", line=line)
-    if item.timeout is not None and not (0 <= item.timeout < float("inf")):
-        raise BatchItemError(f"item {item.id!r}: timeout must be a finite number >= 0", line=line)
+    try:
+        check_timeout("timeout", item.timeout)
+    except ValueError as exc:
+        raise BatchItemError(f"item {item.id!r}: {exc}", line=line) from None
     if isinstance(item.agent, list) and (not item.agent or not all(isinstance(w, str) for w in item.agent)):
         raise BatchItemError(f"item {item.id!r}: an agent list must be a non-empty argv of strings", line=line)
     return item

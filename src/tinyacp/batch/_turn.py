@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 import msgspec
 
+from .._bounds import MAX_SAFE_INT, check_count, check_kind, check_seconds, check_timeout
 from .._errors import BatchItemError
 from .._features import ClientFeatures
 from .._journal import JsonlJournal
@@ -189,11 +190,14 @@ class TurnSettings:
 
         Raises:
             TypeError: an unknown option.
-            ValueError: a value out of range (a negative timeout or grace).
+            TypeError: an unknown option, or ``reader_limits`` or ``transfer_limits`` of another type.
+            ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
+                1,000,000, an ``attempt`` that is not a positive int.
         """
         unknown = set(options) - set(TurnOptions.__annotations__)
         if unknown:
             raise TypeError(f"unknown turn option(s): {', '.join(sorted(unknown))}")
+        check_count("attempt", options.get("attempt", 1), 1, MAX_SAFE_INT)  # recorded, and an epoch's number
         values = {key: value for key, value in options.items() if key != "attempt"}
         agent = values.get("agent")
         if agent is not None and not isinstance(agent, str):
@@ -212,11 +216,11 @@ class TurnSettings:
             if values.get(name) is not None:
                 values[name] = dict(values[name])
         settings = cls(**values)
+        check_timeout("timeout", settings.timeout)
         for name in ("kill_grace", "cancel_grace"):
-            if not getattr(settings, name) >= 0:
-                raise ValueError(f"{name} must be >= 0")
-        if settings.timeout is not None and not (0 <= settings.timeout < math.inf):
-            raise ValueError("timeout must be a finite number >= 0")
+            check_seconds(name, getattr(settings, name))
+        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
+            check_kind(name, getattr(settings, name), kind)
         return settings
 
 
