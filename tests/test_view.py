@@ -31,6 +31,8 @@ from view_util import (
     newer_journal,
     page_data,
     prompt,
+    received,
+    sent,
     transcript,
     update,
 )
@@ -194,6 +196,11 @@ def test_a_call_sent_with_force_is_marked(newer: Path) -> None:
     (forced,) = [event for event in transcript(page, 0)["events"] if event.get("forced")]
     assert (forced["k"], forced["m"], forced["x"]) == ("call", "session/set_mode", '{"modeId":"turbo"}')
     assert events(page, 0, "error")[0]["m"] == "session/set_mode"  # which the agent then refused
+    fork, forked = [event for event in events(page, 0, "call") if "fork" in event["m"]]
+    assert (fork["m"], forked["m"]) == ("session/fork", "forked") and "forced" not in fork  # the agent offers it
+    (session,) = [event for event in events(page, 0, "call") if event["m"] == "session"]
+    assert fork["x"] == f"{session['x']} in {newer.parent / 'work'}" and forked["x"] != session["x"]
+    assert len(events(page, 0, "child")) == 1  # the fork is a session of ours, not a child
 
 
 def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
@@ -239,6 +246,24 @@ def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
     shown = [event["k"] for event in transcript(page, 0)["events"]]
     assert shown == ["prompt", "planop", "compaction", "smsg", "child", "smsg", "smsg"]
     assert events(page, 0, "planop")[0]["n"] == 600  # counted whole, though its text was cut
+
+
+def test_the_updates_of_a_session_we_forked_are_not_a_childs(tmp_path: Path) -> None:
+    path = tmp_path / "fork.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "hi", session_id="s")
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    fork = {"sessionId": "s", "cwd": "/", "mcpServers": []}
+    sent(journal, epoch, {"jsonrpc": "2.0", "id": 2, "method": "session/fork", "params": fork})
+    chunk = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}
+    update(journal, epoch, 1, chunk, session_id="f")  # the fork's history, replayed before the answer
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "f"}}, "session/fork")
+    update(journal, epoch, 2, {**chunk, "sessionUpdate": "agent_message_chunk"}, session_id="f")
+    journal.close()
+    page = view.render_html(path)
+    assert kinds(page, 0)[-4:] == ["call", "user", "call", "msg"]  # replayed before the answer: shown as it came
+    assert page_data(page)["turns"][0]["subs"] == 0
 
 
 def test_children_of_children_nest_only_so_deep(tmp_path: Path) -> None:

@@ -58,12 +58,12 @@ def update(
     journal.on_update(tinyacp.Update(epoch, seq, raw, tinyacp.UpdateKind.UNKNOWN, session_id, payload))
 
 
-def _out(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
+def sent(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
     raw = json.dumps(message, separators=(",", ":")).encode()
     journal.on_send(tinyacp.OutgoingMessage(epoch, raw, message.get("method"), message.get("id")))
 
 
-def _in(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], method: str | None) -> None:
+def received(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], method: str | None) -> None:
     """Record a line of the agent's: our request's answer (``method``), or a request of its own (None)."""
     raw = json.dumps(message, separators=(",", ":")).encode()
     if method is None:
@@ -76,7 +76,7 @@ def _in(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], meth
 def prompt(journal: tinyacp.JsonlJournal, epoch: int, request_id: int, text: str, *, session_id: str) -> None:
     """Record our ``session/prompt`` of ``text`` to ``session_id``."""
     params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-    _out(journal, epoch, {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params})
+    sent(journal, epoch, {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params})
 
 
 def crafted_epoch(journal: tinyacp.JsonlJournal) -> int:
@@ -84,7 +84,7 @@ def crafted_epoch(journal: tinyacp.JsonlJournal) -> int:
     kind no version knows, hostile text in each; the prompt is answered ``end_turn``."""
     epoch = journal.begin_epoch()
     prompt = {"type": "text", "text": "crafted: " + HOSTILE}
-    _out(journal, epoch, {"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"prompt": [prompt]}})
+    sent(journal, epoch, {"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"prompt": [prompt]}})
     notice = {"sessionUpdate": "notice", "severity": "warning", "title": "Model fallback " + HOSTILE}
     update(journal, epoch, 1, {**notice, "description": "javascript:alert(1) " + HOSTILE})
     diff = {"type": "diff", "path": "javascript:alert(1)", "oldText": "a\nold line\nz", "newText": "a\nnew line\nz"}
@@ -93,7 +93,7 @@ def crafted_epoch(journal: tinyacp.JsonlJournal) -> int:
     update(journal, epoch, 3, {"sessionUpdate": "hologram_update", "beam": HOSTILE})
     chunk = {"type": "text", "text": "crafted reply " + HOSTILE}
     update(journal, epoch, 4, {"sessionUpdate": "agent_message_chunk", "content": chunk})
-    _in(journal, epoch, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}, "session/prompt")
     journal.flush()
     return epoch
 
@@ -159,8 +159,8 @@ def newer_batch(out: Path, work: Path) -> Path:
 
 def newer_journal(path: Path, work: Path) -> Path:
     """A journal of a real run of the demo agent with all five features on and its question answered by the
-    observer, a mode sent with ``force=True`` that the agent refuses, then a crafted epoch of the newer kinds
-    carrying hostile text (see :func:`crafted_newer_epoch`)."""
+    observer, a mode sent with ``force=True`` that the agent refuses, a fork after the turn, then a crafted epoch
+    of the newer kinds carrying hostile text (see :func:`crafted_newer_epoch`)."""
     work.mkdir(exist_ok=True)
     (work / "notes.txt").write_text("some notes\n", encoding="utf-8")
     journal = _Answering(path)
@@ -171,6 +171,7 @@ def newer_journal(path: Path, work: Path) -> Path:
             with contextlib.suppress(tinyacp.RequestError):  # the agent refuses the mode it did not list
                 client.set_mode(session.id, "turbo", force=True, timeout=30)
             client.prompt(session.id, NEWER_PROMPT, timeout=30)
+            client.fork_session(session.id, work, timeout=30)  # a session of ours, not a child
         crafted_newer_epoch(journal)
     finally:
         journal.close()
@@ -196,11 +197,11 @@ def crafted_newer_epoch(journal: tinyacp.JsonlJournal) -> int:
     chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "kid says " + HOSTILE}}
     update(journal, epoch, 6, chunk, session_id="kid")
     url = {"sessionId": "kid", "mode": "url", "message": "Log in " + HOSTILE, "url": "javascript:window.__pwned=6"}
-    _in(journal, epoch, {"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create", "params": url}, None)
+    received(journal, epoch, {"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create", "params": url}, None)
     answer = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "decline"}}
     raw = json.dumps(answer, separators=(",", ":")).encode()
     journal.on_send(tinyacp.OutgoingMessage(epoch, raw, None, "q1", decided_by="default-decline"))
-    _in(journal, epoch, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}, "session/prompt")
     journal.flush()
     return epoch
 

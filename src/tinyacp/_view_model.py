@@ -33,6 +33,9 @@ _DEPTH: Final = 8
 """Child sessions nested at most this deep in a transcript (the page's data stays shallow, whatever the agent
 announces); a deeper one is placed with the turn's own events, naming the child that owns it."""
 
+_OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
+"""Our calls that open a session: while one waits for its answer, an unknown session's updates are its own."""
+
 _STATES: Final = 20
 """The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
 
@@ -189,6 +192,8 @@ class TurnBuilder:
     """The events the protocol patches in place, by session, kind and id: compactions, plans, session messages."""
     _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
     _nested: dict[int, tuple[int, str]] = field(default_factory=dict)
+    _ours: set[str] = field(default_factory=set)
+    """The sessions we opened (new, fork, load, resume): their updates are never a child's."""
     """For each child's list of events (by its id): how deep it is nested, and the child's session id."""
 
     # ----------------------------------------------------------------------------------------------------------
@@ -227,12 +232,15 @@ class TurnBuilder:
 
     def _into(self, session_id: Any, at: float) -> list[dict[str, Any]]:
         """Where the events of ``session_id`` go: under its child's event when it is a child session (announced
-        by a ``subagent_update``, or any session other than the prompt's once the prompt is sent, so that a
-        child's work never mixes with its parent's), else the turn's own events."""
-        if not isinstance(session_id, str) or session_id == self.session:
+        by a ``subagent_update``, or any session other than the prompt's and ours once the prompt is sent, so that
+        a child's work never mixes with its parent's), else the turn's own events."""
+        if not isinstance(session_id, str) or session_id == self.session or session_id in self._ours:
             return self.events
         child = self._children.get(session_id)
         if child is None and self.session is not None:
+            if any(method in _OPENING for method in self._pending.values()):  # a fork's history, replayed first
+                self._ours.add(session_id)
+                return self.events
             child = self._child(session_id, at, self.events, announced=False)
         return child["events"] if child is not None else self.events
 
@@ -312,6 +320,8 @@ class TurnBuilder:
         if isinstance(method, str) and "id" in msg:
             self._pending[_key(msg["id"])] = method
         forced = True if record.get("forced") is True else None  # sent although the agent did not advertise it
+        if method in ("session/load", "session/resume") and isinstance(params.get("sessionId"), str):
+            self._ours.add(params["sessionId"])
         if method == "session/prompt":
             self.prompts += 1
             if isinstance(params.get("sessionId"), str):
@@ -393,8 +403,11 @@ class TurnBuilder:
             if total is not None:
                 self.tokens = total
             self._event("result", at, stop=self.stop_reason, usage=_usage_fields(usage))
-        elif method == "session/new":
-            self._event("call", at, m="session", x=clean(result.get("sessionId"), 200))
+        elif method in ("session/new", "session/fork"):
+            if isinstance(result.get("sessionId"), str):
+                self._ours.add(result["sessionId"])
+            said = "session" if method == "session/new" else "forked"
+            self._event("call", at, m=said, x=clean(result.get("sessionId"), 200))
 
     def update(self, update: dict[str, Any], at: float, session_id: Any = None) -> None:
         kind = update.get("sessionUpdate")
@@ -712,6 +725,7 @@ class EpochTurns:
         if record is not None and last.prompts and _is_prompt(record):
             turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent)
             turn._asks = last._asks  # so may our answer to a question of the agent's
+            turn._ours = last._ours
             turn._pending = last._pending  # an answer to a request of the turn before may come later
             self.turns.append(turn)
         self.turns[-1].add(line)
