@@ -182,6 +182,35 @@ def test_a_flooding_agent_does_not_starve_the_other_tasks_of_its_event_loop() ->
     assert max(gaps) < 0.5  # the goal is 50 ms (benchmarks); this only catches a loop held for the whole flood
 
 
+def test_calls_in_a_row_let_the_event_loop_run_once_per_fair_slice_not_once_per_call(scripted: MakeScripted) -> None:
+    turns = 5
+    next_prompt = {"op": "expect", "method": "session/prompt"}
+    agent = scripted([*handshake(), *[step for _ in range(turns) for step in (end_turn(), next_prompt)]][:-1])
+
+    async def main() -> int:
+        async with tinyacp.AsyncClient(Options(command=agent.argv, observer=tinyacp.BaseObserver())) as client:
+            await client.initialize()
+            await client.new_session("/")
+            checkpoints = 0
+            checkpoint = client._checkpoint
+
+            async def counted() -> None:
+                nonlocal checkpoints
+                checkpoints += 1
+                await checkpoint()
+
+            client._checkpoint = counted  # type: ignore[method-assign]
+            now = time.monotonic() + 1.0  # past the slice the handshake's last wait began
+            client._driver._clock = lambda: now  # then no time passes: one fair slice holds every call
+            for _ in range(turns):
+                assert (await client.prompt("s1", "go")).stop_reason == "end_turn"
+        return checkpoints
+
+    # The loop last ran at the first call's checkpoint or wait, whichever call made it: no call pays a turn of its
+    # own for starting (each such turn is a pass of the event loop and a poll of its selector).
+    assert asyncio.run(asyncio.wait_for(main(), 30)) == 1
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 4. Nothing lost when the agent dies.
 

@@ -22,10 +22,11 @@ records each, then the core collects the run. The driver writes while it reads (
 a short queue, written as the agent takes them, while the agent's lines keep being read and recorded.
 
 What lives as long as the client is on the :class:`CallDriver` (the queue, the lines read but not handled yet,
-the kill flag, the cancels asked for, the flush point); what one call needs (its deadline, whether it is a
-prompt in its grace, whether it streams) is in a :class:`_Run` the call creates, gone when the call ends. The
-pipes come as two functions that never raise for what a pipe does (:meth:`~tinyacp._process.AgentProcess.read_into`
-and :meth:`~tinyacp._process.AgentProcess.write`): the OS errors are mapped there, once.
+the kill flag, the cancels asked for, the flush point, when the event loop last ran); what one call needs (its
+deadline, whether it is a prompt in its grace, whether it streams) is in a :class:`_Run` the call creates, gone
+when the call ends. The pipes come as two functions that never raise for what a pipe does
+(:meth:`~tinyacp._process.AgentProcess.read_into` and :meth:`~tinyacp._process.AgentProcess.write`): the OS
+errors are mapped there, once.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def observer_failed(callback: Callable[..., Any], exc: BaseException) -> Observe
 class _Run:
     """One call's own state, created by the call and gone after it."""
 
-    __slots__ = ("deadline", "grace", "prompt", "salvage", "stream", "yield_at")
+    __slots__ = ("deadline", "grace", "prompt", "salvage", "stream")
 
     def __init__(self, deadline: float, *, prompt: bool = False, stream: bool = False) -> None:
         self.deadline = deadline
@@ -150,8 +151,6 @@ class _Run:
         """A prompt that asked the agent to stop: it waits at most ``cancel_grace`` more for the answer."""
         self.stream = stream
         """Each update is handed out after it was recorded (until the consumer leaves)."""
-        self.yield_at = 0.0
-        """When a cooperative driver next lets the event loop run."""
         self.salvage = 0
         """While > 0: read only what is there (this many bytes more, less one), write nothing, wait for nothing."""
 
@@ -207,6 +206,10 @@ class CallDriver:
         self._input_closed = False
         self._recorded = False
         self._flushed_seq = 0
+        self._yield_at = 0.0
+        """When a cooperative driver next lets the event loop run. The client's, not a call's: the loop ran at
+        the last wait or checkpoint, whichever call made it, so a call that starts right after another does
+        not pay an extra turn of the loop."""
 
     # ----------------------------------------------------------------------------------------------------------
     # What the shells run.
@@ -385,9 +388,9 @@ class CallDriver:
     def _batch(self, run: _Run) -> Driven[None]:
         """Once per read batch: let the loop run, act on kill and cancels, write what we can, check the clock."""
         now = self._clock()
-        if self._cooperative and now >= run.yield_at:
+        if self._cooperative and now >= self._yield_at:
             yield CHECKPOINT
-            run.yield_at = now + _FAIR_SLICE
+            self._yield_at = now + _FAIR_SLICE
         if self.killed:
             raise Gone("the agent was stopped by kill()")
         if run.salvage:
@@ -421,7 +424,7 @@ class CallDriver:
         yield from self._flush()
         if (yield WaitFor(read, bool(self._out), run.deadline)):
             self.agent_gone = True
-        run.yield_at = self._clock() + _FAIR_SLICE  # a wait let the loop run
+        self._yield_at = self._clock() + _FAIR_SLICE  # a wait let the loop run
 
     def _react(self, run: _Run, reaction: Reaction) -> Driven[Done | None]:
         """Run the core's reaction to a line: its records and writes, in its order."""
