@@ -3,20 +3,40 @@ honours the client's opt-ins as the maintained adapters do: every test runs with
 
 The headline: without ``session.notices`` the agent writes its warning into the reply (as Claude's and Codex's
 adapters do), with it (the default) the warning is a notice, and the reply holds only the agent's answer.
+
+Every line the client writes in these tests is checked against the vendored schemas of the TypeScript SDK 2.4.0
+(the unstable file for the unstable methods and fields), after the test, from what the observer saw written.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import webbrowser
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tinyacp
-from conftest import MakeClient, Recorder
-from tinyacp import ClientFeatures, ElicitationReply, ElicitationRequest, PermissionPolicy
+from conftest import Background, MakeClient, MakeScripted, Recorder, chunk, end_turn, wait_for
+from schema_util import check_every_sent_line
+from tinyacp import (
+    ClientFeatures,
+    CompactionSummaryChunk,
+    CompactionUpdate,
+    ElicitationReply,
+    ElicitationRequest,
+    PermissionPolicy,
+    PlanItems,
+    PlanRemoved,
+    PlanUpdate,
+    SystemPrompt,
+    TransferLimits,
+    UpdateKind,
+    UsageError,
+)
 
 TIMEOUT = 30.0
 DEMO = [sys.executable, "-m", "tinyacp.demo"]
@@ -33,8 +53,35 @@ class Answering(Recorder):
         return self.reply
 
 
-def opened(make_client: MakeClient, tmp_path: Path, observer: Recorder | None = None, **options: Any) -> Any:
-    client = make_client(command=DEMO, observer=observer or Recorder(), timeout=TIMEOUT, **options)
+WATCHED: list[Recorder] = []
+"""The observers of this test's clients, whose written lines are checked after it."""
+
+
+@pytest.fixture(autouse=True)
+def every_line_written_fits_the_schema() -> Iterator[None]:
+    """After each test (its clients closed), every line its clients wrote is valid against the 2.4.0 schemas."""
+    WATCHED.clear()
+    yield
+    assert WATCHED, "the test made no client through opened() or watched()"
+    for recorder in WATCHED:
+        assert check_every_sent_line(recorder.events) > 0, "a client wrote nothing"
+    WATCHED.clear()
+
+
+def watched(observer: Recorder | None = None) -> Recorder:
+    recorder = observer or Recorder()
+    WATCHED.append(recorder)
+    return recorder
+
+
+def opened(
+    make_client: MakeClient,
+    tmp_path: Path,
+    observer: Recorder | None = None,
+    command: list[str] = DEMO,
+    **options: Any,
+) -> Any:
+    client = make_client(command=command, observer=watched(observer), timeout=TIMEOUT, **options)
     client.initialize()
     return client, client.new_session(tmp_path)
 
@@ -136,3 +183,322 @@ def test_fork_then_extension_calls_on_the_demo(make_client: MakeClient, tmp_path
     assert "_tinyacp/ping" in echoed["notifications"]
     sent = [message for message in recorder.of("send") if message.method == "_tinyacp/echo"]
     assert [json.loads(message.redacted())["params"]["token"] for message in sent] == ["<secret>"]
+
+
+def sent(recorder: Recorder, method: str) -> list[dict[str, Any]]:
+    """The lines the client wrote with this method, parsed, in order."""
+    return [json.loads(message.raw) for message in recorder.of("send") if message.method == method]
+
+
+# -- compaction and plans ---------------------------------------------------------------------------------------
+
+
+def test_the_demos_compaction_arrives_typed_in_order_before_the_plan_and_the_reply(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder)  # compaction is on by default
+    result = client.prompt(session.id, "with-compaction hello")
+    client.close()
+    kinds = [u.kind for u in recorder.updates]
+    compaction = [
+        u.payload for u in recorder.updates if isinstance(u.payload, CompactionUpdate | CompactionSummaryChunk)
+    ]
+    assert [u.kind for u in compaction] == [
+        UpdateKind.COMPACTION_UPDATE,
+        UpdateKind.COMPACTION_SUMMARY_CHUNK,
+        UpdateKind.COMPACTION_SUMMARY_CHUNK,
+        UpdateKind.COMPACTION_UPDATE,
+    ]
+    first, *pieces, last = compaction
+    assert isinstance(first, CompactionUpdate) and isinstance(last, CompactionUpdate)
+    assert (first.status, last.status) == ("in_progress", "completed")
+    assert {u.compaction_id for u in compaction} == {first.compaction_id}
+    summary = "".join(piece.content.text or "" for piece in pieces if isinstance(piece, CompactionSummaryChunk))
+    assert last.summary == [{"type": "text", "text": summary}]
+    assert str(tmp_path) in summary
+    # recorded as received: the compaction, then the plan, then the reply
+    assert kinds.index(UpdateKind.COMPACTION_UPDATE) == 0
+    assert len(kinds) - 1 - kinds[::-1].index(UpdateKind.COMPACTION_UPDATE) < kinds.index(UpdateKind.PLAN)
+    assert kinds.index(UpdateKind.PLAN) < kinds.index(UpdateKind.AGENT_MESSAGE_CHUNK)
+    assert [u.seq for u in recorder.updates] == sorted(u.seq for u in recorder.updates)
+    assert result.text.startswith("You said: with-compaction hello")
+    assert summary not in result.text
+
+
+def test_without_the_compaction_opt_in_the_demo_compacts_with_a_tool_call(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder, features=ClientFeatures(compaction=False))
+    client.prompt(session.id, "with-compaction hello")
+    client.close()
+    kinds = {u.kind for u in recorder.updates}
+    assert UpdateKind.COMPACTION_UPDATE not in kinds and UpdateKind.COMPACTION_SUMMARY_CHUNK not in kinds
+    assert next(u.tool_name for u in recorder.updates if u.kind == UpdateKind.TOOL_CALL) == "Compact"
+    assert "compaction" not in sent(recorder, "initialize")[0]["params"]["clientCapabilities"]["session"]
+
+
+def test_with_plan_operations_the_demos_plan_is_updated_by_id_then_removed(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    features = ClientFeatures(plan_operations=True)
+    client, session = opened(
+        make_client, tmp_path, recorder, features=features, policy=PermissionPolicy(allow_all=True)
+    )
+    client.prompt(session.id, "hello")
+    client.close()
+    plans = [
+        u for u in recorder.updates if u.kind in (UpdateKind.PLAN, UpdateKind.PLAN_UPDATE, UpdateKind.PLAN_REMOVED)
+    ]
+    assert [u.kind for u in plans] == [UpdateKind.PLAN_UPDATE] * 3 + [UpdateKind.PLAN_REMOVED]
+    *updates, removed = [u.payload for u in plans]
+    assert all(isinstance(p, PlanUpdate) for p in updates) and isinstance(removed, PlanRemoved)
+    assert {p.plan_id for p in updates if isinstance(p, PlanUpdate)} == {removed.plan_id}
+    plans_sent = [p.plan for p in updates if isinstance(p, PlanUpdate)]
+    assert all(isinstance(plan, PlanItems) for plan in plans_sent)
+    statuses = [[e.status for e in plan.entries] for plan in plans_sent if isinstance(plan, PlanItems)]
+    assert statuses == [["pending", "pending"], ["completed", "in_progress"], ["completed", "completed"]]
+    # the removal is the plan's last word, after the reply
+    kinds = [u.kind for u in recorder.updates]
+    assert kinds.index(UpdateKind.PLAN_REMOVED) > len(kinds) - 1 - kinds[::-1].index(UpdateKind.AGENT_MESSAGE_CHUNK)
+    assert sent(recorder, "initialize")[0]["params"]["clientCapabilities"]["plan"] == {}
+
+
+def test_without_plan_operations_the_demo_sends_the_legacy_plan(make_client: MakeClient, tmp_path: Path) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder, policy=PermissionPolicy(allow_all=True))
+    client.prompt(session.id, "hello")
+    client.close()
+    plans = [
+        u for u in recorder.updates if u.kind in (UpdateKind.PLAN, UpdateKind.PLAN_UPDATE, UpdateKind.PLAN_REMOVED)
+    ]
+    assert [u.kind for u in plans] == [UpdateKind.PLAN] * 3
+    assert "plan" not in sent(recorder, "initialize")[0]["params"]["clientCapabilities"]
+
+
+# -- the system prompt's override mode ---------------------------------------------------------------------------
+
+
+def test_an_override_system_prompt_is_accepted_by_the_demo_which_advertises_mode_override(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder)
+    result = client.prompt(session.id, "hello")
+    overridden = client.new_session(tmp_path, system_prompt=SystemPrompt("Answer in French.", mode="override"))
+    again = client.prompt(overridden.id, "hello")
+    client.close()
+    initialized = json.loads(recorder.of("message")[0].raw)
+    assert initialized["result"]["agentCapabilities"]["sessionCapabilities"]["systemPrompt"] == {
+        "mode": {"override": {}}
+    }
+    (_, written) = sent(recorder, "session/new")
+    assert written["params"]["systemPrompt"]["mode"] == "override"
+    assert "System prompt" not in result.text
+    assert again.text.startswith("System prompt (override): Answer in French.")
+
+
+# -- a URL elicitation ------------------------------------------------------------------------------------------
+
+
+class WithUrlElicitation(ClientFeatures):
+    """Features that also advertise ``elicitation.url``, as a client that shows links would: the demo asks for a
+    sign-in by URL only then."""
+
+    __slots__ = ()
+
+    def capabilities(self) -> dict[str, Any]:
+        advertised = ClientFeatures.capabilities(self)
+        advertised["elicitation"]["url"] = {}
+        return advertised
+
+
+def test_the_demos_url_elicitation_is_recorded_then_declined_and_never_opened(
+    make_client: MakeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened_urls: list[str] = []
+    for name in ("open", "open_new", "open_new_tab"):
+        monkeypatch.setattr(webbrowser, name, lambda url, *args, **kwargs: opened_urls.append(url))
+    recorder = Answering(None)
+    client, session = opened(
+        make_client,
+        tmp_path,
+        recorder,
+        features=WithUrlElicitation(elicitation=True),
+        policy=PermissionPolicy(allow_all=True),
+    )
+    result = client.prompt(session.id, "with-login")
+    client.close()
+    (asked,) = recorder.of("elicitation")
+    assert (asked.mode, asked.session_id, asked.requested_schema) == ("url", session.id, None)
+    assert asked.url is not None and asked.url.endswith(f"?session={session.id}")
+    assert opened_urls == []
+    (answer,) = [m for m in recorder.of("send") if m.method is None and m.id == asked.request_id]
+    assert json.loads(answer.raw)["result"] == {"action": "decline"}
+    # the request, then the decision, then the answer (recorded before it is written)
+    order = [
+        name
+        for name, value in recorder.events
+        if (name == "message" and value.method == "elicitation/create") or name == "elicitation" or value is answer
+    ]
+    assert order == ["message", "elicitation", "send"]
+    assert "You did not sign in." in result.text
+    assert sent(recorder, "elicitation/complete") == []
+
+
+# -- unstable and extension methods through request() and notify() ----------------------------------------------
+
+
+def test_the_demos_unstable_methods_through_request_and_an_extension_notification(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder)
+    key = tinyacp.Secret("sk-gateway-9f1c")
+    before = client.request("providers/list")
+    assert (
+        client.request(
+            "providers/set",
+            {"providerId": "demo", "apiType": "openai", "baseUrl": "https://gw.example/v1", "headers": {"x-key": key}},
+        )
+        == {}
+    )
+    during = client.request("providers/list")
+    assert client.request("providers/disable", {"providerId": "demo"}) == {}
+    after = client.request("providers/list")
+    titled = client.request("session/set_title", {"sessionId": session.id, "title": "Umbrellas"})
+    client.notify("_tinyacp/ping", {"n": 1})
+    with pytest.raises(UsageError):
+        client.request("session/prompt", {"sessionId": session.id, "prompt": []})
+    with pytest.raises(UsageError):
+        client.notify("session/cancel", {"sessionId": session.id})
+    echoed = client.request("_tinyacp/echo")
+    client.close()
+    assert [p["providerId"] for p in before["providers"]] == ["demo"]
+    assert during["providers"][0]["current"] == {"apiType": "openai", "baseUrl": "https://gw.example/v1"}
+    assert after["providers"][0]["current"] is None
+    assert titled == {"title": "Umbrellas"}
+    (info,) = [u for u in recorder.updates if u.kind == UpdateKind.SESSION_INFO_UPDATE]
+    assert (info.session_id, json.loads(info.raw)["params"]["update"]["title"]) == (session.id, "Umbrellas")
+    assert echoed["notifications"] == ["_tinyacp/ping"]
+    # what was refused was never written; each call was recorded before its answer came
+    methods = [m.method for m in recorder.of("send")]
+    assert "session/prompt" not in methods and "session/cancel" not in methods
+    assert methods[2:] == [
+        "providers/list",
+        "providers/set",
+        "providers/list",
+        "providers/disable",
+        "providers/list",
+        "session/set_title",
+        "_tinyacp/ping",
+        "_tinyacp/echo",
+    ]
+    (provider_line,) = [m for m in recorder.of("send") if m.method == "providers/set"]
+    assert b"sk-gateway-9f1c" in provider_line.raw and b"sk-gateway-9f1c" not in provider_line.redacted()
+
+
+# -- meta= on the calls that end things ---------------------------------------------------------------------------
+
+
+def test_list_close_delete_logout_and_cancel_carry_meta_to_the_demo(make_client: MakeClient, tmp_path: Path) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder)
+    listed = client.list_sessions(tmp_path, meta={"m": "list"})
+    client.cancel(session.id, meta={"m": "cancel"})
+    client.close_session(session.id, meta={"m": "close"})
+    client.delete_session(session.id, meta={"m": "delete"})
+    client.logout(meta={"m": "logout"})
+    client.close()
+    assert session.id in [s.session_id for s in listed.sessions]
+    for method, value in [
+        ("session/list", "list"),
+        ("session/cancel", "cancel"),
+        ("session/close", "close"),
+        ("session/delete", "delete"),
+        ("logout", "logout"),
+    ]:
+        (line,) = sent(recorder, method)
+        assert line["params"]["_meta"] == {"m": value}, method
+
+
+# -- a child's work inside the parent's turn ----------------------------------------------------------------------
+
+
+def test_cancelling_the_parent_while_its_child_works_sends_one_cancel_for_the_parent_only(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    recorder = Recorder()
+    client, session = opened(
+        make_client,
+        tmp_path,
+        recorder,
+        command=[*DEMO, "--delay", "0.2"],
+        features=EVERYTHING,
+        policy=PermissionPolicy(allow_all=True),
+    )
+    child = f"{session.id}.sub-1"
+
+    def cancel_once_the_child_works() -> None:
+        wait_for(lambda: any(u.session_id == child for u in recorder.updates), TIMEOUT, "the child's first update")
+        client.cancel(session.id)
+
+    canceller = Background(cancel_once_the_child_works, timeout=TIMEOUT)  # the prompt runs here, as callers do
+    result = client.prompt(session.id, "with-subagent hello")
+    canceller.join()
+    client.close()
+    assert result.cancelled
+    assert [line["params"] for line in sent(recorder, "session/cancel")] == [{"sessionId": session.id}]
+    children = [u for u in recorder.updates if u.session_id == child]
+    assert children and not any(u.kind == UpdateKind.AGENT_MESSAGE_CHUNK for u in children)
+    assert "File reader" not in result.text
+
+
+def test_a_childs_reply_chunks_do_not_count_toward_the_parents_reply_limits(
+    make_client: MakeClient, scripted: MakeScripted
+) -> None:
+    def on(session: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"op": "update", "session": session, "update": fields}
+
+    announce = {
+        "sessionUpdate": "subagent_update",
+        "sessionId": "child-1",
+        "title": "Explore",
+        "state": {"state": "running"},
+    }
+    agent = scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": {"protocolVersion": 1, "agentCapabilities": {}}},
+            {"op": "expect", "method": "session/new"},
+            {"op": "reply", "result": {"sessionId": "s1"}},
+            {"op": "expect", "method": "session/prompt"},
+            on("s1", chunk("Asking. ")),
+            on("s1", announce),
+            *[on("child-1", chunk(f"child line {n} " + "x" * 40)) for n in range(5)],
+            on("s1", {"sessionUpdate": "subagent_update", "sessionId": "child-1", "state": {"state": "idle"}}),
+            on("s1", chunk("Done.")),
+            end_turn(),
+        ]
+    )
+    recorder = Recorder()
+    limits = TransferLimits(max_reply_bytes=20, max_reply_chunks=2)
+    client, session = opened(
+        make_client, Path("/"), recorder, command=agent.argv, features=EVERYTHING, transfer_limits=limits
+    )
+    result = client.prompt(session.id, "hi")
+    client.close()
+    assert (result.overflow, result.stop_reason, result.text, result.chunk_count) == (
+        None,
+        "end_turn",
+        "Asking. Done.",
+        2,
+    )
+    child_chunks = [
+        u for u in recorder.updates if u.session_id == "child-1" and u.kind == UpdateKind.AGENT_MESSAGE_CHUNK
+    ]
+    assert len(child_chunks) == 5  # each recorded, under the child's session
+    assert "session/cancel" not in agent.methods()
