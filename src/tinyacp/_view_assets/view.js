@@ -296,7 +296,7 @@
   }
 
   function forced(e) {
-    return e.forced ? el("p", { cls: "note forced" }, "sent with force=True: the agent did not advertise it") : null;
+    return e.forced ? el("span", { cls: "note forced" }, " · sent with force=True: the agent did not advertise it") : null;
   }
   function states(list) {
     return (list || []).map(function (s) { return s[0] + " " + at(s[1]); }).join(" → ");
