@@ -60,6 +60,14 @@ def newer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return newer_journal(base / "newer.jsonl", base / "work")
 
 
+def prompted(path: Path) -> tuple[tinyacp.JsonlJournal, int]:
+    """A new journal at ``path`` whose first epoch starts with our prompt "hi" to session ``s``."""
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "hi", session_id="s")
+    return journal, epoch
+
+
 def kinds(page: str, index: int) -> list[str]:
     return [event["k"] for event in transcript(page, index)["events"]]
 
@@ -224,9 +232,7 @@ def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
 
 def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
     path = tmp_path / "merged.jsonl"
-    journal = tinyacp.JsonlJournal(path)
-    epoch = journal.begin_epoch()
-    prompt(journal, epoch, 1, "hi", session_id="s")
+    journal, epoch = prompted(path)
     text = {"type": "text", "text": "z" * 1024}
     seq = 0
     for n in range(600):  # each patches one event in place; what it brings is counted against the bound
@@ -250,9 +256,7 @@ def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
 
 def test_the_updates_of_a_session_we_forked_are_not_a_childs(tmp_path: Path) -> None:
     path = tmp_path / "fork.jsonl"
-    journal = tinyacp.JsonlJournal(path)
-    epoch = journal.begin_epoch()
-    prompt(journal, epoch, 1, "hi", session_id="s")
+    journal, epoch = prompted(path)
     received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}, "session/prompt")
     fork = {"sessionId": "s", "cwd": "/", "mcpServers": []}
     sent(journal, epoch, {"jsonrpc": "2.0", "id": 2, "method": "session/fork", "params": fork})
@@ -268,9 +272,7 @@ def test_the_updates_of_a_session_we_forked_are_not_a_childs(tmp_path: Path) -> 
 
 def test_children_of_children_nest_only_so_deep(tmp_path: Path) -> None:
     path = tmp_path / "deep.jsonl"
-    journal = tinyacp.JsonlJournal(path)
-    epoch = journal.begin_epoch()
-    prompt(journal, epoch, 1, "hi", session_id="s")
+    journal, epoch = prompted(path)
     for seq in range(1, 3001):  # each child announces the next: a page's data nested 3,000 deep would not render
         step = {"sessionUpdate": "subagent_update", "sessionId": f"s{seq}", "title": f"child {seq}"}
         update(journal, epoch, seq, step, session_id="s" if seq == 1 else f"s{seq - 1}")
@@ -287,9 +289,7 @@ def test_children_of_children_nest_only_so_deep(tmp_path: Path) -> None:
 
 def test_a_childs_updates_before_its_announcement_are_still_kept_apart(tmp_path: Path) -> None:
     path = tmp_path / "early.jsonl"
-    journal = tinyacp.JsonlJournal(path)
-    epoch = journal.begin_epoch()
-    prompt(journal, epoch, 1, "hi", session_id="s")
+    journal, epoch = prompted(path)
     chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "early"}}
     update(journal, epoch, 1, chunk, session_id="s.kid")
     update(journal, epoch, 2, {"sessionUpdate": "subagent_update", "sessionId": "s.kid", "title": "Late"})
