@@ -41,6 +41,7 @@ from tinyacp import (
 TIMEOUT = 30.0
 DEMO = [sys.executable, "-m", "tinyacp.demo"]
 EVERYTHING = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
+FORMS = ClientFeatures(elicitation=True)
 
 
 class Answering(Recorder):
@@ -142,6 +143,22 @@ def test_deny_tools_rejects_the_demos_bash_even_with_allow_all(make_client: Make
     assert [u.tool_name for u in recorder.updates if u.kind == tinyacp.UpdateKind.TOOL_CALL] == ["Bash"]
 
 
+def asked_once(
+    make_client: MakeClient,
+    tmp_path: Path,
+    recorder: Answering,
+    prompt: str,
+    features: ClientFeatures = FORMS,
+) -> tuple[Answering, tinyacp.Session, tinyacp.PromptResult]:
+    """One turn of the demo that asks the user a question, which ``recorder`` answers."""
+    client, session = opened(
+        make_client, tmp_path, recorder, features=features, policy=PermissionPolicy(allow_all=True)
+    )
+    result = client.prompt(session.id, prompt)
+    client.close()
+    return recorder, session, result
+
+
 @pytest.mark.parametrize(
     ("reply", "said"),
     [
@@ -154,16 +171,7 @@ def test_deny_tools_rejects_the_demos_bash_even_with_allow_all(make_client: Make
 def test_the_demos_form_question_is_answered_by_on_elicitation(
     make_client: MakeClient, tmp_path: Path, reply: ElicitationReply | None, said: str
 ) -> None:
-    recorder = Answering(reply)
-    client, session = opened(
-        make_client,
-        tmp_path,
-        recorder,
-        features=ClientFeatures(elicitation=True),
-        policy=PermissionPolicy(allow_all=True),
-    )
-    result = client.prompt(session.id, "with-question")
-    client.close()
+    recorder, session, result = asked_once(make_client, tmp_path, Answering(reply), "with-question")
     (asked,) = recorder.of("elicitation")
     assert (asked.mode, asked.message, asked.session_id) == ("form", "How should I summarise the files?", session.id)
     assert asked.requested_schema is not None and asked.requested_schema["required"] == ["name", "style"]
@@ -321,16 +329,8 @@ def test_the_demos_url_elicitation_is_recorded_then_declined_and_never_opened(
     opened_urls: list[str] = []
     for name in ("open", "open_new", "open_new_tab"):
         monkeypatch.setattr(webbrowser, name, lambda url, *args, **kwargs: opened_urls.append(url))
-    recorder = Answering(None)
-    client, session = opened(
-        make_client,
-        tmp_path,
-        recorder,
-        features=WithUrlElicitation(elicitation=True),
-        policy=PermissionPolicy(allow_all=True),
-    )
-    result = client.prompt(session.id, "with-login")
-    client.close()
+    features = WithUrlElicitation(elicitation=True)
+    recorder, session, result = asked_once(make_client, tmp_path, Answering(None), "with-login", features)
     (asked,) = recorder.of("elicitation")
     assert (asked.mode, asked.session_id, asked.requested_schema) == ("url", session.id, None)
     assert asked.url is not None and asked.url.endswith(f"?session={session.id}")
@@ -452,9 +452,7 @@ def test_cancelling_the_parent_while_its_child_works_sends_one_cancel_for_the_pa
     client.close()
     assert result.cancelled
     assert [line["params"] for line in sent(recorder, "session/cancel")] == [{"sessionId": session.id}]
-    children = [u for u in recorder.updates if u.session_id == child]
-    assert children and not any(u.kind == UpdateKind.AGENT_MESSAGE_CHUNK for u in children)
-    assert "File reader" not in result.text
+    assert result.subagents[0].session_id == child  # the child was at work when the cancel went
 
 
 def test_a_childs_reply_chunks_do_not_count_toward_the_parents_reply_limits(
@@ -502,3 +500,27 @@ def test_a_childs_reply_chunks_do_not_count_toward_the_parents_reply_limits(
     ]
     assert len(child_chunks) == 5  # each recorded, under the child's session
     assert "session/cancel" not in agent.methods()
+
+
+def test_the_demos_child_reply_does_not_count_toward_the_parents_reply_limits(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    policy = PermissionPolicy(allow_all=True)
+    first = Recorder()
+    client, session = opened(make_client, tmp_path, first, features=EVERYTHING, policy=policy)
+    client.prompt(session.id, "with-subagent hello")  # with no limit near: what the parent itself says
+    client.close()
+    said = [u.text or "" for u in first.updates if u.session_id == session.id and u.kind == "agent_message_chunk"]
+    # limits the parent's reply just fits: the child's chunk, which comes first, would pass both if it counted
+    limits = TransferLimits(max_reply_bytes=len("".join(said).encode()), max_reply_chunks=len(said))
+    recorder = Recorder()
+    client, session = opened(
+        make_client, tmp_path, recorder, features=EVERYTHING, policy=policy, transfer_limits=limits
+    )
+    result = client.prompt(session.id, "with-subagent hello")
+    client.close()
+    child = [u for u in recorder.updates if u.session_id == f"{session.id}.sub-1"]
+    assert [u.kind for u in child].count(UpdateKind.AGENT_MESSAGE_CHUNK) == 1
+    assert (result.overflow, result.text, result.chunk_count) == (None, "".join(said), len(said))
+    assert sent(recorder, "session/cancel") == []
