@@ -254,6 +254,19 @@ def test_merged_events_stay_within_the_turns_bound(tmp_path: Path) -> None:
     assert events(page, 0, "planop")[0]["n"] == 600  # counted whole, though its text was cut
 
 
+def test_a_turns_usage_is_shown_by_the_names_tinyacp_writes_everywhere(tmp_path: Path) -> None:
+    path = tmp_path / "usage.jsonl"
+    journal, epoch = prompted(path)
+    usage = {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12, "cachedReadTokens": 1}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn", "usage": usage}}
+    received(journal, epoch, answer, "session/prompt")
+    journal.close()
+    page = view.render_html(path)
+    (result,) = events(page, 0, "result")
+    assert result["usage"] == {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12, "cached_read_tokens": 1}
+    assert page_data(page)["turns"][0]["tokens"] == 12
+
+
 def test_the_updates_of_a_session_we_forked_are_not_a_childs(tmp_path: Path) -> None:
     path = tmp_path / "fork.jsonl"
     journal, epoch = prompted(path)

@@ -402,7 +402,7 @@ class TurnBuilder:
                 total = sum(part for part in parts if part is not None) if any(parts) else None
             if total is not None:
                 self.tokens = total
-            self._event("result", at, stop=self.stop_reason, usage=_usage_fields(usage))
+            self._event("result", at, stop=self.stop_reason, usage=_shown_usage(usage))
         elif method in ("session/new", "session/fork"):
             if isinstance(result.get("sessionId"), str):
                 self._ours.add(result["sessionId"])
@@ -688,8 +688,17 @@ def _call_summary(method: str, params: dict[str, Any]) -> str:
     return ""
 
 
-def _usage_fields(usage: dict[str, Any]) -> dict[str, float]:
-    return {clean(name, 40): number for name, value in usage.items() if (number := _number(value)) is not None}
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _shown_usage(usage: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a turn's usage by the snake_case names tinyacp writes everywhere (``input_tokens``, as in a
+    batch record and the command's ``result`` event), whatever the agent's line spelt."""
+    return {
+        _CAMEL_HUMP.sub("_", clean(name, 40)).lower(): number
+        for name, value in usage.items()
+        if (number := _number(value)) is not None
+    }
 
 
 def _tool_content(item: Any, budget: Budget) -> dict[str, Any] | None:
