@@ -1,10 +1,13 @@
 """The conversation core: the protocol's state machine, with no I/O.
 
 It owns the JSON-RPC ids, the request in flight, the turn's reply within the transfer limits and the sessions'
-state; it classifies each line of the agent, decides permission requests and knows when to send the one
-``session/cancel``. What each request carries is shaped by the pure functions of :mod:`tinyacp._requests`; a
-line the strict decoders refuse is read by :mod:`tinyacp._tolerant_json`. The call driver (:mod:`tinyacp._driver`)
-runs the core for both shells: it moves the bytes and calls the observer in the order the core says.
+state; it decodes the agent's plain updates (the hot path), decides what to record, answer and write for every
+other line, has permission requests decided and knows when to send the one ``session/cancel``. The pure parts
+are elsewhere: what each request carries is shaped by :mod:`tinyacp._requests`, what its answer decodes to by
+:mod:`tinyacp._answers`; what a line other than a plain update is, is classified by :mod:`tinyacp._inbound`,
+and a line the strict decoders refuse is read by :mod:`tinyacp._tolerant_json`. The call driver
+(:mod:`tinyacp._driver`) runs the core for both shells: it moves the bytes and calls the observer in the order
+the core says.
 
 Our requests come out as a typed :class:`Call` (``Call[Session]`` for ``session/new``), so a shell's call
 returns what the request's answer decodes to. ``receive(line)`` returns either an :class:`~tinyacp.Update` (the
@@ -29,27 +32,25 @@ from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
+from . import _answers as answers
+from . import _inbound as inbound
 from . import _requests as requests
-from . import _tolerant_json as tolerant_json
-from ._elicitation import ElicitationParams, ElicitationReply, elicitation_request
+from ._elicitation import ElicitationReply, elicitation_request
 from ._errors import (
-    AuthRequired,
     MissingDurableObserver,
     NotAdvertised,
     ObserverError,
     ProtocolViolation,
-    RequestError,
-    SessionNotFound,
     TransferLimitExceeded,
     UsageError,
 )
 from ._features import ClientFeatures
+from ._inbound import UNREADABLE as _UNREADABLE
+from ._inbound import Kind
 from ._limits import Overflow, OverflowKind, TransferLimits
 from ._messages import (
-    AUTH_REQUIRED,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
-    RESOURCE_NOT_FOUND,
     AgentMessageChunk,
     AnyMcpServer,
     AvailableCommandsUpdate,
@@ -61,33 +62,26 @@ from ._messages import (
     ErrorObject,
     Initialize,
     LoadedSession,
-    LooseUpdateParams,
     Modes,
     Notice,
     OutError,
     OutNotification,
     OutRequest,
     OutResult,
-    PermissionParams,
     PromptContent,
     RequestId,
     Secret,
     Session,
-    SessionAnswer,
     SessionPage,
     SessionState,
     SessionUpdate,
     Subagent,
     SubagentUpdate,
     SystemPrompt,
-    UnknownUpdate,
     UpdateLine,
     UsageUpdate,
     config_options,
     merged_subagent,
-    session_from,
-    stop_reason,
-    turn_usage,
 )
 from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
@@ -111,14 +105,8 @@ ON_ELICITATION: Final = "on_elicitation"
 _JOIN_EVERY: Final = 1024
 """The kept reply text is joined into one string every time this many more parts were kept."""
 
-# msgspec raises RecursionError for JSON nested past the interpreter's limit (about 1000 levels, a 2 KB line):
-# that is an unreadable line from the agent like any other, not our crash.
-_UNREADABLE: Final = (msgspec.MsgspecError, RecursionError)
 _ENDS_A_RUN: Final = frozenset({CurrentModeUpdate, ConfigOptionUpdate, AvailableCommandsUpdate, UsageUpdate})
 """Updates whose effect an observer may see (the session's state, the usage): a run of updates ends after one."""
-
-INVALID_REQUEST: Final = -32600
-"""JSON-RPC's code for a message that is not a valid request."""
 
 
 class Record:
@@ -431,7 +419,7 @@ class Conversation:
         """
         requests.session_capability(self.agent, "list", "session/list")
         params = requests.list_params(cwd, cursor, meta)
-        return self._request("session/list", params, requests.decode_session_page)
+        return self._request("session/list", params, answers.decode_session_page)
 
     def request(self, method: str, params: Params | None = None) -> Call[Any]:
         """A request of an extension method (``_`` first) or an unstable one; its answer is the decoded JSON.
@@ -440,7 +428,7 @@ class Conversation:
             UsageError: ``method`` has a call of its own, or is neither an extension nor an unstable method.
         """
         body = requests.extension_params(method, params)
-        return self._request(method, body, _decoded)
+        return self._request(method, body, answers.decode_json)
 
     def notification(self, method: str, params: Params | None = None) -> OutgoingMessage:
         """A notification of an extension method (``_`` first) or an unstable one.
@@ -460,7 +448,7 @@ class Conversation:
                 user runs themselves, outside the protocol).
         """
         params = requests.authenticate_params(self.agent, method_id, meta)
-        return self._request("authenticate", params, _finish_nothing)
+        return self._request("authenticate", params, answers.decode_nothing)
 
     def logout(self, meta: Meta | None = None) -> Call[None]:
         """The ``logout`` request.
@@ -469,7 +457,7 @@ class Conversation:
             NotAdvertised: the agent did not advertise ``agentCapabilities.auth.logout``.
         """
         requests.require_logout(self.agent)
-        return self._request("logout", requests.with_meta({}, meta), _finish_nothing)
+        return self._request("logout", requests.with_meta({}, meta), answers.decode_nothing)
 
     def set_mode(self, session_id: str, mode_id: str, *, meta: Meta | None = None, force: bool = False) -> Call[None]:
         """The ``session/set_mode`` request; the session's current mode is updated once the agent agrees.
@@ -652,16 +640,11 @@ class Conversation:
     # Answers to our requests.
 
     def _initialized(self, result: msgspec.Raw) -> Initialize:
-        self.agent = requests.decode_initialize(result)
+        self.agent = answers.decode_initialize(result)
         return self.agent
 
     def _opened(self, result: msgspec.Raw, session_id: str | None) -> Session:
-        answer = msgspec.json.decode(result, type=SessionAnswer)
-        if session_id is None and not answer.session_id:
-            raise ProtocolViolation(
-                f"the session/new answer does not fit the schema (no sessionId): {bytes(result)[:200]!r}"
-            )
-        session = session_from(answer, session_id or "")
+        session = answers.decode_session(result, session_id)
         # Commands reported before the answer (during a load) are kept; the rest is the answer's word.
         commands = self._state(session.id).available_commands
         self._sessions[session.id] = SessionState(
@@ -689,32 +672,26 @@ class Conversation:
             self._sessions[session_id] = msgspec.structs.replace(state, models=models)
 
     def _options_set(self, session_id: str, result: msgspec.Raw) -> tuple[ConfigOption, ...]:
-        options = requests.decode_options(result)
+        options = answers.decode_options(result)
         self._sessions[session_id] = msgspec.structs.replace(self._state(session_id), config_options=options)
         return options
 
     def _finish_prompt(self, result: msgspec.Raw) -> PromptResult:
-        fields = msgspec.json.decode(result, type=dict[str, Any])
-        reason = fields.pop("stopReason", None)
-        if not isinstance(reason, str):
-            raise ProtocolViolation(f"the prompt response has no stopReason string: {bytes(result)[:200]!r}")
         turn = self._turn
         assert turn is not None, "a prompt response is only accepted while its turn is open"
+        reason, usage, meta = answers.decode_prompt(result, turn.last_usage)
         self._turn = None
         chunks = turn.kept_chunks + turn.dropped_chunks
-        usage, read = turn_usage(fields.get("usage"), turn.last_usage)
-        if read:
-            del fields["usage"]
         return PromptResult(
             session_id=turn.session_id,
             text="".join(turn.parts),
-            stop_reason=stop_reason(reason),
+            stop_reason=reason,
             overflow=turn.overflow,
             update_count=chunks + turn.other_updates,
             chunk_count=chunks,
             timed_out=turn.timed_out,
             cancelled=turn.cancel_sent,
-            meta=fields or None,
+            meta=meta,
             usage=usage,
             notices=tuple(turn.notices),
             subagents=tuple(turn.subagents.values()),
@@ -944,67 +921,56 @@ class Conversation:
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID, None, None, detail))
         return None
 
-    def _other(self, raw: bytes, text: bytes) -> Reaction:  # noqa: C901, PLR0911  one return per kind of message, in the order JSON-RPC classifies them
+    def _other(self, raw: bytes, text: bytes) -> Reaction:  # noqa: PLR0911  one return per kind of message
         """Everything but an update: ``text`` is ``raw`` made parseable (see :meth:`_unusual`)."""
-        try:
-            envelope = self._decode_envelope(text)
-        except msgspec.ValidationError as exc:  # a subclass of DecodeError: caught first
-            if text.lstrip().startswith(b"["):
-                return self._invalid(raw, "a JSON array (ACP v1 has no batches)")
-            return self._malformed(raw, text, f"not a JSON-RPC message: {exc}", INVALID_REQUEST)
-        except msgspec.DecodeError:
-            return self._invalid(raw, "not JSON")
-        except RecursionError:
-            return self._malformed(raw, text, "JSON nested too deeply", INVALID_PARAMS)
-        if envelope.jsonrpc != "2.0":
-            return self._malformed(raw, text, f'jsonrpc must be "2.0", not {envelope.jsonrpc!r}', INVALID_REQUEST)
-        method = envelope.method
-        if isinstance(method, str):
-            if envelope.id is msgspec.UNSET:
-                if method == "session/update":
-                    return self._loose_update(raw, envelope)
-                return self._notification(raw, method)
-            if method == "session/request_permission":
-                return self._permission(raw, envelope)
-            if method == "elicitation/create" and self.features.elicitation:
-                return self._elicitation(raw, envelope)
-            return self._unserved(raw, method, envelope.id)
-        if envelope.id is not msgspec.UNSET:
+        envelope = inbound.read(self._decode_envelope, text)
+        if isinstance(envelope, inbound.Malformed):
+            if envelope.request_id is None:
+                return self._invalid(raw, envelope.detail)
+            return self._answer_invalid(raw, None, envelope.request_id, envelope.detail, envelope.code)
+        kind = inbound.kind(envelope, elicitation=self.features.elicitation)
+        if kind is Kind.UPDATE:
+            return self._loose_update(raw, envelope)
+        if kind is Kind.NOTIFICATION:
+            return self._notification(raw, envelope)
+        if kind is Kind.PERMISSION:
+            return self._permission(raw, envelope)
+        if kind is Kind.ELICITATION:
+            return self._elicitation(raw, envelope)
+        if kind is Kind.UNSERVED:
+            return self._unserved(raw, envelope)
+        if kind is Kind.RESPONSE:
             return self._response_to_us(raw, envelope)
         return self._invalid(raw, "neither a request, a response nor a notification")
 
-    def _malformed(self, raw: bytes, text: bytes, detail: str, code: int) -> Reaction:
-        """A line we cannot use: a request whose id can be read is answered with ``code``, so that the agent
-        never waits for ever; anything else is recorded as invalid."""
-        request_id = tolerant_json.request_id(text)
-        if request_id is None:
-            return self._invalid(raw, detail)
-        return self._answer_malformed(raw, request_id, detail, code)
-
-    def _answer_malformed(self, raw: bytes, request_id: int | str, detail: str, code: int) -> Reaction:
-        yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID_REQUEST, None, request_id, detail))
+    def _answer_invalid(
+        self, raw: bytes, method: str | None, request_id: RequestId, detail: str, code: int
+    ) -> Reaction:
+        """A request we cannot use, answered with ``code``, so that the agent never waits for ever."""
+        yield Record(ON_MESSAGE, self._note(raw, MessageKind.INVALID_REQUEST, method, request_id, detail))
         title = "Invalid params" if code == INVALID_PARAMS else "Invalid Request"
         yield Write(self._error(request_id, code, f"{title}: {detail}"))
         return None
 
-    def _notification(self, raw: bytes, method: str) -> Reaction:
+    def _notification(self, raw: bytes, envelope: Envelope) -> Reaction:
+        method = envelope.method
+        assert isinstance(method, str), "a notification has a method"
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.NOTIFICATION, method, None))
         return None
 
-    def _unserved(self, raw: bytes, method: str, request_id: RequestId) -> Reaction:
+    def _unserved(self, raw: bytes, envelope: Envelope) -> Reaction:
+        method, request_id = envelope.method, envelope.id
+        assert isinstance(method, str) and request_id is not msgspec.UNSET, "a request has a method and an id"
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.REQUEST, method, request_id))
         yield Write(self._error(request_id, METHOD_NOT_FOUND, "Method not found"))
         return None
 
     def _loose_update(self, raw: bytes, envelope: Envelope) -> Reaction:
-        try:
-            params = msgspec.json.decode(envelope.params or b"null", type=LooseUpdateParams)
-        except _UNREADABLE as exc:
-            yield from self._invalid(raw, f"a session/update without a readable sessionId and update: {exc}")
+        loose = inbound.loose_update(envelope)
+        if isinstance(loose, str):
+            yield from self._invalid(raw, loose)
             return None
-        claimed = params.update.get("sessionUpdate")
-        payload = UnknownUpdate(claimed if isinstance(claimed, str) else None, params.update)
-        update = self._accept(raw, params.session_id, payload)
+        update = self._accept(raw, *loose)
         if not isinstance(update, Update):
             return (yield from update)
         yield Record(ON_UPDATE, update)
@@ -1016,13 +982,11 @@ class Conversation:
     def _permission(self, raw: bytes, envelope: Envelope) -> Reaction:
         request_id = envelope.id
         assert request_id is not msgspec.UNSET
-        try:
-            params = msgspec.json.decode(envelope.params or b"null", type=PermissionParams)
-        except _UNREADABLE as exc:
-            note = self._note(raw, MessageKind.INVALID_REQUEST, "session/request_permission", request_id, str(exc))
-            yield Record(ON_MESSAGE, note)
-            yield Write(self._error(request_id, INVALID_PARAMS, f"Invalid params: {exc}"))
-            return None
+        params = inbound.permission_params(envelope)
+        if isinstance(params, str):
+            return (
+                yield from self._answer_invalid(raw, "session/request_permission", request_id, params, INVALID_PARAMS)
+            )
         if not self.has_observer:
             raise MissingDurableObserver(
                 "a permission request arrived and the client has no observer to record the decision"
@@ -1056,16 +1020,9 @@ class Conversation:
         carries the decision, is recorded before it is written."""
         request_id = envelope.id
         assert request_id is not msgspec.UNSET
-        try:
-            params = msgspec.json.decode(envelope.params or b"null", type=ElicitationParams)
-            problem = params.problem()
-        except _UNREADABLE as exc:
-            problem = str(exc)
-        if problem is not None:
-            note = self._note(raw, MessageKind.INVALID_REQUEST, "elicitation/create", request_id, problem)
-            yield Record(ON_MESSAGE, note)
-            yield Write(self._error(request_id, INVALID_PARAMS, f"Invalid params: {problem}"))
-            return None
+        params = inbound.elicitation_params(envelope)
+        if isinstance(params, str):
+            return (yield from self._answer_invalid(raw, "elicitation/create", request_id, params, INVALID_PARAMS))
         if not self.has_observer:
             raise MissingDurableObserver("an elicitation arrived and the client has no observer to record it")
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.ELICITATION, "elicitation/create", request_id))
@@ -1094,39 +1051,11 @@ class Conversation:
             return None
         self._pending = None
         yield Record(ON_MESSAGE, self._note(raw, MessageKind.RESPONSE, pending.method, request_id))
-        result, error = envelope.result, envelope.error
-        if result is not msgspec.UNSET and error is not msgspec.UNSET:
-            raise ProtocolViolation(f"the response to {pending.method} has both a result and an error")
-        if error is not msgspec.UNSET:
-            try:
-                err = msgspec.json.decode(error, type=ErrorObject)
-            except _UNREADABLE as exc:
-                raise ProtocolViolation(f"the error answer to {pending.method} is malformed: {exc}") from exc
-            raise self._request_error(pending.method, err)
-        if result is msgspec.UNSET:
-            raise ProtocolViolation(f"the response to {pending.method} has neither a result nor an error")
+        result = answers.result_of(pending.method, envelope, self.agent)
         try:
             return Done(pending.finish(result))
         except _UNREADABLE as exc:
             raise ProtocolViolation(f"the answer to {pending.method} does not fit the schema: {exc}") from exc
-
-    def _request_error(self, method: str, error: ErrorObject) -> RequestError:
-        """The error for an error answer: -32000 and -32002 get their own classes."""
-        if error.code == AUTH_REQUIRED:
-            offered = tuple(self.agent.auth_methods) if self.agent is not None else ()
-            return AuthRequired(method, error.code, error.message, error.data, offered)
-        if error.code == RESOURCE_NOT_FOUND:
-            return SessionNotFound(method, error.code, error.message, error.data)
-        return RequestError(method, error.code, error.message, error.data)
-
-
-def _finish_nothing(result: msgspec.Raw) -> None:
-    return None
-
-
-def _decoded(result: msgspec.Raw) -> Any:
-    """The answer to an extension or unstable request: its JSON as Python values."""
-    return msgspec.json.decode(result)
 
 
 def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:

@@ -1,11 +1,12 @@
 """Our requests' shapes: pure functions from what the caller asked (and what the agent advertised) to each
-request's ``params``, and from an answer's bytes to what it decodes to. No I/O, no state.
+request's ``params``. No I/O, no state.
 
 The conversation core (:mod:`tinyacp._conversation`) numbers, encodes and tracks the requests; here is only what
 each one carries: the checks against the agent's ``initialize`` answer (a method or capability it did not
 advertise raises :class:`~tinyacp.NotAdvertised` before anything is written), the checks of the caller's values,
 and ``_meta``. A check that the caller may override with ``force=True`` is returned as a *refusal* (why the
-agent would not take it) beside the params, rather than raised.
+agent would not take it) beside the params, rather than raised. What an answer decodes to is
+:mod:`tinyacp._answers`' part.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
-from ._errors import NotAdvertised, ProtocolViolation, UnsupportedContent, UnsupportedProtocolVersion, UsageError
+from ._errors import NotAdvertised, UnsupportedContent, UsageError
 from ._features import ClientFeatures
 from ._messages import (
     PROTOCOL_VERSION,
@@ -26,12 +25,8 @@ from ._messages import (
     Initialize,
     PromptCapabilities,
     PromptContent,
-    SessionInfo,
-    SessionPage,
     SessionState,
     SystemPrompt,
-    VersionProbe,
-    config_options,
     prompt_blocks,
     required_capability,
     wire_blocks,
@@ -47,9 +42,6 @@ __all__ = [
     "agent_for",
     "authenticate_params",
     "config_params",
-    "decode_initialize",
-    "decode_options",
-    "decode_session_page",
     "extension_params",
     "fork_params",
     "initialize_params",
@@ -382,51 +374,3 @@ def prompt_params(
         if needed is not None and not capabilities.allows(needed):
             raise UnsupportedContent(type(block).__name__, needed)
     return with_meta({"sessionId": session_id, "prompt": wire_blocks(blocks)}, meta)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Answers: a decoder's error (msgspec's) is the core's to map to ProtocolViolation.
-
-
-def decode_initialize(result: msgspec.Raw) -> Initialize:
-    """The ``initialize`` answer, once its protocol version is ours.
-
-    Raises:
-        ProtocolViolation: the answer has no ``protocolVersion``.
-        UnsupportedProtocolVersion: the agent speaks another version.
-    """
-    version = msgspec.json.decode(result, type=VersionProbe).protocol_version
-    if version is msgspec.UNSET:
-        raise ProtocolViolation("the initialize answer has no protocolVersion")
-    if type(version) is not int or version != PROTOCOL_VERSION:
-        raise UnsupportedProtocolVersion(version)
-    return msgspec.json.decode(result, type=Initialize)
-
-
-class _ListAnswer(msgspec.Struct, frozen=True, rename="camel"):
-    sessions: list[Any]
-    next_cursor: str | None = None
-
-
-def decode_session_page(result: msgspec.Raw) -> SessionPage:
-    """The ``session/list`` answer; an unreadable entry is skipped, as the schema allows."""
-    answer = msgspec.json.decode(result, type=_ListAnswer)
-    sessions: list[SessionInfo] = []
-    for item in answer.sessions:
-        try:
-            sessions.append(msgspec.convert(item, SessionInfo))
-        except msgspec.ValidationError:
-            continue
-    return SessionPage(tuple(sessions), answer.next_cursor)
-
-
-def decode_options(result: msgspec.Raw) -> tuple[ConfigOption, ...]:
-    """The config options a ``session/set_config_option`` answer carries.
-
-    Raises:
-        ProtocolViolation: the answer has no ``configOptions`` list.
-    """
-    answer = msgspec.json.decode(result, type=dict[str, Any])
-    if not isinstance(answer.get("configOptions"), list):
-        raise ProtocolViolation(f"the set_config_option answer has no configOptions list: {bytes(result)[:200]!r}")
-    return config_options(answer["configOptions"])
