@@ -529,12 +529,28 @@ def test_the_summary_names_each_failed_item_with_its_reason_and_journal_up_to_a_
     for failure in summary.failures:
         record = by_id[failure.id]
         assert record.error is not None
-        assert failure.reason == f"{record.error.type}: {record.error.message}"
+        assert failure.reason == f"{record.error.type}: {record.error.message.splitlines()[0]}"
         assert failure.journal == record.journal and Path(failure.journal).is_file()
 
     again = run_batch(items, tmp_path / "out", agent="demo", cwd=work, policy=ALLOW)
     assert (again.ran, again.failed, again.failed_earlier) == (0, FAILURES_KEPT + 2, FAILURES_KEPT + 2)
     assert [failure.id for failure in again.failures] == [failure.id for failure in summary.failures]
+
+
+def test_a_failure_in_the_summary_is_one_line_and_the_record_keeps_the_agent_stderr(tmp_path: Path, work: Path) -> None:
+    talker = [sys.executable, "-c", "import sys; sys.stderr.write('usage: talker [--flag]\\nbad flag\\n'); sys.exit(2)"]
+    items = write_items(tmp_path / "items.jsonl", [{"id": "talks", "prompt": "x", "agent": talker}])
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(tmp_path / "out"), "--cwd", str(work)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    reason = lines[lines.index("failed:") + 1]
+    assert reason.startswith("  talks: AgentExited: ") and "exit code 2" in reason
+    assert "stderr" not in reason and "usage: talker" not in reason
+    assert lines[lines.index("failed:") + 2] == "    journal: out/journals/talks.jsonl"
+    (record,) = records(tmp_path / "out")
+    assert record.error is not None and record.error.type == "AgentExited"
+    assert "--- agent stderr (tail) ---\nusage: talker [--flag]\nbad flag" in record.error.message
 
 
 def test_the_command_shows_why_each_item_failed_and_that_retry_failed_runs_them(tmp_path: Path, work: Path) -> None:

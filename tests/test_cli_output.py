@@ -170,6 +170,18 @@ def test_wants_color_reads_the_environment_then_the_stream(monkeypatch: pytest.M
         (["prompt", "--format", "xml", "hi"], "tinyacp prompt", "tinyacp prompt [options] TEXT [TEXT ...]"),
         (["batch", "items.jsonl"], "tinyacp batch", "tinyacp batch [options] --out DIR FILE.jsonl"),
         (["nosuch"], "tinyacp", "tinyacp [options] COMMAND ..."),
+        # An unknown option is the subcommand's error, with its usage and its --help.
+        (["prompt", "--bogus", "hi"], "tinyacp prompt", "tinyacp prompt [options] TEXT [TEXT ...]"),
+        (
+            ["batch", "i.jsonl", "--bogus", "--out", "o"],
+            "tinyacp batch",
+            "tinyacp batch [options] --out DIR FILE.jsonl",
+        ),
+        (["show", "j.jsonl", "--bogus"], "tinyacp show", "tinyacp show [options] JOURNAL"),
+        (["replay", "--bogus", "j.jsonl"], "tinyacp replay", "tinyacp replay [options] JOURNAL"),
+        (["sessions", "--bogus"], "tinyacp sessions", "tinyacp sessions [options]"),
+        (["chat", "--bogus"], "tinyacp chat", "tinyacp chat [options]"),
+        (["--bogus", "agents"], "tinyacp", "tinyacp [options] COMMAND ..."),
     ],
 )
 def test_a_usage_error_is_the_error_a_one_line_usage_and_where_the_help_is(
@@ -194,6 +206,7 @@ def test_a_usage_error_is_the_error_a_one_line_usage_and_where_the_help_is(
         (["--cwd", "/nope", "hi"], "--cwd /nope: not a directory"),
         (["--timeout", "soon", "hi"], "not a number of seconds"),
         (["--format=json", "--journal", "/nope/run.jsonl", "hi"], "cannot write the journal"),
+        (["--bogus", "hi"], "unrecognized arguments: --bogus"),
     ],
 )
 def test_with_format_json_a_usage_error_still_ends_stdout_with_the_result_event(

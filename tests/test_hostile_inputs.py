@@ -144,6 +144,25 @@ def test_every_input_file_that_is_not_a_regular_file_gets_a_clear_error(cli: Cli
         run_batch(odd, cli.tmp / "out")
 
 
+def test_a_file_that_is_not_regular_is_named_with_what_it_is_and_no_errno(cli: Cli) -> None:
+    fifo = cli.tmp / "fifo"
+    os.mkfifo(fifo)
+    for args in (["show", str(fifo)], ["replay", str(fifo)], ["batch", str(fifo), "--out", str(cli.tmp / "o")]):
+        err = _no_traceback(cli.run(*args), 2)
+        assert f"{fifo}: a FIFO (named pipe), not a regular file" in err, (args, err)
+        assert "Errno" not in err, (args, err)
+
+
+def test_batch_says_a_missing_items_file_does_not_exist_and_escapes_a_name_that_is_not_utf8(cli: Cli) -> None:
+    err = _no_traceback(cli.run("batch", "MISSING.jsonl", "--out", str(cli.tmp / "o")), 2)
+    assert err.splitlines() == ["tinyacp: error: MISSING.jsonl: does not exist"]
+    err = _no_traceback(cli.run("batch", os.fsdecode(b"caf\xe9-\xff.jsonl"), "--out", str(cli.tmp / "o")), 2)
+    assert err.splitlines() == ["tinyacp: error: caf\\xe9-\\xff.jsonl: does not exist"]
+    (cli.work / "items").mkdir()
+    err = _no_traceback(cli.run("batch", "items", "--out", str(cli.tmp / "o")), 2)
+    assert err.splitlines() == ["tinyacp: error: items: a directory, not a regular file"]
+
+
 def test_a_fifo_planted_as_the_session_index_is_refused_and_the_run_goes_on(cli: Cli) -> None:
     index = _index(cli)
     index.parent.mkdir(parents=True, mode=0o700)

@@ -117,7 +117,11 @@ def _no_constant(name: str) -> Any:
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200,
+    deadline=5000,  # ms: the time bound of one read by both, generous for a loaded machine; a hang fails it
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=journals(), client=st.lists(agent_lines, max_size=4), strict=st.booleans())
 def test_show_and_replay_take_any_bytes_with_their_documented_status_and_nothing_a_terminal_acts_on(
     tmp_path: Path, data: bytes, client: list[bytes], strict: bool

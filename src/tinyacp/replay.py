@@ -351,7 +351,11 @@ def run(args: argparse.Namespace) -> int:
     """Load the journal named in ``args`` and serve it on stdin/stdout."""
     try:
         recording = load_recording(args.journal, args.epoch)
-    except (OSError, JournalUnusable) as exc:
+    except OSError as exc:  # the file and what is wrong with it, not the errno ("[Errno 22] ...")
+        where = os.fspath(exc.filename if exc.filename is not None else args.journal)
+        print(f"tinyacp replay: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_JOURNAL
+    except JournalUnusable as exc:
         print(f"tinyacp replay: {exc}", file=sys.stderr)
         return EXIT_BAD_JOURNAL
     return serve(recording, strict=args.strict)

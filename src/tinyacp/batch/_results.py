@@ -36,7 +36,8 @@ class FailedItem:
 
     id: str | int
     reason: str
-    """One line: the error's kind and message (``AgentTimeout: ...``), else the stop reason the agent gave."""
+    """One line: the error's kind and the first line of its message (``AgentExited: the agent exited ...``;
+    the tail of the agent's stderr that follows stays in the record), else the stop reason the agent gave."""
     journal: str
     """The item's journal file (the attempt is its last epoch)."""
     attempt: int
@@ -54,7 +55,10 @@ class _Failure(msgspec.Struct):
 
     def failed_item(self) -> FailedItem:
         if self.error is not None:
-            reason = f"{self.error.type}: {self.error.message}"
+            # The record's message may go on with the agent's stderr (``AgentExited``): a summary line says what
+            # happened, and the journal and the record keep the rest.
+            first = next((line for line in self.error.message.splitlines() if line.strip()), "")
+            reason = f"{self.error.type}: {first}" if first else self.error.type
         elif self.stop_reason is not None:
             reason = f"the agent ended the turn with {self.stop_reason!r}, not 'end_turn'"
         else:

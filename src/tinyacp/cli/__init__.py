@@ -456,13 +456,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo.main(args_list[1:])
     parser = build_parser(args_list)
     try:
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
+        if unknown:
+            _refuse_unknown(parser, args.command, unknown, args_list)
     except ParseError as exc:
         return usage_error(str(exc), prog=exc.prog, usage=exc.usage, json_result=json_asked(args_list))
     if args.command is None:
         parser.print_help(sys.stderr)
         return int(Exit.USAGE)
     return _handle(args, args_list)
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, command: str | None, unknown: list[str], argv: list[str]) -> None:
+    """Refuse arguments no parser took, in the name of the subcommand they were given to: argparse's own
+    ``parse_args`` reports them from the top-level parser, whose usage and ``--help`` are not the ones to read.
+
+    Raises:
+        ParseError: always.
+    """
+    subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    chosen = subparsers.choices.get(command) if subparsers is not None and command else None
+    # An unknown word before the subcommand's name was given to ``tinyacp`` itself.
+    before = command is not None and command in argv and unknown[0] in argv[: argv.index(command)]
+    owner = parser if chosen is None or before else chosen
+    owner.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
 def _handle(args: argparse.Namespace, args_list: list[str]) -> int:

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shlex
+import stat
 import sys
 import threading
 import time
@@ -22,11 +23,13 @@ from typing import Any, TextIO
 import msgspec
 
 from .._errors import BatchEngineError, BatchError
+from .._files import not_regular
 from .._process import signals_blocked
 from ._agents import Config, load_config, resolve_agent
 from ._display import fit, isatty, one_line, print_error
 from ._exit import UsageProblem
 from ._features import COMMAND_FEATURES, permission_policy
+from ._text import utf8_or_escaped
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
@@ -176,10 +179,26 @@ def check_arguments(args: argparse.Namespace, config: Config) -> None:
         raise UsageProblem(f"--cwd {args.cwd}: not a directory")
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be the items file (it does not exist, it is a directory, a FIFO, ...); None when it
+    is a regular file. The name is shown with the bytes that are not UTF-8 escaped, so the user can tell which."""
+    name = utf8_or_escaped(os.fspath(path))
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return f"{name}: does not exist"
+    except OSError as exc:
+        return f"{name}: {exc.strerror or exc}"
+    if not stat.S_ISREG(status.st_mode):
+        return f"{name}: {not_regular(path, status.st_mode).strerror}"
+    return None
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """``tinyacp batch``."""
-    if not args.file.is_file():
-        print_error(f"{args.file}: not a file")
+    problem = _not_a_file(args.file)
+    if problem is not None:
+        print_error(problem)
         return _EXIT_USAGE
     # Live only where a person watches both streams, never between the JSON records of `--format json`.
     watched = isatty(sys.stderr) and isatty(sys.stdout) and args.format != "json"
@@ -252,7 +271,8 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
 def _failed(exc: BaseException, args: argparse.Namespace) -> int:
     """Say what stopped the batch; its exit status."""
     if isinstance(exc, OSError):
-        print_error(f"{exc.filename or args.out}: {exc.strerror or exc}")
+        where = exc.filename if isinstance(exc.filename, str) else os.fspath(args.out)
+        print_error(f"{utf8_or_escaped(where)}: {exc.strerror or exc}")
         return _EXIT_USAGE
     print_error(str(exc))
     return _EXIT_ENGINE if isinstance(exc, BatchEngineError) else _EXIT_USAGE
