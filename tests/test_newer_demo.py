@@ -143,6 +143,28 @@ def test_deny_tools_rejects_the_demos_bash_even_with_allow_all(make_client: Make
     assert [u.tool_name for u in recorder.updates if u.kind == tinyacp.UpdateKind.TOOL_CALL] == ["Bash"]
 
 
+@pytest.mark.parametrize(
+    ("prompt", "name", "verdict"),
+    [("hello", "Read", "allowed_once"), ("with-bash", "Bash", "rejected")],
+    ids=["read-allowed", "bash-not-listed"],
+)
+def test_tools_allows_the_demos_tool_by_its_name_only(
+    make_client: MakeClient, tmp_path: Path, prompt: str, name: str, verdict: str
+) -> None:
+    recorder = Recorder()
+    client, session = opened(make_client, tmp_path, recorder, policy=PermissionPolicy(tools=["Read", "Grep"]))
+    client.prompt(session.id, prompt)
+    client.close()
+    (asked,) = recorder.of("permission_decision")
+    assert (asked.tool_call.name, asked.verdict) == (name, verdict)
+    (answer,) = [m for m in recorder.of("send") if m.method is None and m.id == asked.request_id]
+    outcome = json.loads(answer.raw)["result"]["outcome"]
+    assert outcome == {"outcome": "selected", "optionId": "allow" if verdict == "allowed_once" else "reject"}
+    # the decision is recorded before the answer is written
+    names = [event for event, value in recorder.events if value is asked or value is answer]
+    assert names == ["permission_request", "permission_decision", "send"]
+
+
 def asked_once(
     make_client: MakeClient,
     tmp_path: Path,
@@ -337,6 +359,7 @@ def test_the_demos_url_elicitation_is_recorded_then_declined_and_never_opened(
     assert opened_urls == []
     (answer,) = [m for m in recorder.of("send") if m.method is None and m.id == asked.request_id]
     assert json.loads(answer.raw)["result"] == {"action": "decline"}
+    assert (answer.decided_by, asked.decided_by) == ("default-decline", "default-decline")
     # the request, then the decision, then the answer (recorded before it is written)
     order = [
         name
@@ -396,6 +419,12 @@ def test_the_demos_unstable_methods_through_request_and_an_extension_notificatio
         "_tinyacp/ping",
         "_tinyacp/echo",
     ]
+    # each request is recorded as written before its answer is recorded as received
+    order = [
+        (name, value.id) for name, value in recorder.events if name in ("send", "message") and value.id is not None
+    ]
+    requests = [m.id for m in recorder.of("send") if m.method in ("providers/list", "session/set_title")]
+    assert all(order.index(("send", i)) < order.index(("message", i)) for i in requests)
     (provider_line,) = [m for m in recorder.of("send") if m.method == "providers/set"]
     assert b"sk-gateway-9f1c" in provider_line.raw and b"sk-gateway-9f1c" not in provider_line.redacted()
 
