@@ -30,8 +30,8 @@ agent::
         ├── BatchStorageError         a node of the cluster cannot see or write the output directory
         └── BatchEngineError          the engine failed as a whole (Ray missing or unreachable, no node left)
 
-Invalid option values (a zero limit, a zero epoch) raise the built-in :class:`ValueError`, as the standard
-library does for bad arguments.
+Invalid option values (a zero limit, a zero epoch, a timeout of nan or 1e300) raise the built-in
+:class:`ValueError`, naming the argument and its range, as the standard library does for bad arguments.
 """
 
 from __future__ import annotations
