@@ -5,11 +5,14 @@ For each newer piece (the features advertised, notices, compaction and plan upda
 tool name, the system prompt's override mode, fork, extension and unstable calls, elicitation, ``meta=``), the
 tests check the line written against the vendored schemas of the TypeScript SDK 2.4.0 (the unstable file for
 the unstable methods), that a refused call writes and records nothing, and what is recorded in which order.
+Besides the lines each test looks at, every line a scripted agent received is checked against those schemas
+after the test.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pytest
 
 import tinyacp
 from conftest import INIT_RESULT, Journaled, MakeClient, MakeScripted, Recorder, Scripted, chunk, end_turn, wait_for
-from schema_util import STABLE, UNSTABLE, check_client_line, errors
+from schema_util import STABLE, UNSTABLE, check_client_line, check_sent_line, errors
 from tinyacp import (
     ClientFeatures,
     CompactionSummaryChunk,
@@ -66,6 +69,25 @@ class Asking(Recorder):
     def on_elicitation(self, request: ElicitationRequest) -> ElicitationReply | None:
         self._add("elicitation", request)
         return self.reply
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Iterator[MakeScripted]:
+    """Scripted agents, every line of which they received is valid against the 2.4.0 schemas after the test
+    (the stable file for a stable method, and the unstable file always)."""
+    made: list[tuple[Scripted, list[dict[str, Any]]]] = []
+
+    def make(steps: list[dict[str, Any]], name: str = "agent") -> Scripted:
+        agent = Scripted(tmp_path, steps, name)
+        made.append((agent, steps))
+        return agent
+
+    yield make
+    for agent, steps in made:
+        asked = {step.get("id", 0): step["method"] for step in steps if step["op"] == "request"}
+        for line in lines(agent) if agent.log.exists() else []:
+            message = json.loads(line)
+            check_sent_line(line, None if "method" in message else asked.get(message.get("id")))
 
 
 def opening(init: dict[str, Any] = INIT, session: str = "s1") -> list[dict[str, Any]]:
