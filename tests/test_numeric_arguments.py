@@ -11,6 +11,7 @@ to 1,000,000.
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -210,6 +211,16 @@ def test_a_client_made_with_any_value_works_or_is_refused_before_its_agent_start
     check()
 
 
+@pytest.mark.parametrize("fd", [-1, True, 10**30, 2**31, 2**20])
+def test_a_stderr_fd_that_is_not_open_is_refused_before_the_agent_starts(
+    tmp_path: Path, make_client: MakeClient, fd: int
+) -> None:
+    marker = tmp_path / "started"
+    with pytest.raises(ValueError, match="stderr"):
+        make_client(command=marking_agent(marker), stderr=fd)
+    assert not marker.exists()
+
+
 ARGUMENTS: dict[str, Any] = {
     "method_id": "login",
     "cwd": ".",
@@ -344,3 +355,15 @@ def test_render_html_takes_any_max_turn_bytes_or_refuses_it(tmp_path: Path, valu
     pages: list[str] = []
     accepted(lambda: pages.append(view.render_html(path, max_turn_bytes=value)), "max_turn_bytes", good)
     assert all(page.startswith("<!") for page in pages)
+
+
+def test_a_journal_at_the_largest_epoch_refuses_a_next_one_before_writing_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps({"type": "epoch", "epoch": MAX_SAFE_INT - 1, "ts": "2026-01-01T00:00:00Z"}) + "\n")
+    with tinyacp.JsonlJournal(path) as journal:
+        epoch = journal.begin_epoch()
+        assert tinyacp.Options(command=["agent"], observer=journal, epoch=epoch).epoch == MAX_SAFE_INT
+        size = path.stat().st_size
+        with pytest.raises(tinyacp.UsageError, match="no epoch left"):
+            journal.begin_epoch()
+        assert path.stat().st_size == size

@@ -97,7 +97,8 @@ class Client(ShellBase):
     Raises:
         MissingDurableObserver: ``options.observer`` is None (nothing is started; the message says what to pass).
         SpawnError: the agent's program could not be started.
-        ValueError: ``max_update_bytes`` exceeds the reader's line limit.
+        ValueError: ``max_update_bytes`` exceeds the reader's line limit, or ``stderr`` is a bool, a negative
+            int or an fd that is not open (nothing is started).
         TypeError: the observer lacks a required method.
     """
 

@@ -55,6 +55,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ._bounds import MAX_SAFE_INT
 from ._errors import UsageError
 from ._files import open_regular, open_regular_binary
 from ._observer import BaseObserver
@@ -161,7 +162,8 @@ class JsonlJournal(BaseObserver):
 
         Raises:
             OSError: the file cannot be read or written.
-            UsageError: the journal is closed.
+            UsageError: the journal is closed, or its last epoch is already the largest a client takes
+                (2**53 - 1, as ``Options(epoch=)``); nothing is written.
         """
         with self._lock:
             self._check_open()
@@ -170,6 +172,11 @@ class JsonlJournal(BaseObserver):
                 if self._pending:
                     self._write_pending()
                 epoch = last_epoch(self._fd) + 1
+                if epoch > MAX_SAFE_INT:  # a client would refuse it: say so before the record is written
+                    raise UsageError(
+                        f"{self.path} has no epoch left: its last is {epoch - 1}, and a client takes at most "
+                        f"{MAX_SAFE_INT}; start a new journal"
+                    )
                 record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:

@@ -729,10 +729,18 @@ def _stderr_target(stderr: StderrTarget) -> tuple[bool, int]:
         return False, subprocess.DEVNULL
     if isinstance(stderr, str):
         raise ValueError(f"stderr must be 'discard', 'tail', an fd or a file, not {stderr!r}")
+    if isinstance(stderr, bool):  # True is fd 1, our stdout: surely not meant
+        raise ValueError(f"stderr must be 'discard', 'tail', an fd or a file, not {stderr!r}")
     if isinstance(stderr, int):
         if stderr < 0:
             # PIPE would fill with no reader and block the agent; STDOUT would mix logs into the protocol.
             raise ValueError(f"stderr must be 'discard', 'tail', an fd >= 0 or a file, not {stderr!r}")
+        try:
+            os.fstat(stderr)
+        except (OSError, OverflowError):  # not open, or no fd at all (an int past a C int)
+            raise ValueError(
+                f"stderr is fd {stderr if stderr < 1 << 31 else 'past 2**31'}, which is not open"
+            ) from None
         return False, stderr
     try:
         return False, stderr.fileno()
