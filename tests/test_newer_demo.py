@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Background, MakeClient, MakeScripted, Recorder, chunk, end_turn, wait_for
+from conftest import Background, Journaled, MakeClient, MakeScripted, Recorder, chunk, end_turn, wait_for
 from schema_util import check_every_sent_line
 from tinyacp import (
     ClientFeatures,
@@ -553,3 +553,67 @@ def test_the_demos_child_reply_does_not_count_toward_the_parents_reply_limits(
     assert [u.kind for u in child].count(UpdateKind.AGENT_MESSAGE_CHUNK) == 1
     assert (result.overflow, result.text, result.chunk_count) == (None, "".join(said), len(said))
     assert sent(recorder, "session/cancel") == []
+
+
+# -- the journal ----------------------------------------------------------------------------------------------------
+
+
+class JournaledAnswering(Journaled):
+    """A Journaled recorder that accepts every question with ``content`` (the decision is journaled with the
+    answer line)."""
+
+    def __init__(self, journal: tinyacp.JsonlJournal, content: dict[str, Any]) -> None:
+        super().__init__(journal)
+        self.content = content
+
+    def on_elicitation(self, request: ElicitationRequest) -> ElicitationReply | None:
+        self._add("elicitation", request)
+        return ElicitationReply.accept(self.content)
+
+
+def test_a_turn_with_every_newer_part_is_journaled_line_for_line_in_the_order_observed(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    journal_path = tmp_path / "journal.jsonl"
+    journal = tinyacp.JsonlJournal(journal_path)
+    recorder = JournaledAnswering(journal, {"name": "Ada", "style": "short"})
+    client, session = opened(
+        make_client,
+        tmp_path,
+        recorder,
+        epoch=journal.begin_epoch(),
+        features=EVERYTHING,
+        policy=PermissionPolicy(allow_all=True),
+    )
+    result = client.prompt(session.id, "with-notice with-compaction with-question with-subagent hello")
+    client.close()
+    journal.close()
+    observed = [
+        ("out" if name == "send" else "in", value.raw)
+        for name, value in recorder.events
+        if name in ("update", "message", "permission_request", "send")
+    ]
+    journaled = [
+        (record["dir"], record["line"].encode())
+        for record in tinyacp.JsonlJournal.read(journal_path)
+        if record.get("type") == "line"
+    ]
+    assert journaled == observed
+    # in the journal: each question of the agent's before our answer to it, the child announced before its traffic
+    parsed = [(direction, json.loads(line)) for direction, line in journaled]
+    for method in ("session/request_permission", "elicitation/create"):
+        asked = next(i for i, (d, m) in enumerate(parsed) if d == "in" and m.get("method") == method)
+        answers = [i for i, (d, m) in enumerate(parsed) if d == "out" and "method" not in m]
+        answered = next(i for i in answers if parsed[i][1]["id"] == parsed[asked][1]["id"])
+        assert asked < answered, method
+    child = f"{session.id}.sub-1"
+    announced = next(
+        i for i, (_, m) in enumerate(parsed) if m.get("params", {}).get("update", {}).get("sessionId") == child
+    )
+    assert announced < min(i for i, (_, m) in enumerate(parsed) if m.get("params", {}).get("sessionId") == child)
+    kinds = [u.kind for u in recorder.updates]
+    for kind in ("notice", "compaction_update", "subagent_update", "session_message", "plan_update", "plan_removed"):
+        assert kind in kinds, kind
+    assert [n.title for n in result.notices] == ["Model fallback"] and "Model fallback" not in result.text
+    assert "Ada" in result.text
