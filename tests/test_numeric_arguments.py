@@ -367,3 +367,26 @@ def test_a_journal_at_the_largest_epoch_refuses_a_next_one_before_writing_it(tmp
         with pytest.raises(tinyacp.UsageError, match="no epoch left"):
             journal.begin_epoch()
         assert path.stat().st_size == size
+
+
+@given(value=numbers)
+@PURE
+def test_a_line_readers_source_fd_is_a_c_int_or_a_value_error(value: Any) -> None:
+    if isinstance(value, float):
+        with pytest.raises(TypeError):
+            tinyacp.LineReader(value)
+        return
+    good = is_count(value, 0, (1 << 31) - 1)
+    if isinstance(value, bool):
+        with pytest.raises(TypeError):  # a bool is no fd, as before
+            tinyacp.LineReader(value)
+        return
+    accepted(lambda: tinyacp.LineReader(value), "file descriptor", good)
+
+
+@pytest.mark.parametrize("fd", [-1, 1 << 31, 10**30, True, 1.0])
+def test_a_replayer_refuses_an_output_fd_that_is_no_c_int(fd: Any) -> None:
+    from tinyacp.replay import Recording, Replayer
+
+    with pytest.raises(ValueError, match="out_fd"):
+        Replayer(Recording(epoch=1), strict=True, out_fd=fd)

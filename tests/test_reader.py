@@ -617,7 +617,7 @@ def test_unusable_sources_are_refused(source: object) -> None:
 
 
 def test_negative_fd_is_refused() -> None:
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="file descriptor"):
         LineReader(-1)
 
 

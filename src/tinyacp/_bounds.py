@@ -10,6 +10,7 @@ raises :class:`ValueError` naming the argument, before anything is spawned or wr
 from __future__ import annotations
 
 __all__ = [
+    "MAX_FD",
     "MAX_LINE_LIMIT",
     "MAX_SAFE_INT",
     "MAX_SECONDS",
@@ -26,6 +27,9 @@ means (``None`` is "no deadline"), and in milliseconds it still fits the C int t
 MAX_LINE_LIMIT = 1 << 30
 """The largest ``ReaderLimits.max_line`` (1 GiB): the line buffer is mapped whole when the reader is made, so a
 limit must be a size the machine can map; no JSON-RPC line an agent means to send comes near it."""
+
+MAX_FD = (1 << 31) - 1
+"""The largest file descriptor: the kernel's and ``os``'s functions take one as a C int."""
 
 MAX_SAFE_INT = (1 << 53) - 1
 """The largest count written as JSON (an epoch, an attempt, the page's ``max_turn_bytes``): the largest integer

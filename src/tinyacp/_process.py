@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Final, Literal, TypeAlias
 
-from ._bounds import check_seconds
+from ._bounds import MAX_FD, check_count, check_seconds
 from ._errors import SpawnError, describe_returncode
 from ._fd_limit import retry_when_out_of_fds
 from ._log import PROCESS as _log
@@ -727,20 +727,16 @@ def _stderr_target(stderr: StderrTarget) -> tuple[bool, int]:
         return True, subprocess.DEVNULL  # replaced by the pipe's write end
     if stderr in ("discard", subprocess.DEVNULL):
         return False, subprocess.DEVNULL
-    if isinstance(stderr, str):
-        raise ValueError(f"stderr must be 'discard', 'tail', an fd or a file, not {stderr!r}")
-    if isinstance(stderr, bool):  # True is fd 1, our stdout: surely not meant
+    if isinstance(stderr, str | bool):  # True would be fd 1, our stdout: surely not meant
         raise ValueError(f"stderr must be 'discard', 'tail', an fd or a file, not {stderr!r}")
     if isinstance(stderr, int):
-        if stderr < 0:
-            # PIPE would fill with no reader and block the agent; STDOUT would mix logs into the protocol.
-            raise ValueError(f"stderr must be 'discard', 'tail', an fd >= 0 or a file, not {stderr!r}")
+        # Not PIPE (-1): it would fill with no reader and block the agent; nor STDOUT (-2): it would mix logs into
+        # the protocol.
+        check_count("stderr (a file descriptor)", stderr, 0, MAX_FD)
         try:
             os.fstat(stderr)
-        except (OSError, OverflowError):  # not open, or no fd at all (an int past a C int)
-            raise ValueError(
-                f"stderr is fd {stderr if stderr < 1 << 31 else 'past 2**31'}, which is not open"
-            ) from None
+        except OSError:
+            raise ValueError(f"stderr is fd {stderr}, which is not open") from None
         return False, stderr
     try:
         return False, stderr.fileno()

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ._bounds import MAX_LINE_LIMIT, check_count
+from ._bounds import MAX_FD, MAX_LINE_LIMIT, check_count
 from ._errors import ReaderExhaustion
 
 __all__ = [
@@ -187,7 +187,7 @@ class LineReader:
 
     Raises:
         TypeError: ``source`` is none of the above, or is a text file.
-        ValueError: ``source`` is a negative file descriptor.
+        ValueError: ``source`` is a negative file descriptor, or one past a C int (``2**31 - 1``).
     """
 
     __slots__ = (
@@ -456,9 +456,7 @@ def _reader_for(source: object) -> Callable[[memoryview], int] | None:
     if source is None:
         return None
     if isinstance(source, int) and not isinstance(source, bool):
-        if source < 0:
-            raise ValueError(f"a file descriptor cannot be negative: {source}")
-        fd = source
+        fd = check_count("the source file descriptor", source, 0, MAX_FD)
 
         def read_fd(view: memoryview) -> int:
             # os.readv reads straight into our buffer, asking for no more than the view holds.

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ._bounds import MAX_FD, check_count
 from ._constants import SECRET_MARKER
 from ._errors import ReaderExhaustion
 from .reader import LineReader, ReaderLimits
@@ -170,12 +171,16 @@ class Mismatch(Exception):
 
 
 class Replayer:
-    """Plays a :class:`Recording` against one client: feed it the client's lines, it writes the agent's."""
+    """Plays a :class:`Recording` against one client: feed it the client's lines, it writes the agent's.
+
+    Raises:
+        ValueError: ``out_fd`` is not an int from 0 to 2**31 - 1 (a C int, as ``os.write`` takes).
+    """
 
     def __init__(self, recording: Recording, *, strict: bool, out_fd: int = 1, log: TextIO = sys.stderr) -> None:
         self.recording = recording
         self.strict = strict
-        self._out_fd = out_fd
+        self._out_fd = check_count("out_fd", out_fd, 0, MAX_FD)
         self._log = log
         self._next = 0
         self._received = 0
