@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 import tinyacp
 from conftest import end_turn, handshake
 from test_cli import CLI, Cli, cli
-from tinyacp.batch import run_batch
+from tinyacp.batch import read_results, run_batch
 
 __all__ = ["cli"]  # the fixture, shared with test_cli
 
@@ -286,6 +287,107 @@ def test_a_mistyped_batch_agent_is_a_usage_error_with_did_you_mean_before_any_tu
     assert "'nowhere' is not a directory" in err and (out / "results.jsonl").read_bytes() == b""
     with pytest.raises(ValueError, match="not a directory"):
         run_batch([ITEM], out, agent="demo", cwd=tmp_path / "nowhere")
+
+
+def _counting_demo(tmp_path: Path) -> tuple[str, Path]:
+    """The demo agent as a command line that notes each start in a file: how many agents a batch started."""
+    starts = tmp_path / "starts"
+    script = tmp_path / "counting.py"
+    script.write_text(
+        f"import runpy, sys\nwith open({str(starts)!r}, 'a') as f:\n    f.write('start\\n')\n"
+        "sys.argv = ['tinyacp.demo']\nrunpy.run_module('tinyacp.demo', run_name='__main__')\n"
+    )
+    return f"{sys.executable} {script}", starts
+
+
+def _starts(starts: Path) -> int:
+    return len(starts.read_text().splitlines()) if starts.exists() else 0
+
+
+def test_a_batch_item_asking_a_mode_or_option_its_agent_does_not_offer_is_refused_before_any_turn(
+    cli: Cli, tmp_path: Path
+) -> None:
+    agent, starts = _counting_demo(tmp_path)
+    good: dict[str, Any] = {"id": "good", "prompt": "hi", "mode": "auto", "set": {"model": "demo-large"}}
+    bad: list[dict[str, Any]] = [
+        {"id": "m", "prompt": "hi", "mode": "autoo"},
+        {"id": "o", "prompt": "hi", "set": {"modle": "demo-small"}},
+        {"id": "v", "prompt": "hi", "set": {"model": "demo-larg"}},
+        {"id": "n", "prompt": "hi", "model": "demo-smal"},
+    ]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(item) + "\n" for item in [good, *bad]))
+    out = tmp_path / "out"
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--agent", agent), 2)
+    lines = err.splitlines()
+    assert "do not offer" not in err and "does not offer (they were not run)" in lines[0], err
+    said = {line.split(":", 1)[0].strip(): line for line in lines[1:]}
+    assert set(said) == {"item 'm' (line 2)", "item 'o' (line 3)", "item 'v' (line 4)", "item 'n' (line 5)"}, err
+    assert "mode of agent" in said["item 'm' (line 2)"] and "did you mean 'auto'?" in said["item 'm' (line 2)"]
+    assert "'modle'" in said["item 'o' (line 3)"] and "did you mean 'mode' or 'model'?" in said["item 'o' (line 3)"]
+    assert "'demo-larg'" in said["item 'v' (line 4)"] and "did you mean 'demo-large'" in said["item 'v' (line 4)"]
+    assert "model of agent" in said["item 'n' (line 5)"] and "did you mean 'demo-small'" in said["item 'n' (line 5)"]
+    assert (out / "results.jsonl").read_bytes() == b"" and not list((out / "journals").iterdir())
+    assert _starts(starts) == 1  # one probe for the one agent, no turn
+    with pytest.raises(tinyacp.BatchItemError, match="did you mean 'auto'"):
+        run_batch(items, out, agent=agent)
+    assert _starts(starts) == 2 and (out / "results.jsonl").read_bytes() == b""
+    # An iterable is read as turns finish: its first bad item stops new turns, as a malformed one does.
+    with pytest.raises(tinyacp.BatchItemError, match="item 'm': mode of agent") as refused:
+        run_batch([good, *bad], out, agent=agent, concurrency=1)
+    assert "'o'" not in str(refused.value)
+    assert [record.id for record in read_results(out / "results.jsonl")] == ["good"]
+
+
+def test_a_batch_starts_no_extra_agent_when_no_item_asks_a_mode_or_option_and_probes_each_agent_once(
+    cli: Cli, tmp_path: Path
+) -> None:
+    agent, starts = _counting_demo(tmp_path)
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": n, "prompt": "hi"}) + "\n" for n in range(3)))
+    done = cli.run("batch", str(items), "--out", str(tmp_path / "plain"), "--agent", agent)
+    _no_traceback(done, 0)
+    assert _starts(starts) == 3
+    items.write_text("".join(json.dumps({"id": n, "prompt": "hi", "mode": "auto"}) + "\n" for n in range(3)))
+    _no_traceback(cli.run("batch", str(items), "--out", str(tmp_path / "modes"), "--agent", agent), 0)
+    assert _starts(starts) == 3 + 1 + 3
+
+
+def test_a_batch_whose_agent_cannot_be_probed_is_refused_with_what_happened(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({**ITEM, "mode": "auto", "agent": "no-such-program-tinyacp-test"}) + "\n")
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(tmp_path / "out")), 2)
+    assert "agent 'no-such-program-tinyacp-test' could not be asked which modes" in err
+    assert "item 'one' (line 1)" in err and "SpawnError" in err
+    items.write_text(
+        json.dumps({**ITEM, "mode": "auto", "agent": [sys.executable, "-c", "import time; time.sleep(60)"]}) + "\n"
+    )
+    err = _no_traceback(cli.run("batch", str(items), "--out", str(tmp_path / "out"), "--timeout", "1"), 2)
+    assert "AgentTimeout" in err and (tmp_path / "out" / "results.jsonl").read_bytes() == b""
+
+
+def test_a_misspelled_item_field_is_kept_and_warned_about_once_with_did_you_mean(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    lines = [
+        {"id": 1, "prompt": "hi", "promt": "x", "modle": "y"},
+        {"id": 2, "prompt": "hi", "promt": "z", "repo": "r"},
+    ]
+    items.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    done = cli.run("batch", str(items), "--out", str(tmp_path / "out"), "--agent", "demo")
+    err = _no_traceback(done, 0)
+    warned = [line for line in err.splitlines() if line.startswith("tinyacp: warning: ")]
+    assert len(warned) == 2, err
+    assert "'promt'" in warned[0] and "did you mean 'prompt'?" in warned[0]
+    assert "'modle'" in warned[1] and "did you mean 'mode' or 'model'?" in warned[1]
+    assert "repo" not in err
+    from tinyacp.batch import ItemFieldWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_batch(lines, tmp_path / "lib", agent="demo")
+    said = [str(w.message) for w in caught if issubclass(w.category, ItemFieldWarning)]
+    assert len(said) == len(caught) == 2  # once per name
+    assert "did you mean 'prompt'" in said[0] and "did you mean 'mode' or 'model'" in said[1]
 
 
 # --------------------------------------------------------------------------------------------------------------

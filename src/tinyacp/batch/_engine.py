@@ -14,6 +14,7 @@ from typing import Any, Literal, Unpack
 from .._bounds import check_count
 from ._items import Item, ItemSource
 from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
+from ._preflight import Preflight
 from ._results import ResultsFile, journal_directory
 from ._turn import TurnOptions, TurnRecord, TurnSettings, turn
 
@@ -36,12 +37,14 @@ def _check_call(concurrency: int, retries: int, engine: str) -> None:
         raise ValueError(f"engine must be 'local' or 'ray', not {engine!r}")
 
 
-def _count_to_run(source: ItemSource, outcomes: dict[str, int], retry_failed: bool, settings: TurnSettings) -> int:
-    """Check a whole input file before any agent starts, and count the turns it asks for."""
-    plan = Plan(source, outcomes, retry_failed, settings)
+def _count_to_run(source: ItemSource, outcomes: dict[str, int], retry_failed: bool, preflight: Preflight) -> int:
+    """Check a whole input file before any turn starts, and count the turns it asks for: every item, then what
+    the items ask of each agent against what it offers (:class:`Preflight`)."""
+    plan = Plan(source, outcomes, retry_failed, preflight.settings, preflight)
     count = 0
     while plan.next() is not None:
         count += 1
+    preflight.check()
     return count
 
 
@@ -64,8 +67,11 @@ def run_batch(
     Resumable: an item that already has a record in ``out_dir`` is skipped (with ``retry_failed``, run again
     when that record is not ok). Bounded: at most ``concurrency`` turns in flight, and the items are read one
     at a time as turns finish. A file of items is checked whole first (streaming), so a malformed line stops the
-    batch before any agent starts. A turn that is not ok is run again up to ``retries`` times, each attempt a
-    new epoch of its journal; only the last attempt's record is written.
+    batch before any agent starts; so does a mode, model or config option an item asks of an agent that does not
+    offer it (each agent asked one is started once to read its offer, before the first turn; an iterable's item is
+    checked as it is read). A field one letter away from an item field warns (:class:`ItemFieldWarning`).
+    A turn that is not ok is run again up to ``retries`` times, each attempt a new epoch of its journal; only
+    the last attempt's record is written.
 
     Args:
         items: dicts, or the path of a JSON Lines file of them (see :class:`tinyacp.batch.Item`).
@@ -86,7 +92,9 @@ def run_batch(
         The summary; ``summary.all_ok`` tells whether every item ended ok.
 
     Raises:
-        BatchItemError: a malformed item or a repeated id (turns in flight finish and are recorded first).
+        BatchItemError: a malformed item or a repeated id, items asking a mode, model or option their agent does
+            not offer, or an agent that could not be asked what it offers (turns in flight finish and are
+            recorded first).
         BatchBusy: another batch is writing to ``out_dir``.
         BatchStorageError: a Ray node cannot see or write ``out_dir``.
         BatchEngineError: Ray is not installed, cannot be reached, or lost every node.
@@ -107,11 +115,12 @@ def run_batch(
     with ResultsFile(out / "results.jsonl") as results:
         outcomes = results.outcomes()
         to_run = None
+        preflight = Preflight(settings)
         if isinstance(items, str | os.PathLike):
-            to_run = _count_to_run(items, outcomes, retry_failed, settings)
+            to_run = _count_to_run(items, outcomes, retry_failed, preflight)
         progress = BatchProgress(to_run)
         tally = Tally(outcomes, progress)
-        plan = Plan(items, outcomes, retry_failed, settings)
+        plan = Plan(items, outcomes, retry_failed, settings, preflight, checked=to_run is not None)
 
         def on_start() -> None:
             progress.running += 1

@@ -7,15 +7,17 @@ The engines themselves live in :mod:`tinyacp.batch._engine` (``run_batch`` and t
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._errors import BatchItemError
 from ._items import Item, ItemSource, item_key, parse_item, read_items
+from ._preflight import Preflight
 from ._results import FailedItem
 from ._turn import TurnRecord, TurnSettings, check_item
 
@@ -105,23 +107,41 @@ class Plan:
     """
 
     def __init__(
-        self, source: ItemSource, outcomes: dict[str, int], retry_failed: bool, settings: TurnSettings
+        self,
+        source: ItemSource,
+        outcomes: dict[str, int],
+        retry_failed: bool,
+        settings: TurnSettings,
+        preflight: Preflight | None = None,
+        *,
+        checked: bool = False,
     ) -> None:
+        self._source = source
         self._raw = read_items(source)
         self._outcomes = outcomes
         self._retry_failed = retry_failed
         self._settings = settings
+        self._preflight = preflight or Preflight(settings)
+        self._checked = checked
+        """The items' modes, models and options were checked whole (a file): none is noted again."""
         self.seen: set[str] = set()
         self.skipped = 0
 
     def next(self) -> tuple[Item, int] | None:
         """The next item to run and its attempt number; None at the end.
 
+        Each item to run is noted for the preflight; an iterable's item is checked against its agent's offer at
+        once (an agent is probed when the first item that asks it a mode, a model or an option is read), a file's
+        are checked whole by the caller after a first pass (:meth:`Preflight.check`).
+
         Raises:
-            BatchItemError: a malformed item or a repeated id.
+            BatchItemError: a malformed item or a repeated id; an iterable's item asks what its agent does not
+                offer.
             OSError: the input file cannot be read.
         """
         for line, raw in self._raw:
+            if isinstance(raw, Mapping):
+                self._preflight.warn_misspelled(raw, line)
             item = parse_item(raw, line=line)
             key = item_key(item.id)
             if key in self.seen:
@@ -132,6 +152,10 @@ class Plan:
             if outcome is not None and (outcome > 0 or not self._retry_failed):
                 self.skipped += 1
                 continue
+            if not self._checked:
+                self._preflight.note(item, line)
+                if not isinstance(self._source, str | os.PathLike):
+                    self._preflight.check()
             return item, abs(outcome or 0) + 1
         return None
 

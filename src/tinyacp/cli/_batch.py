@@ -16,6 +16,7 @@ import stat
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -26,7 +27,7 @@ from .._errors import BatchEngineError, BatchError
 from .._files import not_regular
 from .._process import signals_blocked
 from ._agents import Config, load_config, resolve_agent
-from ._display import fit, isatty, one_line, print_error
+from ._display import fit, isatty, one_line, print_error, sanitize
 from ._exit import UsageProblem
 from ._features import COMMAND_FEATURES, permission_policy
 from ._text import utf8_or_escaped
@@ -234,7 +235,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     """Run the batch the arguments describe; the records go to stdout as they are written with ``--format json``."""
-    from ..batch import run_batch
+    from ..batch import ItemFieldWarning, run_batch
 
     config = load_config(args.config)
     check_arguments(args, config)
@@ -247,25 +248,32 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
         except BrokenPipeError:  # `… --format json | head -1`: the record is on file; stop the batch quietly
             raise _StdoutClosed from None
 
-    return run_batch(
-        args.file,
-        args.out,
-        concurrency=args.concurrency,
-        engine=args.engine,
-        ray_address=args.ray_address,
-        retries=args.retries,
-        retry_failed=args.retry_failed,
-        on_record=on_record if args.format == "json" else None,
-        on_progress=on_progress,
-        agent=args.agent or config.default_agent,
-        # The built-in demo is left to the node running the turn, which starts it with its own Python.
-        agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
-        cwd=args.cwd,
-        timeout=args.timeout,
-        sync_journal=args.sync_journal,
-        policy=permission_policy(args),
-        features=COMMAND_FEATURES,
-    )
+    with warnings.catch_warnings():  # a misspelled item field: one line, as the command's own warnings are
+        warnings.simplefilter("always", ItemFieldWarning)  # the batch warns once per name already
+        warnings.showwarning = _say_warning
+        return run_batch(
+            args.file,
+            args.out,
+            concurrency=args.concurrency,
+            engine=args.engine,
+            ray_address=args.ray_address,
+            retries=args.retries,
+            retry_failed=args.retry_failed,
+            on_record=on_record if args.format == "json" else None,
+            on_progress=on_progress,
+            agent=args.agent or config.default_agent,
+            # The built-in demo is left to the node running the turn, which starts it with its own Python.
+            agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
+            cwd=args.cwd,
+            timeout=args.timeout,
+            sync_journal=args.sync_journal,
+            policy=permission_policy(args),
+            features=COMMAND_FEATURES,
+        )
+
+
+def _say_warning(message: Warning | str, *_: object, **__: object) -> None:
+    print(sanitize(f"tinyacp: warning: {message}"), file=sys.stderr)
 
 
 def _failed(exc: BaseException, args: argparse.Namespace) -> int:
