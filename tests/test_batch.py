@@ -249,9 +249,7 @@ def test_an_items_mode_model_options_and_meta_go_to_the_agent_and_its_usage_come
     out = tmp_path / "out"
     items: list[dict[str, Any]] = [
         {"id": "meta", "prompt": "all-kinds", "meta": {"trace": "t-1"}},
-        {"id": "mode", "prompt": "x", "mode": "plan"},
-        {"id": "model", "prompt": "x", "model": "big"},
-        {"id": "set", "prompt": "x", "set": {"effort": "high"}},
+        {"id": "offered", "prompt": "x", "mode": "auto", "model": "demo-large", "set": {"mode": "default"}},
     ]
     run_batch(items, out, agent="demo", cwd=work, policy=ALLOW)
     got = {record.id: record for record in records(out)}
@@ -263,9 +261,13 @@ def test_an_items_mode_model_options_and_meta_go_to_the_agent_and_its_usage_come
     }
     [sent] = [r for r in tinyacp.JsonlJournal.read(got["meta"].journal) if r.get("method") == "session/prompt"][:1]
     assert json.loads(sent["line"])["params"]["_meta"] == {"trace": "t-1"}
-    for key in ("mode", "model", "set"):  # the demo agent offers none of these: refused before anything is sent
-        error = got[key].error
-        assert not got[key].ok and error is not None and error.type == "NotAdvertised", key
+    assert got["offered"].ok
+    sent_methods = [r.get("method") for r in tinyacp.JsonlJournal.read(got["offered"].journal)]
+    assert {"session/set_mode", "session/set_config_option"} <= set(sent_methods)
+    # One turn is not checked ahead (a batch is): the demo agent offers none of these, refused before it is sent.
+    for key, field in (("mode", {"mode": "plan"}), ("model", {"model": "big"}), ("set", {"set": {"effort": "high"}})):
+        record = run_turn({"id": key, "prompt": "x", **field}, tmp_path / "one", agent="demo", cwd=work)
+        assert not record.ok and record.error is not None and record.error.type == "NotAdvertised", key
 
 
 def test_run_turn_returns_a_record_and_each_call_is_a_new_epoch(tmp_path: Path, work: Path) -> None:
