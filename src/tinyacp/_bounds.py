@@ -10,8 +10,10 @@ raises :class:`ValueError` naming the argument, before anything is spawned or wr
 from __future__ import annotations
 
 __all__ = [
+    "MAX_CONCURRENCY",
     "MAX_FD",
     "MAX_LINE_LIMIT",
+    "MAX_RETRIES",
     "MAX_SAFE_INT",
     "MAX_SECONDS",
     "check_count",
@@ -27,6 +29,14 @@ means (``None`` is "no deadline"), and in milliseconds it still fits the C int t
 MAX_LINE_LIMIT = 1 << 30
 """The largest ``ReaderLimits.max_line`` (1 GiB): the line buffer is mapped whole when the reader is made, so a
 limit must be a size the machine can map; no JSON-RPC line an agent means to send comes near it."""
+
+MAX_CONCURRENCY = 10_000
+"""Turns of a batch in flight at once, at most: each holds an agent process and its pipes, and the local engine
+makes a worker task for each slot up front."""
+
+MAX_RETRIES = 1_000_000
+"""Extra attempts at one turn of a batch, at most: each attempt's number is recorded, and is an epoch of its
+journal."""
 
 MAX_FD = (1 << 31) - 1
 """The largest file descriptor: the kernel's and ``os``'s functions take one as a C int."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Unpack
 
-from .._bounds import check_count
+from .._bounds import MAX_CONCURRENCY, MAX_RETRIES, check_count
 from ._items import Item, ItemSource
 from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
 from ._preflight import Preflight
@@ -21,13 +21,6 @@ from ._turn import TurnOptions, TurnRecord, TurnSettings, turn
 __all__ = ["run_batch", "run_local"]
 
 Engine = Literal["local", "ray"]
-
-
-MAX_CONCURRENCY = 10_000
-"""Turns in flight at once, at most: each holds an agent process and its pipes, and the local engine makes a
-worker task for each slot up front (the command takes the same bound)."""
-MAX_RETRIES = 1_000_000
-"""Extra attempts at one turn, at most: an attempt's number is recorded and is an epoch of its journal."""
 
 
 def _check_call(concurrency: int, retries: int, engine: str) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
 from .._version import __version__
 from ._dirs import default_config_path
@@ -51,9 +52,10 @@ def _size(text: str) -> int:
     return size
 
 
-_LARGEST_SIZE = 1 << 30
+# The library's own bounds (docs/limits.md), so that a flag takes what the library takes.
+_LARGEST_SIZE = MAX_LINE_LIMIT
 """1 GiB: a line buffer is set aside whole (mapped, not touched), so a limit is a size this machine can map."""
-_LONGEST_WAIT = 1_000_000.0
+_LONGEST_WAIT = float(MAX_SECONDS)
 """Seconds (about 11 days): a deadline beyond it is no deadline a person means, and poll() takes milliseconds
 in a C int."""
 
@@ -86,7 +88,7 @@ def _positive(text: str) -> int:
 
 def _concurrency(text: str) -> int:
     """Turns at once: each holds an agent process and its pipes, and a worker task is made for each slot."""
-    return _whole(text, 1, 10_000)
+    return _whole(text, 1, MAX_CONCURRENCY)
 
 
 def _count(text: str) -> int:
