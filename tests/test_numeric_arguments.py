@@ -390,3 +390,15 @@ def test_a_replayer_refuses_an_output_fd_that_is_no_c_int(fd: Any) -> None:
 
     with pytest.raises(ValueError, match="out_fd"):
         Replayer(Recording(epoch=1), strict=True, out_fd=fd)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, float("nan"), 2**53, 10**400, True])
+def test_write_html_refuses_max_turn_bytes_before_writing_the_page(tmp_path: Path, value: Any) -> None:
+    path = tmp_path / "run.jsonl"
+    with tinyacp.JsonlJournal(path) as journal:
+        journal.begin_epoch()
+    out = tmp_path / "page.html"
+    with pytest.raises(ValueError, match="max_turn_bytes"):
+        view.write_html(path, out, max_turn_bytes=value)
+    assert not out.exists()
+    assert view.write_html(path, out, max_turn_bytes=2**53 - 1) == out
