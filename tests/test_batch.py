@@ -270,6 +270,22 @@ def test_an_items_mode_model_options_and_meta_go_to_the_agent_and_its_usage_come
         assert not record.ok and record.error is not None and record.error.type == "NotAdvertised", key
 
 
+def test_the_preflight_leaves_an_agent_the_ray_driver_cannot_start_to_the_turns(work: Path) -> None:
+    from tinyacp.batch._items import parse_item
+    from tinyacp.batch._preflight import Preflight
+    from tinyacp.batch._turn import TurnSettings
+
+    settings = TurnSettings.from_options({"agent": "no-such-program-tinyacp-test", "cwd": work})
+    item = parse_item({"id": "x", "prompt": "hi", "mode": "plan"})
+    on_ray = Preflight(settings, elsewhere=True)
+    on_ray.note(item, None)
+    on_ray.check()  # the nodes may have the agent the driver lacks
+    local = Preflight(settings)
+    local.note(item, None)
+    with pytest.raises(tinyacp.BatchItemError, match="SpawnError"):
+        local.check()
+
+
 def test_run_turn_returns_a_record_and_each_call_is_a_new_epoch(tmp_path: Path, work: Path) -> None:
     first = run_turn({"id": "t", "prompt": "hi"}, tmp_path / "j", agent="demo", cwd=work, policy=ALLOW)
     second = run_turn({"id": "t", "prompt": "hi"}, tmp_path / "j", agent="demo", cwd=work, attempt=2)

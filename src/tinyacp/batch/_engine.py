@@ -108,7 +108,7 @@ def run_batch(
     with ResultsFile(out / "results.jsonl") as results:
         outcomes = results.outcomes()
         to_run = None
-        preflight = Preflight(settings)
+        preflight = Preflight(settings, elsewhere=engine == "ray")
         if isinstance(items, str | os.PathLike):
             to_run = _count_to_run(items, outcomes, retry_failed, preflight)
         progress = BatchProgress(to_run)

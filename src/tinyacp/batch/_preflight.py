@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .._errors import BatchItemError, TinyAcpError
+from .._errors import BatchItemError, SpawnError, TinyAcpError
 from .._messages import SessionState
 from .._requests import config_params, mode_params, model_params
 from ._items import ConfigValue, Item
@@ -75,10 +75,12 @@ class Preflight:
     is probed, and a misspelled field warned about, once per call.
     """
 
-    def __init__(self, settings: TurnSettings) -> None:
+    def __init__(self, settings: TurnSettings, *, elsewhere: bool = False) -> None:
         self.settings = settings
+        self._elsewhere = elsewhere
+        """The turns run on other machines (Ray): an agent this one cannot start is left to them."""
         self._asked: dict[AgentKey, _Asked] = {}
-        self._offers: dict[AgentKey, SessionState] = {}
+        self._offers: dict[AgentKey, SessionState | None] = {}
         self._warned: set[str] = set()
 
     def warn_misspelled(self, raw: Mapping[str, object], line: int | None) -> None:
@@ -135,17 +137,11 @@ class Preflight:
         """
         problems: list[str] = []
         for key, asked in self._asked.items():
-            offer = self._offers.get(key)
-            if offer is None:
-                try:
-                    offer = self._offers[key] = _probe(asked.agent, asked.cwd, self.settings)
-                except (TinyAcpError, OSError) as exc:
-                    first = asked.values[next(iter(asked.values))][0][0]
-                    raise BatchItemError(
-                        f"agent {asked.agent.name!r} could not be asked which modes, models and options it offers "
-                        f"(item {first} asks one): {type(exc).__name__}: {_first_line(exc)}"
-                    ) from exc
-            problems += (problem for value in asked.values.items() if (problem := _refusal(asked, offer, *value)))
+            if key not in self._offers:
+                self._offers[key] = self._probe(asked)
+            offer = self._offers[key]
+            if offer is not None:
+                problems += (problem for value in asked.values.items() if (problem := _refusal(asked, offer, *value)))
         self._asked.clear()  # what was asked is checked: a later check probes and reports only what is new
         if problems:
             more = len(problems) - _PROBLEMS_SHOWN
@@ -153,6 +149,23 @@ class Preflight:
             raise BatchItemError(
                 "items ask what their agent does not offer (they were not run):\n" + "\n".join(f"  {p}" for p in shown)
             )
+
+    def _probe(self, asked: _Asked) -> SessionState | None:
+        """What the agent offers; None when it cannot be started here but its turns run elsewhere.
+
+        Raises:
+            BatchItemError: the agent could not be started, failed, or did not answer in time.
+        """
+        try:
+            return _probe(asked.agent, asked.cwd, self.settings)
+        except (TinyAcpError, OSError) as exc:
+            if self._elsewhere and isinstance(exc, SpawnError):
+                return None  # not installed where the batch is driven: its turns will tell
+            first = asked.values[next(iter(asked.values))][0][0]
+            raise BatchItemError(
+                f"agent {asked.agent.name!r} could not be asked which modes, models and options it offers "
+                f"(item {first} asks one): {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
 
 
 def _refusal(asked: _Asked, offer: SessionState, what: Asked, seen: tuple[list[str], list[int]]) -> str:
@@ -209,12 +222,17 @@ def _first_line(exc: BaseException) -> str:
 def _probe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionState:
     """Start ``agent``, open a session in ``cwd``, and return what it offers; the agent is torn down after.
 
-    Run in a thread of its own, with its own event loop: the plan may be read from inside a running loop.
+    In an event loop of its own; in a thread of its own when the plan is read from inside a running loop (an
+    iterable's items are read as turns finish).
 
     Raises:
         TinyAcpError: the agent could not be started, failed, or did not answer in time.
         OSError: the directory cannot be used.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case, a file checked before the engine starts: Ctrl-C reaches the probe
+        return asyncio.run(_aprobe(agent, cwd, settings))
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tinyacp-preflight") as pool:
         return pool.submit(asyncio.run, _aprobe(agent, cwd, settings)).result()
 
