@@ -27,7 +27,7 @@ from .._errors import BatchItemError, SpawnError, TinyAcpError
 from .._messages import SessionState
 from .._requests import config_params, mode_params, model_params
 from ._items import ConfigValue, Item
-from ._turn import ResolvedAgent, TurnSettings, agent_of_item
+from ._turn import ResolvedAgent, TurnSettings, agent_of_item, agent_options
 
 __all__ = ["ItemFieldWarning", "Preflight"]
 
@@ -240,7 +240,6 @@ def _probe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionSta
 async def _aprobe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionState:
     from .._async_client import AsyncClient
     from .._observer import BaseObserver
-    from .._options import Options
 
     timeout = settings.timeout if settings.timeout is not None else PROBE_TIMEOUT
     deadline = asyncio.get_running_loop().time() + timeout
@@ -248,21 +247,7 @@ async def _aprobe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> Ses
     def left() -> float:
         return max(0.0, deadline - asyncio.get_running_loop().time())
 
-    env = settings.env
-    if agent.env:
-        env = {**(os.environ if env is None else env), **agent.env}
-    options = Options(
-        command=agent.command,
-        cwd=cwd,
-        env=env,
-        observer=BaseObserver(),  # nothing of the probe is a turn's: no journal
-        stderr="tail",
-        reader_limits=settings.reader_limits,
-        transfer_limits=settings.transfer_limits,
-        kill_grace=settings.kill_grace,
-        supervise=settings.supervise,
-        features=settings.features,
-    )
+    options = agent_options(agent, settings, cwd, BaseObserver())  # the probe is no turn's: no journal
     async with AsyncClient(options) as client:
         await client.initialize(timeout=left())
         session = await client.new_session(cwd, timeout=left())

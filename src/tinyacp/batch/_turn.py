@@ -24,7 +24,7 @@ from .._features import ClientFeatures
 from .._journal import JsonlJournal
 from .._limits import TransferLimits, default_transfer_limits
 from .._messages import UsageUpdate
-from .._observer import BaseObserver
+from .._observer import BaseObserver, Observer
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
@@ -413,24 +413,7 @@ async def _converse(
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     base = settings.cwd or os.getcwd()
     cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
-    env = settings.env
-    if agent.env:
-        env = {**(os.environ if env is None else env), **agent.env}
-    options = Options(
-        command=agent.command,
-        cwd=cwd,
-        env=env,
-        epoch=epoch,
-        observer=observer,
-        policy=_policy_of(agent, settings),
-        reader_limits=settings.reader_limits,
-        transfer_limits=settings.transfer_limits,
-        stderr="tail",
-        kill_grace=settings.kill_grace,
-        cancel_grace=settings.cancel_grace,
-        supervise=settings.supervise,
-        features=settings.features,
-    )
+    options = agent_options(agent, settings, cwd, observer, epoch)
     mode = item.mode if item.mode is not None else settings.mode
     model = item.model if item.model is not None else settings.model
     options_to_set = {**(settings.set or {}), **(item.set or {})}
@@ -448,6 +431,30 @@ async def _converse(
         for config_id, value in options_to_set.items():
             await client.set_config_option(session.id, config_id, value, timeout=_remaining(deadline))
         return await client.prompt(session.id, item.prompt, meta=meta, timeout=_remaining(deadline))
+
+
+def agent_options(
+    agent: ResolvedAgent, settings: TurnSettings, cwd: str, observer: Observer, epoch: int = 1
+) -> Options:
+    """The client's options for ``agent`` in ``cwd``: a turn's, and those of the batch's preflight probe."""
+    env = settings.env
+    if agent.env:
+        env = {**(os.environ if env is None else env), **agent.env}
+    return Options(
+        command=agent.command,
+        cwd=cwd,
+        env=env,
+        epoch=epoch,
+        observer=observer,
+        policy=_policy_of(agent, settings),
+        reader_limits=settings.reader_limits,
+        transfer_limits=settings.transfer_limits,
+        stderr="tail",
+        kill_grace=settings.kill_grace,
+        cancel_grace=settings.cancel_grace,
+        supervise=settings.supervise,
+        features=settings.features,
+    )
 
 
 def _policy_of(agent: ResolvedAgent, settings: TurnSettings) -> PermissionPolicy:
