@@ -16,7 +16,6 @@ so :func:`run_blocking` runs it to its end in one step. What differs between the
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import os
 import time
@@ -484,14 +483,6 @@ class StreamBase(Generic[S]):
         if self._steps is not None:
             self._steps.close()
 
-    def _started(self) -> Steps[PromptResult] | None:
-        """The call, created at the first request for an update; None once the turn is over (ended, failed or
-        abandoned)."""
-        steps = self._steps
-        if steps is None:
-            steps = self._steps = self._client._calling(self._spec, self)
-        return None if self._abandoned or _over(steps) else steps
-
     def _leave(self) -> bool:
         """The consumer leaves early: whether there is a turn to cancel and read to its end."""
         if self._steps is None or _over(self._steps):
@@ -499,16 +490,23 @@ class StreamBase(Generic[S]):
         self._leaving = True
         return True
 
-    def _resume(self) -> bool | None:
-        """What the next resume sends the driver: True once, when the consumer left early (else None, which
-        also starts it)."""
-        leaving, self._leaving = self._leaving, False
-        return True if leaving else None
-
     async def _next_update(self) -> Update | None:
-        """The next update of the turn's session; None once the turn is over."""
-        steps = self._started()
-        return None if steps is None else self._arrived(await self._client._run(steps, self._resume()))
+        """The next update of the turn's session; None once the turn is over (ended, failed or abandoned).
+
+        Written as one method, since it runs per streamed update: the call is created at the first request for an
+        update; the resume sends the driver True once, when the consumer left early (else None, which also starts
+        it); an update is handed out, and the result kept once the turn ended."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = self._client._calling(self._spec, self)
+        if self._abandoned or _over(steps):
+            return None
+        leaving, self._leaving = self._leaving, False
+        event = await self._client._run(steps, True if leaving else None)
+        if isinstance(event, Update):
+            return event
+        self._result = event.value
+        return None
 
     async def _leave_turn(self) -> None:
         """The consumer leaves early: the turn is cancelled and read to its end (the driver streams no more, so
@@ -517,17 +515,12 @@ class StreamBase(Generic[S]):
             with contextlib.suppress(AgentTimeout):
                 await self._next_update()
 
-    def _arrived(self, event: Update | Finished[PromptResult]) -> Update | None:
-        """The update handed out, or None once the turn ended (its result kept)."""
-        if isinstance(event, Update):
-            return event
-        self._result = event.value
-        return None
-
 
 def _over(steps: Steps[Any]) -> bool:
-    """Whether the generator returned or raised (or was closed)."""
-    return inspect.getgeneratorstate(steps) == inspect.GEN_CLOSED
+    """Whether the generator returned or raised (or was closed): only then has it no frame, which is what
+    ``inspect.getgeneratorstate`` reads as ``GEN_CLOSED``, read here without its call (this runs per streamed
+    update)."""
+    return steps.gi_frame is None  # type: ignore[attr-defined]  # every Steps is a generator object
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
