@@ -159,6 +159,9 @@ def test_batch_says_a_missing_items_file_does_not_exist_and_escapes_a_name_that_
     assert err.splitlines() == ["tinyacp: error: MISSING.jsonl: does not exist"]
     err = _no_traceback(cli.run("batch", os.fsdecode(b"caf\xe9-\xff.jsonl"), "--out", str(cli.tmp / "o")), 2)
     assert err.splitlines() == ["tinyacp: error: caf\\xe9-\\xff.jsonl: does not exist"]
+    (cli.work / os.fsdecode(b"bad-\xff.jsonl")).write_bytes(b"not json\n")
+    err = _no_traceback(cli.run("batch", os.fsdecode(b"bad-\xff.jsonl"), "--out", str(cli.tmp / "o")), 2)
+    assert "bad-\\xff.jsonl: not a JSON object" in err
     (cli.work / "items").mkdir()
     err = _no_traceback(cli.run("batch", "items", "--out", str(cli.tmp / "o")), 2)
     assert err.splitlines() == ["tinyacp: error: items: a directory, not a regular file"]

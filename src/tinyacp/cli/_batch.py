@@ -282,5 +282,5 @@ def _failed(exc: BaseException, args: argparse.Namespace) -> int:
         where = exc.filename if isinstance(exc.filename, str) else os.fspath(args.out)
         print_error(f"{utf8_or_escaped(where)}: {exc.strerror or exc}")
         return _EXIT_USAGE
-    print_error(str(exc))
+    print_error(utf8_or_escaped(str(exc)))  # a file name that is not UTF-8, escaped rather than "?"
     return _EXIT_ENGINE if isinstance(exc, BatchEngineError) else _EXIT_USAGE
