@@ -363,10 +363,26 @@ def test_a_batch_whose_agent_cannot_be_probed_is_refused_with_what_happened(cli:
     assert "agent 'no-such-program-tinyacp-test' could not be asked which modes" in err
     assert "item 'one' (line 1)" in err and "SpawnError" in err
     items.write_text(
-        json.dumps({**ITEM, "mode": "auto", "agent": [sys.executable, "-c", "import time; time.sleep(60)"]}) + "\n"
+        json.dumps(
+            {**ITEM, "mode": "auto", "agent": [sys.executable, "-c", f"import time; time.sleep(60)  # {cli.marker}"]}
+        )
+        + "\n"
     )
     err = _no_traceback(cli.run("batch", str(items), "--out", str(tmp_path / "out"), "--timeout", "1"), 2)
     assert "AgentTimeout" in err and (tmp_path / "out" / "results.jsonl").read_bytes() == b""
+    assert not _running(f"import time; time.sleep(60)  # {cli.marker}")  # the probe's agent was torn down
+
+
+def _running(command_part: str) -> list[int]:
+    """Live processes whose command line holds ``command_part``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and command_part.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_misspelled_item_field_is_kept_and_warned_about_once_with_did_you_mean(cli: Cli, tmp_path: Path) -> None:
