@@ -16,6 +16,7 @@ import pytest
 
 import test_cli
 from conftest import end_turn, handshake
+from hostile_util import EVIL, assert_clean
 from test_cli import Cli, Terminal, _events
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
@@ -552,6 +553,63 @@ def test_show_renders_notices_compaction_plans_by_id_and_a_childs_reply_apart(cl
         "    You said: with-notice with-compaction with-subagent x",
         '    My helper "File reader" did the reading.',
     ]
+
+
+def test_show_renders_the_agents_question_and_who_declined_it_in_text_and_json(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run("prompt", "--journal", str(journal), "with-question x")  # no terminal: the command declines
+    assert done.returncode == 0, done.stderr
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.decode().splitlines()
+    asked = lines.index("  ? question asked: How should I summarise the files?")
+    assert lines[asked + 1 : asked + 3] == [
+        "    fields: name, style, lines, detail, sizes",
+        "    -> decline (decided by observer)",
+    ]
+    as_json = cli.run("show", "--format", "json", str(journal))
+    assert as_json.returncode == 0, as_json.stderr
+    records = [json.loads(line) for line in as_json.stdout.decode().splitlines()]
+    (question,) = [record for record in records if record.get("kind") == "elicitation"]
+    assert question["message"]["params"]["message"] == "How should I summarise the files?"
+    ours = [record for record in records if record.get("dir") == "out" and record.get("kind") == "response"]
+    (answer,) = [record for record in ours if record["message"]["id"] == question["message"]["id"]]
+    assert answer["decided_by"] == "observer"
+    assert answer["message"]["result"] == {"action": "decline"}
+
+
+def test_show_renders_a_url_question_and_its_field_names_as_plain_text_with_nothing_a_terminal_acts_on(
+    cli: Cli,
+) -> None:
+    url = {
+        "sessionId": "s1",
+        "mode": "url",
+        "message": f"Sign in {EVIL}",
+        "elicitationId": "e1",
+        "url": f"https://x/{EVIL}",
+    }
+    form = {"type": "object", "properties": {f"na{EVIL}me": {"type": "string"}}}
+    params = {"sessionId": "s1", "mode": "form", "message": "Name?", "requestedSchema": form}
+    journal = cli.tmp / "run.jsonl"
+    agent = cli.scripted(
+        [
+            *handshake(),
+            {"op": "request", "id": 5, "method": "elicitation/create", "params": url},
+            {"op": "request", "id": 6, "method": "elicitation/create", "params": params},
+            end_turn(),
+        ]
+    )
+    assert cli.run("prompt", "--journal", str(journal), "--agent", agent, "hi").returncode == 0
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0, shown.stderr
+    assert_clean(shown.stdout)
+    lines = shown.stdout.decode().splitlines()
+    (asked,) = [number for number, line in enumerate(lines) if line.startswith("  ? question asked: Sign in ")]
+    assert lines[asked + 1].startswith("    url (not opened): https://x/")
+    assert lines[asked + 2] == "    -> decline (decided by observer)"
+    (form_asked,) = [number for number, line in enumerate(lines) if line == "  ? question asked: Name?"]
+    assert lines[form_asked + 1].startswith("    fields: na") and lines[form_asked + 1].endswith("me")
+    assert lines[form_asked + 2] == "    -> decline (decided by observer)"
 
 
 def test_a_childs_question_says_which_child_asks(cli: Cli) -> None:

@@ -121,6 +121,7 @@ class _Renderer:
         self.tools: _Remembered = _Remembered()
         self.requests: _Remembered = _Remembered()  # permission requests by id: their options' kinds
         self.pending: _Remembered = _Remembered()  # our request ids -> method
+        self.asks: _Remembered = _Remembered()  # the agent's questions (elicitation/create) awaiting our answer
         self.children: _Remembered = _Remembered()  # child sessions (subagents) by id -> their name
 
     # The boundary: every character this renderer writes goes through here.
@@ -175,6 +176,7 @@ class _Renderer:
             message = line_message(record)
             if record.get("dir") == "out":
                 self.outgoing(message)
+                self.answer(record, message)
                 self.marks(record)
             else:
                 self.incoming(record, message)
@@ -233,6 +235,9 @@ class _Renderer:
             return
         if kind == "response" and message is not None:
             self.response(message)
+            return
+        if kind == "elicitation" and message is not None:
+            self.question(message)
             return
         detail = f": {one_line(record['detail'], 200)}" if record.get("detail") else ""
         method = f" {one_line(record['method'], 80)}" if record.get("method") else ""
@@ -341,6 +346,38 @@ class _Renderer:
         kind = f" [{one_line(tool['kind'], 20)}]" if tool.get("kind") else ""
         title = one_line(tool.get("title") or tool.get("toolCallId"))
         self.write(f"  ? permission asked: {title}{kind}")
+
+    def question(self, message: dict[str, Any]) -> None:
+        """The agent's question (``elicitation/create``): its message, then a form's field names or the URL it
+        asks the user to open, as plain text (never a link); :meth:`answer` shows what we said."""
+        self.flush()
+        params = _dict(message.get("params"))
+        self.asks[_key(message.get("id"))] = True
+        session_id = params.get("sessionId")
+        child = self.children.get(session_id) if isinstance(session_id, str) else None
+        who = f"[{child}] " if child is not None else ""
+        self.write(f"  ? {who}question asked: {one_line(params.get('message'), 300)}")
+        if params.get("mode") == "url" or "url" in params:
+            self.write(f"    url (not opened): {one_line(params.get('url'), 300)}")
+        else:
+            names = list(_dict(_dict(params.get("requestedSchema")).get("properties")))[:_MAX_OPTIONS]
+            self.write(f"    fields: {one_line(', '.join(map(shown, names)), 300) or '(none)'}")
+
+    def answer(self, record: dict[str, Any], message: dict[str, Any] | None) -> None:
+        """Our answer to one of the agent's questions: accept (with what was sent), decline or cancel, and who
+        decided it (the record's ``decided_by``)."""
+        if message is None or "method" in message or self.asks.pop(_key(message.get("id")), None) is None:
+            return
+        error = message.get("error")
+        result = _dict(message.get("result"))
+        if isinstance(error, dict):
+            said = f"error: {one_line(error.get('message'), 200)}"
+        else:
+            said = one_line(result.get("action"), 40) or "?"
+            if result.get("content") is not None:
+                said += f" {one_line(result['content'], 300)}"
+        who = one_line(record.get("decided_by"), 40) or "None"
+        self.write(f"    -> {said} (decided by {who})")
 
     def decision(self, record: dict[str, Any]) -> None:
         options = self.requests.pop(_key(record.get("id")), {})
