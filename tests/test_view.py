@@ -211,6 +211,31 @@ def test_a_call_sent_with_force_is_marked(newer: Path) -> None:
     assert len(events(page, 0, "child")) == 1  # the fork is a session of ours, not a child
 
 
+def test_a_refused_side_call_leaves_the_turn_ok_and_shows_as_an_error_event(newer: Path) -> None:
+    page = view.render_html(newer)
+    first = page_data(page)["turns"][0]
+    assert (first["ok"], first["stop"]) == (True, "end_turn") and "err" not in first  # the prompt ended end_turn
+    (refused,) = events(page, 0, "error")
+    assert refused["m"] == "session/set_mode"
+
+
+def test_a_turn_whose_prompt_got_an_error_answer_or_none_failed(tmp_path: Path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    sent(journal, epoch, {"jsonrpc": "2.0", "id": 1, "method": "session/set_mode", "params": {"modeId": "x"}})
+    no_mode = {"code": -32602, "message": "no such mode"}
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "error": no_mode}, "session/set_mode")
+    prompt(journal, epoch, 2, "refused", session_id="s")
+    error = {"code": -32603, "message": "overloaded"}
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 2, "error": error}, "session/prompt")
+    prompt(journal, epoch, 3, "unanswered", session_id="s")  # the agent exited
+    journal.close()
+    refused, unanswered = page_data(view.render_html(path))["turns"]
+    assert (refused["ok"], refused["err"]) == (False, "session/prompt: overloaded (code -32603)")  # not set_mode's
+    assert unanswered["ok"] is False and unanswered["err"].startswith("the prompt got no answer in the journal")
+
+
 def test_hostile_text_in_the_newer_kinds_stays_text(newer: Path) -> None:
     page = view.render_html(newer)
     assert page.count("<script") == page.count("</script>") == page.count('<script type="application/json"') + 1

@@ -172,6 +172,9 @@ class TurnBuilder:
     agent: str = ""
     stop_reason: str | None = None
     error: str = ""
+    """The first error answer of the turn, or the prompt's."""
+    prompt_error: str = ""
+    """The error answer to the turn's prompt: the turn failed."""
     tokens: float | None = None
     cost: float | None = None
     currency: str = ""
@@ -376,15 +379,21 @@ class TurnBuilder:
             method = clean(record.get("method"), 100)
             self._event("agentline", at, kind=clean(kind, 40), m=method, why=detail, x=clean(raw))
 
+    def error_answer(self, method: str, error: dict[str, Any], at: float) -> None:
+        """An error answer to our request: an event of the transcript; the turn's failure if it is the prompt's."""
+        text = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
+        if method == "session/prompt":
+            self.prompt_error = f"{method}: {text}"
+        if method == "session/prompt" or not self.error:
+            self.error = f"{method or 'request'}: {text}"
+        data = error.get("data")
+        self._event("error", at, m=clean(method, 100), x=text, data=clean(data, _RAW) if data else None)
+
     def response(self, msg: dict[str, Any], at: float) -> None:
         method = self._pending.pop(_key(msg.get("id")), "")
         error = msg.get("error")
         if isinstance(error, dict):
-            text = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
-            if method == "session/prompt" or not self.error:
-                self.error = f"{method or 'request'}: {text}"
-            data = error.get("data")
-            self._event("error", at, m=clean(method, 100), x=text, data=clean(data, _RAW) if data else None)
+            self.error_answer(method, error, at)
             return
         result = _dict(msg.get("result"))
         if method == "initialize":
@@ -629,7 +638,11 @@ class TurnBuilder:
 
     @property
     def ok(self) -> bool:
-        return self.stop_reason == "end_turn" and not self.error
+        """Whether the turn's prompt was answered with a stop reason (which one is :attr:`stop_reason`). An error
+        answer to another request of the turn (a refused ``set_mode``) is an event of its transcript, not the
+        turn's outcome; a prompt answered with an error, or not at all (the agent exited, the run timed out), is
+        a failed turn."""
+        return bool(self.stop_reason)
 
     def transcript(self) -> dict[str, Any]:
         """The page's data for the turn's transcript: its events, and what the budget cut."""

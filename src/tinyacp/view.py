@@ -229,19 +229,18 @@ def _read_journal(path: Path, view: _View) -> None:
             name = stem + (f" #{epoch}" if many else "") + (f".{number}" if len(found.turns) > 1 else "")
             row = _row(turn, name, turn.agent or agent)
             row.update(journal=clean(str(path), 1000), epoch=epoch, ok=turn.ok, secs=turn.seconds)
-            if turn.error:
-                row["err"] = turn.error
-            elif not turn.ok:
-                row["err"] = _no_answer(turn)
+            if not turn.ok:  # an ok turn's side errors are events of its transcript
+                row["err"] = turn.prompt_error or _no_answer(turn)
             view.add(row, turn.transcript())
 
 
 def _no_answer(turn: TurnBuilder) -> str:
+    """Why a turn whose prompt got no error answer failed."""
     if not turn.prompts:
-        return "no prompt was sent (the run ended before it)"
+        return turn.error or "no prompt was sent (the run ended before it)"
     if turn.stop_reason is None:
         return "the prompt got no answer in the journal (the run was stopped, or the agent exited)"
-    return ""
+    return "the prompt's answer has no stop reason"
 
 
 def _agent_from_name(stem: str) -> str:
