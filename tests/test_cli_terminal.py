@@ -1,5 +1,6 @@
 """What a person at a terminal meets in the first minutes: ``/mode`` lists the modes, a mode set is reported once,
-a wrong answer to the permission question says why, and ``prompt -`` says it reads stdin."""
+a wrong answer to the permission question says why, ``prompt -`` says it reads stdin, and a chat ended by Ctrl-D
+ends well even when the agent never answers the close of its session."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from test_cli import Cli, Terminal, _marked
+from test_cli import Cli, Terminal, _marked, _named, _received, _with_settings
 
 
 @pytest.fixture
@@ -35,6 +36,20 @@ def test_mode_without_an_id_lists_the_modes_and_a_mode_set_is_said_once(cli: Cli
     terminal.send(b"\x04")
     assert terminal.finish() == 0
     assert terminal.output.count(b"mode: auto") == 1  # the agent's update and the answer to set_mode: one line
+
+
+def test_a_chat_whose_agent_never_answers_session_close_still_ends_with_status_0(cli: Cli) -> None:
+    steps = _with_settings(
+        [{"op": "expect", "method": "session/close"}, {"op": "hang"}], {"sessionCapabilities": {"close": {}}}
+    )
+    _named(cli, steps)
+    terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal", "--cancel-grace", "0.5")
+    terminal.wait_for(b"you> ")
+    terminal.send(b"\x04")
+    assert terminal.finish() == 0  # the person ended the chat; the agent is stopped (the fixture checks it is gone)
+    assert b"session s1: no answer to session/close in 0.5 s; the agent is stopped" in terminal.output
+    assert b"error" not in terminal.output
+    assert [m.get("method") for m in _received(cli)] == ["initialize", "session/new", "session/close"]
 
 
 def test_a_mode_set_with_the_mode_option_is_said_once(cli: Cli) -> None:

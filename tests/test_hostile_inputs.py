@@ -563,6 +563,9 @@ def test_a_chat_reports_a_line_that_is_not_utf8_and_a_malformed_set_answer_and_g
     terminal.wait_for(b"was malformed")
     terminal.send(b"/mode plan\n")
     terminal.wait_for(b"mode: plan")
+    # Ctrl-D only at the prompt: typed while the chat is busy, the terminal (back in line mode) turns it into a
+    # NUL byte that the next prompt reads as a character, and the chat never sees the end of its input.
+    terminal.wait_for(b"you> ", count=4)
     terminal.send(b"\x04")
     assert terminal.finish() == 0
     assert b"Traceback" not in terminal.output and b"session s1 closed" in terminal.output

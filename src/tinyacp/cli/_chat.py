@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from .._client import Client
-from .._errors import ProtocolViolation, RequestError, TinyAcpError
+from .._errors import AgentTimeout, ProtocolViolation, RequestError, TinyAcpError
 from ._dirs import private_dir, state_dir
 from ._display import one_line
 from ._exit import Exit, SettingUnavailable, UsageProblem
@@ -107,8 +107,16 @@ class ChatRun(PromptRun):
         assert self.init is not None and observer.session_id is not None
         if "close" not in self.init.agent_capabilities.session_capabilities:
             return
-        client.close_session(observer.session_id, timeout=self.settings.cancel_grace)
-        self.display.info(f"session {one_line(observer.session_id, 80)} closed")
+        session = one_line(observer.session_id, 80)
+        try:
+            client.close_session(observer.session_id, timeout=self.settings.cancel_grace)
+        except AgentTimeout:
+            # The chat ended as the person asked; a slow answer to the courtesy close is not its failure. The
+            # agent's process group is stopped next as at every end, which frees what the session held.
+            grace = self.settings.cancel_grace
+            self.display.info(f"session {session}: no answer to session/close in {grace:g} s; the agent is stopped")
+            return
+        self.display.info(f"session {session} closed")
 
     def _line(self, interrupts: ChatInterrupts) -> str | None:
         """The next line typed; None at Ctrl-D. Ctrl-C clears the line and asks again."""
