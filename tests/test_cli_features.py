@@ -8,6 +8,7 @@ a deadline (the ``Cli`` and ``Terminal`` helpers of ``test_cli``).
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import test_cli
 from conftest import end_turn, handshake
 from hostile_util import EVIL, assert_clean
 from test_cli import Cli, Terminal, _events
+from tinyacp.cli._show import show
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
 FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
@@ -576,6 +578,25 @@ def test_show_renders_the_agents_question_and_who_declined_it_in_text_and_json(c
     (answer,) = [record for record in ours if record["message"]["id"] == question["message"]["id"]]
     assert answer["decided_by"] == "observer"
     assert answer["message"]["result"] == {"action": "decline"}
+
+
+def test_show_renders_an_accepted_answer_with_its_content_and_a_childs_question_under_its_name(
+    tmp_path: Path,
+) -> None:
+    from view_util import newer_journal  # a real run whose observer accepts, then a child's URL question
+
+    journal = newer_journal(tmp_path / "newer.jsonl", tmp_path / "work")
+    out, err = io.StringIO(), io.StringIO()
+    assert show(journal, "text", out, err) == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    accepted = lines.index("  ? question asked: How should I summarise the files?") + 2
+    assert lines[accepted] == '    -> accept {"name":"Ada <b>","style":"short","lines":3} (decided by observer)'
+    (child,) = [number for number, line in enumerate(lines) if line.startswith("  ? [Kid ")]
+    assert " question asked: Log in " in lines[child]
+    assert lines[child + 1 : child + 3] == [
+        "    url (not opened): javascript:window.__pwned=6",
+        "    -> decline (decided by default-decline)",
+    ]
 
 
 def test_show_renders_a_url_question_and_its_field_names_as_plain_text_with_nothing_a_terminal_acts_on(
