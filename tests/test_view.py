@@ -219,7 +219,7 @@ def test_a_refused_side_call_leaves_the_turn_ok_and_shows_as_an_error_event(newe
     assert refused["m"] == "session/set_mode"
 
 
-def test_a_turn_whose_prompt_got_an_error_answer_or_none_failed(tmp_path: Path) -> None:
+def test_a_turn_whose_prompt_got_an_error_answer_another_stop_reason_or_none_failed(tmp_path: Path) -> None:
     path = tmp_path / "prompts.jsonl"
     journal = tinyacp.JsonlJournal(path)
     epoch = journal.begin_epoch()
@@ -229,10 +229,13 @@ def test_a_turn_whose_prompt_got_an_error_answer_or_none_failed(tmp_path: Path) 
     prompt(journal, epoch, 2, "refused", session_id="s")
     error = {"code": -32603, "message": "overloaded"}
     received(journal, epoch, {"jsonrpc": "2.0", "id": 2, "error": error}, "session/prompt")
-    prompt(journal, epoch, 3, "unanswered", session_id="s")  # the agent exited
+    prompt(journal, epoch, 3, "cancelled", session_id="s")
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "cancelled"}}, "session/prompt")
+    prompt(journal, epoch, 4, "unanswered", session_id="s")  # the agent exited
     journal.close()
-    refused, unanswered = page_data(view.render_html(path))["turns"]
+    refused, cancelled, unanswered = page_data(view.render_html(path))["turns"]
     assert (refused["ok"], refused["err"]) == (False, "session/prompt: overloaded (code -32603)")  # not set_mode's
+    assert (cancelled["ok"], cancelled["stop"]) == (False, "cancelled")  # ok as a batch record says it: end_turn
     assert unanswered["ok"] is False and unanswered["err"].startswith("the prompt got no answer in the journal")
 
 

@@ -638,11 +638,11 @@ class TurnBuilder:
 
     @property
     def ok(self) -> bool:
-        """Whether the turn's prompt was answered with a stop reason (which one is :attr:`stop_reason`). An error
-        answer to another request of the turn (a refused ``set_mode``) is an event of its transcript, not the
-        turn's outcome; a prompt answered with an error, or not at all (the agent exited, the run timed out), is
-        a failed turn."""
-        return bool(self.stop_reason)
+        """Whether the turn's prompt ended with ``end_turn``, as a batch record's ``ok`` says (another stop reason,
+        ``cancelled`` or ``refusal``, is not ok; :attr:`stop_reason` says which). An error answer to another request
+        of the turn (a refused ``set_mode``) is an event of its transcript, not the turn's outcome; a prompt
+        answered with an error, or not at all (the agent exited, the run timed out), is a failed turn."""
+        return self.stop_reason == "end_turn"
 
     def transcript(self) -> dict[str, Any]:
         """The page's data for the turn's transcript: its events, and what the budget cut."""
