@@ -176,8 +176,9 @@ def test_a_flooding_agent_does_not_starve_the_other_tasks_of_its_event_loop() ->
 
     started, ended = asyncio.run(asyncio.wait_for(main(), 30))
     during = [tick for tick in ticks if started <= tick <= ended]
-    # A loop starved by the flood would tick once or twice in the whole prompt; a fair one ticks all along.
-    assert len(during) >= 20
+    # A loop starved by the flood would tick once or twice in the whole prompt; a fair one ticks all along (every
+    # 50 ms slice at least: some 20 times a second, fewer on a loaded machine, so the bound keeps a wide margin).
+    assert len(during) >= 8
     gaps = [later - earlier for earlier, later in itertools.pairwise(during)]
     assert max(gaps) < 0.5  # the goal is 50 ms (benchmarks); this only catches a loop held for the whole flood
 
