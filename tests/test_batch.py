@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import AGENTS, chunk, handshake, wait_for
-from tinyacp.batch import TurnRecord, arun_turn, read_results, run_batch, run_turn
+from helpers import AGENTS, chunk, handshake, wait_for
+from helpers.batch import epochs, live_processes, processes_in, records
+from tinyacp.batch import TurnRecord, arun_turn, run_batch, run_turn
 from tinyacp.batch._results import ResultsFile
 
 ALLOW = tinyacp.PermissionPolicy(allow_all=True)
@@ -28,40 +29,6 @@ ALLOW = tinyacp.PermissionPolicy(allow_all=True)
 def write_items(path: Path, items: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
     return path
-
-
-def records(out: Path) -> list[TurnRecord]:
-    return list(read_results(out / "results.jsonl"))
-
-
-def epochs(journal: str | Path) -> list[int]:
-    return [record["epoch"] for record in tinyacp.JsonlJournal.read(journal) if record["type"] == "epoch"]
-
-
-def live_processes() -> Iterator[tuple[int, list[bytes]]]:
-    """Every live (not zombie) process: its pid and the fields of /proc/PID/stat after the command name."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != b"Z":
-            yield int(entry), fields
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Live processes whose working directory is ``directory`` (every agent of these tests runs there)."""
-    found = []
-    for pid, _ in live_processes():
-        try:
-            if os.readlink(f"/proc/{pid}/cwd") == str(directory):
-                found.append(pid)
-        except OSError:
-            continue
-    return found
 
 
 def session_members(sid: int) -> list[int]:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Background, wait_for
-from test_batch import epochs, live_processes, processes_in, records
+from helpers import Background, wait_for
+from helpers.batch import epochs, live_processes, processes_in, records
 from tinyacp.batch import run_batch
 
 ALLOW = tinyacp.PermissionPolicy(allow_all=True)

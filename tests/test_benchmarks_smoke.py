@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import tinyacp
 import tinyacp.reader
-from conftest import TESTS, ClientLike
+from helpers import TESTS, ClientLike
 from tinyacp.reader import LineReader, ReaderEvent, ReaderExhaustion, ReaderLimits, ReaderState
 
 ROOT = TESTS.parent

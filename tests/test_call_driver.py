@@ -21,16 +21,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
-    AGENTS,
-    INIT_RESULT,
-    MakeClient,
-    MakeScripted,
-    Recorder,
-    chunk,
-    end_turn,
-    handshake,
-)
+from helpers import AGENTS, INIT_RESULT, MakeClient, MakeScripted, Recorder, chunk, end_turn, handshake
 from tinyacp import AgentExited, AgentTimeout, ClientBusy, Options, TransferLimits
 from tinyacp._process import _live_group_members
 

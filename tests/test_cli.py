@@ -8,223 +8,45 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import fcntl
 import functools
 import io
 import json
 import operator
 import os
-import pty
 import re
 import select
 import shlex
 import signal
 import stat
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 import types
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tinyacp
-from conftest import AGENTS, chunk, end_turn, handshake, pid_alive, wait_for
-
-SRC = Path(__file__).resolve().parents[1] / "src"
-CLI = [sys.executable, "-m", "tinyacp.cli"]
-MARKER = "TINYACP_TEST_RUN"
-TIMEOUT = 30.0  # a CLI run that hangs fails its test after this long
-
-# What the agent sends to test sanitizing: escape sequences, an OSC title and hyperlink, CR, BEL, a bidi override.
-EVIL_TITLE = "Read \x1b]0;pwned\x07notes\x1b[2J"
-EVIL_OUTPUT = "line1\rOVER\x1b]8;;http://evil.example\x07link\x1b]8;;\x07"
-EVIL_REPLY = "safe \x1b[2Jabc\rXYZ\x07 \u202eevil\u009b31m\n"
-
-
-def _marked(marker: str) -> list[int]:
-    """Live processes whose environment holds this test's marker."""
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as file:
-                environ = file.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and pid_alive(int(name)):
-            found.append(int(name))
-    return found
-
-
-class Cli:
-    """Runs ``tinyacp`` in a scratch home: its own config and state dirs, a work dir with two files."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.work = tmp / "work"
-        self.work.mkdir()
-        (self.work / "a.txt").write_text("hello\n")
-        (self.work / "b.md").write_text("x\ny\n")
-        self.marker = uuid.uuid4().hex
-        env = {key: value for key, value in os.environ.items() if key not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
-        env.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
-            XDG_STATE_HOME=str(tmp / "state"),
-            XDG_CONFIG_HOME=str(tmp / "config"),
-            TERM="dumb",
-        )
-        env[MARKER] = self.marker
-        self.env = env
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def run(
-        self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [*CLI, *args],
-            input=input if input is not None else b"",
-            capture_output=True,
-            cwd=self.work,
-            env=env or self.env,
-            timeout=TIMEOUT,
-            check=False,
-        )
-
-    def popen(self, *args: str, stderr: Path) -> subprocess.Popen[bytes]:
-        with open(stderr, "wb") as err:
-            proc = subprocess.Popen(
-                [*CLI, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                cwd=self.work,
-                env=self.env,
-            )
-        self.procs.append(proc)
-        return proc
-
-    def close(self) -> None:
-        """Stop what a failed test left running, close the pipes."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=TIMEOUT)
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-    def expected_reply(self, prompt: str = "hello") -> str:
-        return (
-            f"You said: {prompt}\nI read 2 files in {self.work}:\n- a.txt: 6 bytes, 1 line\n- b.md: 4 bytes, 2 lines\n"
-        )
-
-    def scripted(self, steps: list[dict[str, Any]], name: str = "agent") -> str:
-        """An --agent value for a scripted agent (tests/agents/scripted.py)."""
-        script = self.tmp / f"{name}.json"
-        script.write_text(json.dumps(steps))
-        return shlex.join([sys.executable, str(AGENTS / "scripted.py"), str(script), str(self.tmp / f"{name}.log")])
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(tmp_path)
-    yield runner
-    runner.close()
-    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
-
-
-def _events(stdout: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines()]
-
-
-class Lines:
-    """Reads a child's stdout line by line with a deadline (no thread, no blocking read)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
-        self.buffer = b""
-        self.lines: list[bytes] = []
-        self.seen = 0
-        """Lines already looked at by ``until`` (a line read with an earlier match is looked at next time)."""
-
-    def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            while self.seen < len(self.lines):
-                event = json.loads(self.lines[self.seen])
-                self.seen += 1
-                if predicate(event):
-                    return event  # type: ignore[no-any-return]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no such event in time; got {self.lines!r}")
-            readable, _, _ = select.select([self.fd], [], [], remaining)
-            if readable:
-                data = os.read(self.fd, 65536)
-                if not data:
-                    raise AssertionError(f"stdout closed; got {self.lines!r}")
-                self.buffer += data
-                *complete, self.buffer = self.buffer.split(b"\n")
-                self.lines += complete
-
-    def rest(self) -> list[dict[str, Any]]:
-        while data := os.read(self.fd, 65536):
-            self.buffer += data
-        self.lines += [line for line in self.buffer.split(b"\n") if line]
-        self.buffer = b""
-        return [json.loads(line) for line in self.lines]
-
-
-class Terminal:
-    """``tinyacp`` on a pseudo-terminal: stdin, stdout and stderr are the pty, as in an interactive shell."""
-
-    def __init__(self, cli: Cli, *args: str) -> None:
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(cli.env, TERM="xterm-256color")
-        self.proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, cwd=cli.work, env=env)
-        os.close(slave)
-        self.master = master
-        self.output = b""
-
-    def _read(self, timeout: float) -> bool:
-        readable, _, _ = select.select([self.master], [], [], timeout)
-        if not readable:
-            return True
-        try:
-            data = os.read(self.master, 65536)
-        except OSError:  # EIO: every process holding the pty has exited
-            return False
-        self.output += data
-        return bool(data)
-
-    def wait_for(self, text: bytes, timeout: float = TIMEOUT, count: int = 1) -> None:
-        deadline = time.monotonic() + timeout
-        while self.output.count(text) < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._read(min(remaining, 0.5)):
-                raise AssertionError(f"{text!r} never appeared; got {self.output!r}")
-
-    def send(self, data: bytes) -> None:
-        os.write(self.master, data)
-
-    def finish(self, timeout: float = TIMEOUT) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._read(0.2):
-            if self.proc.poll() is not None and not select.select([self.master], [], [], 0.05)[0]:
-                break
-        os.close(self.master)
-        return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-
+from helpers import chunk, end_turn, handshake, pid_alive, wait_for
+from helpers.cli import (
+    CLI,
+    EVIL_OUTPUT,
+    EVIL_REPLY,
+    EVIL_TITLE,
+    SESSION_WITH_SETTINGS,
+    SRC,
+    TIMEOUT,
+    Cli,
+    Lines,
+    Terminal,
+    init_answer,
+    json_events,
+    lines_received,
+    name_scripted_agent,
+    steps_with_settings,
+)
 
 # --------------------------------------------------------------------------------------------------------------
 # The main job.
@@ -249,7 +71,7 @@ def test_prompt_runs_the_demo_agent_by_default_reply_on_stdout_work_on_stderr(cl
 def test_json_format_prints_one_event_per_line_ending_with_the_result(cli: Cli) -> None:
     done = cli.run("prompt", "--format", "json", "--allow-kind", "read", "hello")
     assert done.returncode == 0, done.stderr
-    events = _events(done.stdout)
+    events = json_events(done.stdout)
     assert events[0]["type"] == "session"
     assert events[0]["agent"]["name"] == "tinyacp-demo"
     assert events[-1]["type"] == "result"
@@ -285,7 +107,7 @@ def test_json_format_prints_one_event_per_line_ending_with_the_result(cli: Cli) 
 def test_permission_flags_build_the_policy(cli: Cli, flags: list[str], allowed: bool, rule: str) -> None:
     done = cli.run("prompt", "--format", "json", *flags, "hello")
     assert done.returncode == 0
-    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    (permission,) = [event for event in json_events(done.stdout) if event["type"] == "permission"]
     assert permission["allowed"] is allowed
     assert permission["rule"] == rule
     assert permission["decided_by"] == ("policy" if allowed else "default-reject")
@@ -324,7 +146,7 @@ def test_each_stop_reason_has_its_exit_status(cli: Cli, reason: str, code: int, 
     agent = cli.scripted([*handshake(), {"op": "update", "update": chunk("partial")}, end_turn(reason)])
     done = cli.run("prompt", "--agent", agent, "--format", "json", "hi")
     assert done.returncode == code, done.stderr
-    result = _events(done.stdout)[-1]
+    result = json_events(done.stdout)[-1]
     assert (result["outcome"], result["stop_reason"], result["exit_code"]) == (outcome, reason, code)
 
 
@@ -339,7 +161,7 @@ def test_each_stop_reason_has_its_exit_status(cli: Cli, reason: str, code: int, 
 def test_an_agent_error_exits_1_with_a_message(cli: Cli, steps: list[dict[str, Any]]) -> None:
     done = cli.run("prompt", "--agent", cli.scripted(steps), "--format", "json", "hi")
     assert done.returncode == 1
-    result = _events(done.stdout)[-1]
+    result = json_events(done.stdout)[-1]
     assert result["outcome"] == "agent_error" and result["error"]["message"]
     assert "tinyacp: error:" in done.stderr.decode()
     assert b"Traceback" not in done.stderr
@@ -350,7 +172,7 @@ def test_timeout_cancels_the_turn_and_exits_5(cli: Cli) -> None:
     # before the demo agent's next update.
     done = cli.run("prompt", "--agent", "demo --delay 60", "--timeout", "8", "--format", "json", "hi")
     assert done.returncode == 5, done.stderr
-    result = _events(done.stdout)[-1]
+    result = json_events(done.stdout)[-1]
     assert result["outcome"] == "timeout" and result["timed_out"] is True
     assert result["stop_reason"] == "cancelled"
 
@@ -403,7 +225,7 @@ def test_a_missing_agent_gets_an_install_hint_not_a_traceback(cli: Cli) -> None:
     err = done.stderr.decode()
     assert "gemini is not installed" in err and "npm install -g @google/gemini-cli" in err
     assert "Traceback" not in err
-    assert _events(done.stdout)[-1]["outcome"] == "not_installed"
+    assert json_events(done.stdout)[-1]["outcome"] == "not_installed"
     done = cli.run("probe", "--agent", "claude", env=env)
     assert done.returncode == 7
     assert "Node.js" in done.stderr.decode()
@@ -703,7 +525,7 @@ def test_show_renders_a_journal_and_a_torn_last_line_is_ignored(cli: Cli) -> Non
 
     assert cli.run("prompt", "-y", "--journal", str(journal), "again").returncode == 0  # appends epoch 2
     shown = cli.run("show", "--format", "json", str(journal))
-    records = _events(shown.stdout)
+    records = json_events(shown.stdout)
     assert [record["epoch"] for record in records if record["type"] == "epoch"] == [1, 2]
     sent = [record for record in records if record.get("dir") == "out" and record.get("method") == "session/prompt"]
     prompts = [record["message"]["params"]["prompt"][0]["text"] for record in sent]
@@ -783,7 +605,7 @@ def test_demo_agent_subcommand_is_the_demo_agent_with_its_flags(cli: Cli) -> Non
     agent = shlex.join([*CLI, "demo-agent", "--chunks", "1"])
     done = cli.run("prompt", "-y", "--agent", agent, "--format", "json", "hello")
     assert done.returncode == 0, done.stderr
-    assert _events(done.stdout)[-1]["counts"]["chunks"] == 1
+    assert json_events(done.stdout)[-1]["counts"]["chunks"] == 1
     assert b"--all-kinds" in cli.run("demo-agent", "--help").stdout
 
 
@@ -923,7 +745,7 @@ def test_agent_command_runs_a_command_line_and_agent_with_a_space_still_does(cli
     for flag in ("--agent-command", "--agent"):
         done = cli.run("prompt", "-y", flag, command, "--format", "json", "hello")
         assert done.returncode == 0, done.stderr
-        assert _events(done.stdout)[-1]["counts"]["chunks"] == 1
+        assert json_events(done.stdout)[-1]["counts"]["chunks"] == 1
 
 
 def test_an_empty_prompt_on_stdin_is_refused_before_the_agent_starts(cli: Cli) -> None:
@@ -949,7 +771,7 @@ def test_an_agent_error_shows_its_data_and_the_tail_of_its_stderr(cli: Cli) -> N
     assert "frame 39" not in err and "more lines" in err
     assert "agent stderr (last lines):" in err and "Claude Code process exited with code 1" in err
     assert "\x1b" not in err
-    error = _events(done.stdout)[-1]["error"]
+    error = json_events(done.stdout)[-1]["error"]
     assert error["type"] == "RequestError" and error["data"] == data
 
 
@@ -980,7 +802,7 @@ def test_initialize_has_a_startup_deadline_that_names_a_silent_program(cli: Cli)
 def test_fail_on_reject_exits_9_when_a_permission_was_rejected(cli: Cli) -> None:
     done = cli.run("prompt", "--fail-on-reject", "--format", "json", "hello")
     assert done.returncode == 9
-    result = _events(done.stdout)[-1]
+    result = json_events(done.stdout)[-1]
     assert result["outcome"] == "rejected" and result["stop_reason"] == "end_turn"
     assert cli.run("prompt", "--fail-on-reject", "-y", "hello").returncode == 0
     assert cli.run("prompt", "hello").returncode == 0  # without the flag a rejection is no failure
@@ -1005,7 +827,7 @@ def test_the_done_line_shows_usage_and_cost_when_the_agent_reports_them(cli: Cli
     done = cli.run("prompt", "--agent", agent, "hi")
     assert done.returncode == 0, done.stderr
     assert "tokens 1,200 in, 300 out · context 2% · cost $0.0123" in done.stderr.decode()
-    result = _events(cli.run("prompt", "--agent", agent, "--format", "json", "hi").stdout)[-1]
+    result = json_events(cli.run("prompt", "--agent", agent, "--format", "json", "hi").stdout)[-1]
     cost = {"amount": 0.0123, "currency": "USD"}
     assert result["cost"] == cost
     assert result["usage"] == {  # spelt as in results.jsonl: tokens from the answer, the rest from usage_update
@@ -1230,16 +1052,6 @@ def test_chat_is_many_turns_in_one_session_and_ctrl_c_cancels_a_turn_not_the_cha
 # Login, conversations that continue, agent settings (scripted agents).
 
 
-def _init(**capabilities: Any) -> dict[str, Any]:
-    methods = capabilities.pop("authMethods", [])
-    return {
-        "protocolVersion": 1,
-        "agentCapabilities": {"promptCapabilities": {}, **capabilities},
-        "agentInfo": {"name": "scripted", "version": "1"},
-        "authMethods": methods,
-    }
-
-
 def _turn(text: str = "ok", session: str = "s1") -> list[dict[str, Any]]:
     return [
         {"op": "expect", "method": "session/prompt"},
@@ -1248,34 +1060,20 @@ def _turn(text: str = "ok", session: str = "s1") -> list[dict[str, Any]]:
     ]
 
 
-def _received(cli: Cli, name: str = "agent") -> list[dict[str, Any]]:
-    """What the scripted agent received, in order."""
-    lines = (cli.tmp / f"{name}.log").read_bytes().splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def _named(cli: Cli, steps: list[dict[str, Any]], extra: str = "") -> None:
-    """A config entry `scripted` for a scripted agent (the same name across runs, so --continue finds it)."""
-    command = cli.scripted(steps)
-    config = cli.tmp / "config" / "tinyacp"
-    config.mkdir(parents=True, exist_ok=True)
-    (config / "config.toml").write_text(f"[agents.scripted]\ncommand = {json.dumps(command)}\n{extra}")
-
-
 def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cli) -> None:
     first: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(loadSession=True)},
+        {"op": "reply", "result": init_answer(loadSession=True)},
         {"op": "expect", "method": "session/new"},
         {"op": "reply", "result": {"sessionId": "sess-A"}},
         *_turn("first", "sess-A"),
     ]
-    _named(cli, first)
+    name_scripted_agent(cli, first)
     done = cli.run("prompt", "--agent", "scripted", "remember 42")
     assert done.returncode == 0, done.stderr
     second: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(loadSession=True)},
+        {"op": "reply", "result": init_answer(loadSession=True)},
         {"op": "expect", "method": "session/load"},
         {
             "op": "update",
@@ -1286,33 +1084,33 @@ def test_continue_loads_the_last_session_when_the_agent_offers_only_load(cli: Cl
         {"op": "reply", "result": {}},
         *_turn("second", "sess-A"),
     ]
-    _named(cli, second)
+    name_scripted_agent(cli, second)
     (cli.tmp / "agent.log").unlink()  # a second agent process: what it receives
     done = cli.run("prompt", "--agent", "scripted", "--continue", "what did I say?")
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"second"  # the replayed history is shown on stderr, not taken for the reply
     assert "continuing session sess-A: loaded (2 updates replayed)" in done.stderr.decode()
-    methods = [message.get("method") for message in _received(cli)]
+    methods = [message.get("method") for message in lines_received(cli)]
     assert "session/new" not in methods and "session/resume" not in methods
-    (load,) = [message for message in _received(cli) if message.get("method") == "session/load"]
+    (load,) = [message for message in lines_received(cli) if message.get("method") == "session/load"]
     assert load["params"]["sessionId"] == "sess-A" and load["params"]["cwd"] == str(cli.work)
-    (prompt,) = [message for message in _received(cli) if message.get("method") == "session/prompt"]
+    (prompt,) = [message for message in lines_received(cli) if message.get("method") == "session/prompt"]
     assert prompt["params"]["sessionId"] == "sess-A"
 
 
 def test_session_id_resumes_when_the_agent_offers_resume(cli: Cli) -> None:
     steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(loadSession=True, sessionCapabilities={"resume": {}})},
+        {"op": "reply", "result": init_answer(loadSession=True, sessionCapabilities={"resume": {}})},
         {"op": "expect", "method": "session/resume"},
         {"op": "reply", "result": {}},
         *_turn(session="old-7"),
     ]
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     done = cli.run("prompt", "--agent", "scripted", "--session", "old-7", "go on")
     assert done.returncode == 0, done.stderr
     assert "continuing session old-7: resumed" in done.stderr.decode()
-    (resume,) = [m for m in _received(cli) if m.get("method") == "session/resume"]
+    (resume,) = [m for m in lines_received(cli) if m.get("method") == "session/resume"]
     assert resume["params"]["sessionId"] == "old-7"
     latest = json.loads(cli.run("sessions", "--agent", "scripted", "--format", "json").stdout)["sessions"][0]
     assert latest["session_id"] == "old-7"  # the continued session is now the most recent
@@ -1321,17 +1119,17 @@ def test_session_id_resumes_when_the_agent_offers_resume(cli: Cli) -> None:
 def test_continuing_never_starts_a_new_session_in_its_place(cli: Cli) -> None:
     steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init()},
+        {"op": "reply", "result": init_answer()},
         {"op": "wait_eof"},
     ]
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     done = cli.run("prompt", "--agent", "scripted", "--continue", "hi")
     assert done.returncode == 2
     assert "no earlier session of scripted in" in done.stderr.decode()
     done = cli.run("prompt", "--agent", "scripted", "--session", "old-7", "hi")
     assert done.returncode == 2
     assert "can neither resume nor load a session" in done.stderr.decode()
-    assert "session/new" not in [m.get("method") for m in _received(cli)]
+    assert "session/new" not in [m.get("method") for m in lines_received(cli)]
 
 
 AUTH_METHODS: list[dict[str, Any]] = [
@@ -1344,7 +1142,7 @@ AUTH_METHODS: list[dict[str, Any]] = [
 def _needs_login(then: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(authMethods=AUTH_METHODS)},
+        {"op": "reply", "result": init_answer(authMethods=AUTH_METHODS)},
         {"op": "expect", "method": "session/new"},
         {"op": "reply_error", "code": -32000, "message": "Authentication required"},
         *then,
@@ -1361,7 +1159,9 @@ LOGGED_IN: list[dict[str, Any]] = [
 
 
 def test_not_logged_in_lists_the_methods_and_what_each_needs_and_exits_8(cli: Cli) -> None:
-    _named(cli, _needs_login([{"op": "wait_eof"}]), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    name_scripted_agent(
+        cli, _needs_login([{"op": "wait_eof"}]), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n'
+    )
     done = cli.run("prompt", "--agent", "scripted", "--format", "json", "hi")
     assert done.returncode == 8, done.stderr
     err = done.stderr.decode()
@@ -1371,19 +1171,19 @@ def test_not_logged_in_lists_the_methods_and_what_each_needs_and_exits_8(cli: Cl
         "api-key (API key): set SCRIPTED_API_KEY" in err
         and "env-key (Key from the environment): set SCRIPTED_ENV_KEY" in err
     )
-    assert _events(done.stdout)[-1]["outcome"] == "not_logged_in"
-    assert "authenticate" not in [m.get("method") for m in _received(cli)]
+    assert json_events(done.stdout)[-1]["outcome"] == "not_logged_in"
+    assert "authenticate" not in [m.get("method") for m in lines_received(cli)]
 
 
 @pytest.mark.parametrize(
     ("variable", "method"), [("SCRIPTED_ENV_KEY", "env-key"), ("SCRIPTED_API_KEY", "api-key")], ids=["env_var", "named"]
 )
 def test_a_key_in_the_environment_logs_in_when_the_agent_asks(cli: Cli, variable: str, method: str) -> None:
-    _named(cli, _needs_login(LOGGED_IN), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    name_scripted_agent(cli, _needs_login(LOGGED_IN), 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
     done = cli.run("prompt", "--agent", "scripted", "hi", env=dict(cli.env, **{variable: "sk-test"}))
     assert done.returncode == 0, done.stderr
     assert f"logging in with {method}: {variable} is set" in done.stderr.decode()
-    (auth,) = [m for m in _received(cli) if m.get("method") == "authenticate"]
+    (auth,) = [m for m in lines_received(cli) if m.get("method") == "authenticate"]
     assert auth["params"]["methodId"] == method
     assert b"sk-test" not in (cli.tmp / "agent.log").read_bytes()
 
@@ -1391,52 +1191,16 @@ def test_a_key_in_the_environment_logs_in_when_the_agent_asks(cli: Cli, variable
 def test_auth_logs_in_before_the_session_and_an_unknown_method_is_refused(cli: Cli) -> None:
     steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(authMethods=AUTH_METHODS)},
+        {"op": "reply", "result": init_answer(authMethods=AUTH_METHODS)},
         *LOGGED_IN,
     ]
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     done = cli.run("prompt", "--agent", "scripted", "--auth", "chatgpt", "hi")
     assert done.returncode == 0, done.stderr
-    assert [m.get("method") for m in _received(cli)][:3] == ["initialize", "authenticate", "session/new"]
+    assert [m.get("method") for m in lines_received(cli)][:3] == ["initialize", "authenticate", "session/new"]
     done = cli.run("prompt", "--agent", "scripted", "--auth", "password", "hi")
     assert done.returncode == 2
     assert "the agent offers no auth method 'password' (it offers: chatgpt, api-key, env-key)" in done.stderr.decode()
-
-
-SESSION_WITH_SETTINGS: dict[str, Any] = {
-    "sessionId": "s1",
-    "modes": {
-        "currentModeId": "default",
-        "availableModes": [{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}],
-    },
-    "configOptions": [
-        {
-            "id": "model",
-            "name": "Model",
-            "category": "model",
-            "type": "select",
-            "currentValue": "small",
-            "options": [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}],
-        },
-        {
-            "id": "effort",
-            "name": "Effort",
-            "type": "select",
-            "currentValue": "low",
-            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
-        },
-    ],
-}
-
-
-def _with_settings(then: list[dict[str, Any]], capabilities: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [
-        {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(**(capabilities or {}))},
-        {"op": "expect", "method": "session/new"},
-        {"op": "reply", "result": SESSION_WITH_SETTINGS},
-        *then,
-    ]
 
 
 SET_MODE_THEN_OPTION: list[dict[str, Any]] = [
@@ -1449,7 +1213,7 @@ SET_MODE_THEN_OPTION: list[dict[str, Any]] = [
 
 def test_mode_model_and_options_are_set_before_the_prompt(cli: Cli) -> None:
     options = SESSION_WITH_SETTINGS["configOptions"]
-    steps = _with_settings(
+    steps = steps_with_settings(
         [
             *SET_MODE_THEN_OPTION,
             {"op": "expect", "method": "session/set_config_option"},
@@ -1457,10 +1221,10 @@ def test_mode_model_and_options_are_set_before_the_prompt(cli: Cli) -> None:
             *_turn(),
         ]
     )
-    _named(cli, steps, 'options = { effort = "high" }\n')  # from the config file
+    name_scripted_agent(cli, steps, 'options = { effort = "high" }\n')  # from the config file
     done = cli.run("prompt", "--agent", "scripted", "--mode", "plan", "--model", "large", "hi")
     assert done.returncode == 0, done.stderr
-    sent = [m for m in _received(cli) if m.get("method", "").startswith("session/")]
+    sent = [m for m in lines_received(cli) if m.get("method", "").startswith("session/")]
     assert [m["method"] for m in sent] == [
         "session/new", "session/set_mode", "session/set_config_option", "session/set_config_option", "session/prompt"
     ]  # fmt: skip
@@ -1482,26 +1246,28 @@ def test_mode_model_and_options_are_set_before_the_prompt(cli: Cli) -> None:
     ],
 )
 def test_a_setting_the_agent_does_not_offer_exits_2_before_the_prompt(cli: Cli, flags: list[str], said: str) -> None:
-    _named(cli, _with_settings([{"op": "wait_eof"}]))
+    name_scripted_agent(cli, steps_with_settings([{"op": "wait_eof"}]))
     done = cli.run("prompt", "--agent", "scripted", *flags, "hi")
     assert done.returncode == 2, done.stderr
     assert said in done.stderr.decode()
     if (cli.tmp / "agent.log").exists():
-        assert "session/prompt" not in [m.get("method") for m in _received(cli)]
+        assert "session/prompt" not in [m.get("method") for m in lines_received(cli)]
 
 
 def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: Cli) -> None:
-    _named(cli, _with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}))
+    name_scripted_agent(
+        cli, steps_with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}})
+    )
     done = cli.run(
         "prompt", "--agent", "scripted", "--system-prompt", "Be brief.", "--system-prompt-mode", "override", "hi"
     )
     assert done.returncode == 0, done.stderr
-    (new,) = [m for m in _received(cli) if m.get("method") == "session/new"]
+    (new,) = [m for m in lines_received(cli) if m.get("method") == "session/new"]
     assert new["params"]["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}
 
 
 def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cli) -> None:
-    steps = _with_settings(
+    steps = steps_with_settings(
         [
             *SET_MODE_THEN_OPTION,
             {"op": "expect", "method": "session/close"},
@@ -1509,7 +1275,7 @@ def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cl
         ],
         {"sessionCapabilities": {"close": {}}},
     )
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal")
     terminal.wait_for(b"you> ")
     terminal.send(b"/mode nope\n")
@@ -1524,7 +1290,7 @@ def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cl
     terminal.send(b"\x04")
     assert terminal.finish() == 0
     assert b"session s1 closed" in terminal.output
-    methods = [m.get("method") for m in _received(cli)]
+    methods = [m.get("method") for m in lines_received(cli)]
     assert methods == ["initialize", "session/new", "session/set_mode", "session/set_config_option", "session/close"]
 
 
@@ -1532,7 +1298,10 @@ def test_probe_shows_modes_options_auth_needs_and_commands(cli: Cli) -> None:
     session = dict(SESSION_WITH_SETTINGS)
     steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": _init(authMethods=AUTH_METHODS, sessionCapabilities={"resume": {}, "close": {}})},
+        {
+            "op": "reply",
+            "result": init_answer(authMethods=AUTH_METHODS, sessionCapabilities={"resume": {}, "close": {}}),
+        },
         {"op": "expect", "method": "session/new"},
         {
             "op": "update",
@@ -1544,7 +1313,7 @@ def test_probe_shows_modes_options_auth_needs_and_commands(cli: Cli) -> None:
         {"op": "reply", "result": session},
         {"op": "wait_eof"},
     ]
-    _named(cli, steps, 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
+    name_scripted_agent(cli, steps, 'key_method = "api-key"\nkey_env = ["SCRIPTED_API_KEY"]\n')
     done = cli.run("probe", "--agent", "scripted")
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
@@ -1562,7 +1331,7 @@ def test_probe_shows_modes_options_auth_needs_and_commands(cli: Cli) -> None:
 
 
 def test_probe_of_an_agent_that_needs_a_login_says_so_and_exits_8(cli: Cli) -> None:
-    _named(cli, _needs_login([{"op": "wait_eof"}]))
+    name_scripted_agent(cli, _needs_login([{"op": "wait_eof"}]))
     done = cli.run("probe", "--agent", "scripted")
     assert done.returncode == 8
     assert "session:              needs a login: Authentication required" in done.stdout.decode()
@@ -1570,15 +1339,15 @@ def test_probe_of_an_agent_that_needs_a_login_says_so_and_exits_8(cli: Cli) -> N
 
 
 def test_sessions_with_an_agent_shows_its_own_list_beside_the_runs_of_this_machine(cli: Cli) -> None:
-    _named(cli, [*handshake("s1"), {"op": "update", "update": chunk("ok")}, end_turn()])
+    name_scripted_agent(cli, [*handshake("s1"), {"op": "update", "update": chunk("ok")}, end_turn()])
     assert cli.run("prompt", "--agent", "scripted", "first").returncode == 0
     page_one = {"sessions": [{"sessionId": "s1", "cwd": str(cli.work), "title": "First"}], "nextCursor": "c2"}
     page_two = {"sessions": [{"sessionId": "elsewhere-9", "cwd": str(cli.work), "updatedAt": "2026-11-30T10:00:00Z"}]}
-    _named(
+    name_scripted_agent(
         cli,
         [
             {"op": "expect", "method": "initialize"},
-            {"op": "reply", "result": _init(sessionCapabilities={"list": {}})},
+            {"op": "reply", "result": init_answer(sessionCapabilities={"list": {}})},
             {"op": "expect", "method": "session/list"},
             {"op": "reply", "result": page_one},
             {"op": "expect", "method": "session/list"},
@@ -1591,9 +1360,11 @@ def test_sessions_with_an_agent_shows_its_own_list_beside_the_runs_of_this_machi
     text = done.stdout.decode()
     assert "scripted's own list (session/list):" in text
     assert "s1  First" in text and "(ran here)" in text and "elsewhere-9" in text
-    listed = [m for m in _received(cli) if m.get("method") == "session/list"]
+    listed = [m for m in lines_received(cli) if m.get("method") == "session/list"]
     assert listed[1]["params"]["cursor"] == "c2" and listed[0]["params"]["cwd"] == str(cli.work)
-    _named(cli, [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": _init()}, {"op": "wait_eof"}])
+    name_scripted_agent(
+        cli, [{"op": "expect", "method": "initialize"}, {"op": "reply", "result": init_answer()}, {"op": "wait_eof"}]
+    )
     document = json.loads(cli.run("sessions", "--agent", "scripted", "--format", "json").stdout)
     assert document["agent_sessions"] is None and document["agent_error"] == "the agent does not offer session/list"
 
@@ -1607,11 +1378,11 @@ def test_continue_across_two_runs_of_the_demo_agent(cli: Cli) -> None:
     journal = cli.tmp / "second.jsonl"
     first = cli.run("prompt", "-y", "--format", "json", "remember 42")
     assert first.returncode == 0, first.stderr
-    session_id = _events(first.stdout)[0]["session_id"]
+    session_id = json_events(first.stdout)[0]["session_id"]
     second = cli.run("prompt", "-y", "--continue", "--journal", str(journal), "--format", "json", "and now?")
     assert second.returncode == 0, second.stderr
     assert f"continuing session {session_id}: resumed" in second.stderr.decode()
-    assert _events(second.stdout)[0]["session_id"] == session_id
+    assert json_events(second.stdout)[0]["session_id"] == session_id
     assert _sent(journal, "session/new") == []
     (resume,) = _sent(journal, "session/resume")
     assert resume["params"]["sessionId"] == session_id
@@ -1639,7 +1410,7 @@ def test_the_demo_agent_needs_a_login_then_takes_its_key_from_the_environment(cl
 def test_the_demo_agents_mode_and_model_are_set_before_the_prompt(cli: Cli) -> None:
     done = cli.run("prompt", "--mode", "auto", "--model", "demo-large", "--format", "json", "hello")
     assert done.returncode == 0, done.stderr
-    events = _events(done.stdout)
+    events = json_events(done.stdout)
     assert not [event for event in events if event["type"] == "permission"]  # auto mode reads without asking
     assert events[-1]["cost"] is not None and events[-1]["usage"]
     done = cli.run("prompt", "--mode", "yolo", "hello")

@@ -3,7 +3,7 @@ demo does not send): notices on stderr and never in the reply, compaction as a s
 child session's work under its name, the policy by tool name, ``probe``'s report of what an agent offers.
 
 Each run is a subprocess of the command; where a terminal matters, it runs on a pseudo-terminal. Every wait has
-a deadline (the ``Cli`` and ``Terminal`` helpers of ``test_cli``).
+a deadline (the ``Cli`` and ``Terminal`` helpers of ``helpers.cli``).
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from typing import Any
 
 import pytest
 
-import test_cli
-from conftest import end_turn, handshake
-from hostile_util import EVIL, assert_clean
-from test_cli import Cli, Terminal, _events
+from helpers import end_turn, handshake
+from helpers.cli import Cli, Terminal, json_events
+from helpers.hostile import EVIL, assert_clean
 from tinyacp.cli._show import show
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
 FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
-
-
-cli = test_cli.cli  # the fixture: a scratch home, and no process of the run left after the test
 
 
 # -- notices ----------------------------------------------------------------------------------------------------
@@ -49,7 +45,7 @@ def test_a_warning_notice_is_shown_even_when_quiet(cli: Cli) -> None:
 def test_json_has_a_notice_event_after_its_update_and_a_result_text_without_it(cli: Cli) -> None:
     done = cli.run("prompt", "--yes", "--format", "json", "with-notice hello")
     assert done.returncode == 0, done.stderr
-    events = _events(done.stdout)
+    events = json_events(done.stdout)
     (at,) = [i for i, event in enumerate(events) if event["type"] == "notice"]
     update, notice = events[at - 1], events[at]
     assert update["type"] == "update" and update["kind"] == "notice"
@@ -140,7 +136,7 @@ def test_on_a_terminal_a_childs_permission_question_says_which_child_asks(cli: C
 def test_json_permission_events_name_the_tool_and_the_childs_parent(cli: Cli) -> None:
     done = cli.run("prompt", "--format", "json", "--allow-tool", "Read", "with-subagent hello")
     assert done.returncode == 0, done.stderr
-    events = _events(done.stdout)
+    events = json_events(done.stdout)
     session_id = events[0]["session_id"]
     (permission,) = [event for event in events if event["type"] == "permission"]
     assert permission["session_id"] == f"{session_id}.sub-1"
@@ -171,7 +167,7 @@ def test_tool_flags_allow_and_deny_by_the_tools_name(
 ) -> None:
     done = cli.run("prompt", "--format", "json", *flags, prompt)
     assert done.returncode == 0, done.stderr
-    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    (permission,) = [event for event in json_events(done.stdout) if event["type"] == "permission"]
     assert (permission["allowed"], permission["rule"]) == (allowed, rule)
     assert permission["decided_by"] == ("default-reject" if rule == "not asked" else "policy")
 
@@ -281,7 +277,7 @@ def test_an_agents_entry_in_the_config_file_allows_and_denies_tools(
     _config(cli, f"[agents.demo]\n{table}\n")
     done = cli.run("prompt", "--format", "json", *flags, prompt)
     assert done.returncode == 0, done.stderr
-    (permission,) = [event for event in _events(done.stdout) if event["type"] == "permission"]
+    (permission,) = [event for event in json_events(done.stdout) if event["type"] == "permission"]
     assert (permission["allowed"], permission["rule"]) == verdict
 
 
@@ -315,10 +311,10 @@ def _history(state: Path, session_id: str) -> list[str]:
 def test_prompt_fork_forks_the_session_and_prompts_the_fork(cli: Cli, demo_state_dir: Path) -> None:
     first = cli.run("prompt", "--yes", "--format", "json", "remember this")
     assert first.returncode == 0, first.stderr
-    source = _events(first.stdout)[0]["session_id"]
+    source = json_events(first.stdout)[0]["session_id"]
     done = cli.run("prompt", "--yes", "--format", "json", "--fork", source, "and this")
     assert done.returncode == 0, done.stderr
-    fork = _events(done.stdout)[0]["session_id"]
+    fork = json_events(done.stdout)[0]["session_id"]
     assert fork != source
     assert f"forked session {source} into {fork}" in done.stderr.decode()
     assert _history(demo_state_dir, fork) == ["remember this", "and this"]
@@ -364,7 +360,7 @@ def test_chat_fork_goes_on_in_the_fork(cli: Cli, demo_state_dir: Path) -> None:
 
 def test_batch_items_fork_a_session_before_their_turn(cli: Cli, demo_state_dir: Path) -> None:
     first = cli.run("prompt", "--yes", "--format", "json", "the common start")
-    source = _events(first.stdout)[0]["session_id"]
+    source = json_events(first.stdout)[0]["session_id"]
     items = cli.tmp / "items.jsonl"
     lines = [{"id": "a", "prompt": "ask a", "fork": source}, {"id": "b", "prompt": "ask b", "fork": source}]
     items.write_text("".join(json.dumps(item) + "\n" for item in lines))
@@ -425,14 +421,14 @@ def test_ctrl_d_declines_the_form(cli: Cli) -> None:
 def test_without_a_terminal_a_form_is_declined_and_the_json_says_so(cli: Cli) -> None:
     done = cli.run("prompt", "--format", "json", "--allow-tool", "Read", "with-question hello")
     assert done.returncode == 0, done.stderr
-    (event,) = [event for event in _events(done.stdout) if event["type"] == "elicitation"]
+    (event,) = [event for event in json_events(done.stdout) if event["type"] == "elicitation"]
     assert (event["mode"], event["message"], event["action"]) == (
         "form",
         "How should I summarise the files?",
         "decline",
     )
     assert event["reason"] == "declined: there is no terminal to ask"
-    assert "You declined the question" in _events(done.stdout)[-1]["text"]
+    assert "You declined the question" in json_events(done.stdout)[-1]["text"]
     assert "question: How should I summarise the files?: declined: there is no terminal to ask" in done.stderr.decode()
 
 
@@ -583,7 +579,7 @@ def test_show_renders_the_agents_question_and_who_declined_it_in_text_and_json(c
 def test_show_renders_an_accepted_answer_with_its_content_and_a_childs_question_under_its_name(
     tmp_path: Path,
 ) -> None:
-    from view_util import newer_journal  # a real run whose observer accepts, then a child's URL question
+    from helpers.view import newer_journal
 
     journal = newer_journal(tmp_path / "newer.jsonl", tmp_path / "work")
     out, err = io.StringIO(), io.StringIO()

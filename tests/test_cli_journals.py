@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
-from test_cli import Cli, _marked
+from helpers import wait_for
+from helpers.cli import Cli, marked_processes
 
 DAY = 86400
 
@@ -23,7 +23,7 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
     runner = Cli(tmp_path)
     yield runner
     runner.close()
-    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
+    wait_for(lambda: not marked_processes(runner.marker), timeout=10, what="no process of the run left")
 
 
 def two_runs(cli: Cli) -> list[dict[str, str]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TESTS
+from helpers import TESTS
 
 CLI = [sys.executable, "-m", "tinyacp.cli"]
 TIMEOUT = 60.0

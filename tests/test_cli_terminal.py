@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
-from test_cli import Cli, Terminal, _marked, _named, _received, _with_settings
+from helpers import wait_for
+from helpers.cli import Cli, Terminal, lines_received, marked_processes, name_scripted_agent, steps_with_settings
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
     runner = Cli(tmp_path)
     yield runner
     runner.close()
-    wait_for(lambda: not _marked(runner.marker), timeout=10, what="no process of the run left")
+    wait_for(lambda: not marked_processes(runner.marker), timeout=10, what="no process of the run left")
 
 
 def test_mode_without_an_id_lists_the_modes_and_a_mode_set_is_said_once(cli: Cli) -> None:
@@ -39,17 +39,17 @@ def test_mode_without_an_id_lists_the_modes_and_a_mode_set_is_said_once(cli: Cli
 
 
 def test_a_chat_whose_agent_never_answers_session_close_still_ends_with_status_0(cli: Cli) -> None:
-    steps = _with_settings(
+    steps = steps_with_settings(
         [{"op": "expect", "method": "session/close"}, {"op": "hang"}], {"sessionCapabilities": {"close": {}}}
     )
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal", "--cancel-grace", "0.5")
     terminal.wait_for(b"you> ")
     terminal.send(b"\x04")
     assert terminal.finish() == 0  # the person ended the chat; the agent is stopped (the fixture checks it is gone)
     assert b"session s1: no answer to session/close in 0.5 s; the agent is stopped" in terminal.output
     assert b"error" not in terminal.output
-    assert [m.get("method") for m in _received(cli)] == ["initialize", "session/new", "session/close"]
+    assert [m.get("method") for m in lines_received(cli)] == ["initialize", "session/new", "session/close"]
 
 
 def test_a_mode_set_with_the_mode_option_is_said_once(cli: Cli) -> None:

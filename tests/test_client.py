@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
+from helpers import (
     ACP,
     AGENTS,
     INIT_RESULT,

@@ -1,8 +1,10 @@
-"""CONTRIBUTING.md's map of the code stays true: every file it names exists, and every module of the package is
-named in it, under its own package's heading."""
+"""CONTRIBUTING.md stays true: every file its map of the code names exists, every module of the package is named in
+it, under its own package's heading; and a test module imports no other test module (helpers are in
+``tests/helpers/``)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -45,3 +47,20 @@ def test_every_module_of_the_package_is_on_the_map() -> None:
 def test_the_map_reads_a_sub_package_heading_and_a_path_from_the_root() -> None:
     text = "intro\n## Code\n`tests/conftest.py` and `_client.py`\n**`cli/`**\n- `_run.py`\n## Next\n`_x.py`\n"
     assert code_map(text) == {ROOT: ["tests/conftest.py"], PACKAGE: ["_client.py"], PACKAGE / "cli": ["_run.py"]}
+
+
+# Renders the fault matrix of test_faults.py into RELIABILITY.md: reading that module is what it tests.
+READS_ANOTHER_TEST_MODULE = {"test_reliability_doc.py": {"test_faults"}}
+
+
+def test_no_test_module_imports_another() -> None:
+    found = {}
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        tests = {name for name in imported if name.startswith("test_") or name == "conftest"}
+        tests -= READS_ANOTHER_TEST_MODULE.get(path.name, set())
+        if tests:
+            found[path.name] = sorted(tests)
+    assert found == {}, "move what they share into tests/helpers/"

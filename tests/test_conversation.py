@@ -9,18 +9,17 @@ written — so each test can assert exactly what was recorded before what was do
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from core_driver import CoreDriver
+from helpers.core import EPOCH, NO_CAPABILITIES, SESSION, Decide, Driver, line, make_core, result, update
 from tinyacp import (
     AgentMessage,
     ClientInfo,
     DecisionSource,
     Initialize,
-    LineReader,
     MessageKind,
     MissingDurableObserver,
     OutgoingMessage,
@@ -52,12 +51,7 @@ from tinyacp._conversation import Conversation
 
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 
-EPOCH = 3
-SESSION = "s1"
-MAX_LINE = 1024 * 1024  # the default max_update_bytes: the least line limit the core accepts with it
-NO_CAPABILITIES = {"protocolVersion": 1, "agentInfo": {"name": "scripted", "version": "1"}}
 
-Decide = Callable[[PermissionRequest], PermissionReply | None]
 Event = tuple[str, Any]
 
 # The permission options of released agents (REAL_AGENTS.md): ids differ, kinds mean the same everywhere.
@@ -76,84 +70,6 @@ REJECT_ONCE_ID = {"claude": "reject", "codex": "abort", "gemini": "cancel", "ope
 
 
 # -- the driver ----------------------------------------------------------------------------------------------
-
-
-class Driver(CoreDriver):
-    """Plays the shell around one core: feeds bytes through the reader in ``piece``-byte pieces, runs steps."""
-
-    def __init__(self, core: Conversation, piece: int | None, decide: Decide | None = None) -> None:
-        super().__init__(core)
-        self.reader = LineReader(None, ReaderLimits(MAX_LINE))
-        self.piece = piece
-        self.decide = decide
-        self.done: list[object] = []
-
-    def send(self, message: OutgoingMessage) -> OutgoingMessage:
-        """Write one of our own lines, as the shell does: recorded with on_send, then written."""
-        self._write(message)
-        return message
-
-    def feed(self, data: bytes) -> None:
-        """The agent's bytes arrive; every complete line is handled at once (errors propagate)."""
-        pos = 0
-        while pos < len(data):
-            view = self.reader.writable()
-            n = min(len(view), len(data) - pos, self.piece or len(data))
-            view[:n] = data[pos : pos + n]
-            self.reader.commit(n)
-            pos += n
-            while type(line := self.reader.poll()) is bytes:
-                self._handle(line)
-
-    def writes(self) -> list[dict[str, Any]]:
-        return [json.loads(data) for name, data in self.events if name == "write"]
-
-    def names(self) -> list[str]:
-        return [name for name, _ in self.events]
-
-    def of(self, name: str) -> list[Any]:
-        return [value for event, value in self.events if event == name]
-
-    def answer(self, request: PermissionRequest) -> PermissionReply | None:
-        return self.decide(request) if self.decide is not None else None
-
-    def finished(self, value: object) -> None:
-        self.done.append(value)
-        self.core.end_call()
-
-
-@pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])
-def piece(request: pytest.FixtureRequest) -> int | None:
-    value: int | None = request.param
-    return value
-
-
-def make_core(
-    *,
-    policy: PermissionPolicy | None = None,
-    limits: TransferLimits | None = None,
-    has_observer: bool = True,
-) -> Conversation:
-    return Conversation(
-        epoch=EPOCH,
-        transfer_limits=limits or TransferLimits(),
-        reader_limits=ReaderLimits(MAX_LINE),
-        policy=policy or PermissionPolicy(),
-        client_info=ClientInfo("tinyacp-tests", "1"),
-        has_observer=has_observer,
-    )
-
-
-def line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
-
-
-def result(request_id: object, value: Any) -> bytes:
-    return line({"jsonrpc": "2.0", "id": request_id, "result": value})
-
-
-def update(fields: dict[str, Any], session: str = SESSION) -> bytes:
-    return line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": fields}})
 
 
 def chunk(text: str, session: str = SESSION) -> bytes:

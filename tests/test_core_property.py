@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core_driver import CoreDriver
-from schema_util import STABLE, errors
+from helpers.core import CoreDriver
+from helpers.schema import STABLE, errors
 from tinyacp import (
     ClientFeatures,
     ClientInfo,

@@ -1,6 +1,6 @@
 """The demo agent (``python -m tinyacp.demo``) and the SDK-built test agent, driven through raw pipes.
 
-Every line an agent writes is checked against the vendored ACP schemas that know it (see ``agent_pipe``). The
+Every line an agent writes is checked against the vendored ACP schemas that know it (see ``helpers.agent_pipe``). The
 newer parts of ACP the demo speaks (notices, compaction, plan operations, subagents, fork, elicitation, the
 unstable methods) are tested in ``test_demo_features.py``.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_pipe import (
+from helpers import UPDATE_KINDS
+from helpers.agent_pipe import (
     READ_TIMEOUT,
     Message,
     Spawn,
@@ -28,7 +29,6 @@ from agent_pipe import (
     spawning,
     validator,
 )
-from conftest import UPDATE_KINDS
 from tinyacp import demo
 from tinyacp._version import __version__
 

@@ -1,7 +1,7 @@
 """The newer parts of ACP the demo agent speaks, driven over its stdio: each honours the client's opt-in as the
 maintained adapters do, each is reached from a prompt word (``with-notice``, ...) or ``--with``.
 
-Every line the agent writes is checked against the vendored schemas that know it (see ``agent_pipe``): the
+Every line the agent writes is checked against the vendored schemas that know it (see ``helpers.agent_pipe``): the
 TypeScript SDK 2.4.0's unstable schema knows every line, and a line that the stable 2.4.0 schema or release
 v1.21 knows must fit those too.
 """
@@ -13,16 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_pipe import (
-    AgentPipe,
-    Message,
-    Spawn,
-    assert_end_turn,
-    kinds,
-    message_text,
-    selecting,
-    spawning,
-)
+from helpers.agent_pipe import AgentPipe, Message, Spawn, assert_end_turn, kinds, message_text, selecting, spawning
 
 ALL_OPT_INS: Message = {
     "session": {"notices": {}, "compaction": {}},

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS
+from helpers import TESTS
 
 ROOT = TESTS.parent
 RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|exc|data|obj|const):(?:`|<code>)")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tinyacp
-from conftest import TESTS
+from helpers import TESTS
 
 EXAMPLES = TESTS.parent / "examples"
 SRC = TESTS.parent / "src"

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
+from helpers import (
     AGENTS,
     INIT_RESULT,
     AsyncFacade,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import TESTS, wait_for
+from helpers import TESTS, wait_for
 from tinyacp._fd_limit import FDS_PER_CLIENT
 from tinyacp._process import _live_group_members
 

@@ -17,12 +17,10 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import end_turn
-from hostile_util import EVIL, assert_clean
-from test_cli import CLI, Cli, Terminal, cli
+from helpers import end_turn
+from helpers.cli import CLI, Cli, Terminal
+from helpers.hostile import EVIL, assert_clean
 from tinyacp.cli._show import show
-
-__all__ = ["cli"]  # the fixture, shared with test_cli
 
 # --------------------------------------------------------------------------------------------------------------
 # 1. Every field of every message an agent sends, set to escape sequences, reaches no screen raw.

@@ -16,11 +16,10 @@ import msgspec
 import pytest
 
 import tinyacp
-from conftest import end_turn, handshake
-from test_cli import CLI, Cli, cli
+from helpers import end_turn, handshake
+from helpers.cli import CLI, Cli
+from helpers.hostile import sent_line
 from tinyacp.batch import read_results, run_batch
-
-__all__ = ["cli"]  # the fixture, shared with test_cli
 
 ITEM = {"id": "one", "prompt": "list the files"}
 
@@ -217,18 +216,6 @@ def test_no_two_item_ids_share_a_journal_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------------------------
 # 5. Secrets that overlap are all gone, whatever their order.
-
-
-def sent_line(body: Any) -> tinyacp.OutgoingMessage:
-    """The line a client writes for ``body`` and the secrets in it, as the client encodes them."""
-    found: list[tinyacp.Secret] = []
-
-    def plain(value: Any) -> str:
-        found.append(value)
-        return str(value.value)
-
-    raw = msgspec.json.Encoder(enc_hook=plain).encode(body)
-    return tinyacp.OutgoingMessage(1, raw, "authenticate", 7, secrets=tuple(dict.fromkeys(found)))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -540,9 +527,9 @@ def test_text_that_is_not_utf8_on_the_command_line_is_a_clean_usage_error(cli: C
 
 
 def test_a_chat_reports_a_line_that_is_not_utf8_and_a_malformed_set_answer_and_goes_on(cli: Cli) -> None:
-    from test_cli import SESSION_WITH_SETTINGS, Terminal, _named, _received, _with_settings
+    from helpers.cli import SESSION_WITH_SETTINGS, Terminal, lines_received, name_scripted_agent, steps_with_settings
 
-    steps = _with_settings(
+    steps = steps_with_settings(
         [
             {"op": "expect", "method": "session/set_config_option"},
             {"op": "reply", "result": {"configOptions": "not a list"}},
@@ -554,7 +541,7 @@ def test_a_chat_reports_a_line_that_is_not_utf8_and_a_malformed_set_answer_and_g
         {"sessionCapabilities": {"close": {}}},
     )
     assert SESSION_WITH_SETTINGS["sessionId"] == "s1"
-    _named(cli, steps)
+    name_scripted_agent(cli, steps)
     terminal = Terminal(cli, "chat", "--agent", "scripted", "--no-journal")
     terminal.wait_for(b"you> ")
     terminal.send(b"caf\xe9 \xff\n")
@@ -569,7 +556,7 @@ def test_a_chat_reports_a_line_that_is_not_utf8_and_a_malformed_set_answer_and_g
     terminal.send(b"\x04")
     assert terminal.finish() == 0
     assert b"Traceback" not in terminal.output and b"session s1 closed" in terminal.output
-    methods = [m.get("method") for m in _received(cli)]
+    methods = [m.get("method") for m in lines_received(cli)]
     assert methods == ["initialize", "session/new", "session/set_config_option", "session/set_mode", "session/close"]
 
 

@@ -183,7 +183,7 @@ def test_any_agent_value_is_an_agent_or_a_config_error(value: str) -> None:
 @given(values=st.lists(st.text(st.sampled_from('ab"\\\n\x00é'), min_size=1, max_size=6), min_size=1, max_size=4))
 @BOUND
 def test_every_secret_is_gone_from_a_recorded_line_whatever_their_overlap(values: list[str], reverse: bool) -> None:
-    from test_hostile_inputs import sent_line
+    from helpers.hostile import sent_line
 
     secrets = [tinyacp.Secret(value) for value in values]
     meta = {f"k{n}": secret for n, secret in enumerate(reversed(secrets) if reverse else secrets)}

@@ -16,14 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyacp
-from conftest import UPDATE_KINDS, end_turn, handshake
-from hostile_util import EVIL, assert_clean
-from test_cli import Cli, Terminal, cli
+from helpers import UPDATE_KINDS, end_turn, handshake
+from helpers.cli import Cli, Terminal
+from helpers.hostile import EVIL, assert_clean
 from tinyacp.cli._exit import Exit
 from tinyacp.cli._show import show
 from tinyacp.replay import EXIT_BAD_JOURNAL, EXIT_MISMATCH, EXIT_OK, JournalUnusable, load_recording, serve
-
-__all__ = ["cli"]  # the fixture, shared with test_cli
 
 # Text as hostile as it gets: every control, escape sequences whole and cut, bidi controls, lone surrogates.
 _HOSTILE_CHARS = st.sampled_from(["\x1b", "\x07", "\x9b", "\x9d", "\x9c", "\r", "\n", "\t", "\x00", "\u202e", "\u2066"])

@@ -14,12 +14,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
-    Journaled,
-    chunk,
-    end_turn,
-    handshake,
-)
+from helpers import Journaled, chunk, end_turn, handshake
 from tinyacp._journal import last_epoch, read_journal
 from tinyacp._process import _live_group_members
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
+from helpers import (
     AGENTS,
     ClientLike,
     MakeClient,

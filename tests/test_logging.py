@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import MakeClient, MakeScripted, Recorder, chunk, end_turn, handshake
+from helpers import MakeClient, MakeScripted, Recorder, chunk, end_turn, handshake
 
 SECRET = "s3cr3t-Value-9f1c"
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conftest import AGENTS, TESTS
+from helpers import AGENTS, TESTS
 
 MiB = 1024 * 1024
 BUDGET = 8 * MiB

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from conftest import ACP
-from schema_util import check_client_line, errors, schema
+from helpers import ACP
+from helpers.schema import check_client_line, errors, schema
 from tinyacp import (
     AgentInfo,
     AgentMessage,

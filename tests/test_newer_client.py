@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import INIT_RESULT, Journaled, MakeClient, MakeScripted, Recorder, Scripted, chunk, end_turn, wait_for
-from schema_util import STABLE, UNSTABLE, check_client_line, check_sent_line, errors
+from helpers import INIT_RESULT, Journaled, MakeClient, MakeScripted, Recorder, Scripted, chunk, end_turn, wait_for
+from helpers.schema import STABLE, UNSTABLE, check_client_line, check_sent_line, errors
 from tinyacp import (
     ClientFeatures,
     CompactionSummaryChunk,

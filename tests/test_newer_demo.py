@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Background, Journaled, MakeClient, MakeScripted, Recorder, chunk, end_turn, wait_for
-from schema_util import check_every_sent_line
+from helpers import Background, Journaled, MakeClient, MakeScripted, Recorder, chunk, end_turn, wait_for
+from helpers.schema import check_every_sent_line
 from tinyacp import (
     ClientFeatures,
     CompactionSummaryChunk,

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from core_driver import CoreDriver
-from schema_util import STABLE, UNSTABLE, errors, schema
+from helpers.core import CoreDriver
+from helpers.schema import STABLE, UNSTABLE, errors, schema
 from tinyacp import (
     ClientFeatures,
     ClientInfo,

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyacp
-from conftest import MakeClient
+from helpers import MakeClient
 from tinyacp import view
 from tinyacp.batch import parse_item, run_batch
 from tinyacp.batch._turn import TurnSettings

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from conftest import wait_for
+from helpers import wait_for
 from tinyacp import _process
 from tinyacp._errors import SpawnError
 from tinyacp._process import CLOSED, STDERR_TAIL_BYTES, WOULD_BLOCK, AgentProcess, StderrTarget

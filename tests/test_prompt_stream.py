@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import AGENTS, MakeScripted, Recorder, chunk, end_turn, handshake, wait_for
+from helpers import AGENTS, MakeScripted, Recorder, chunk, end_turn, handshake, wait_for
 from tinyacp import ClientBusy, PromptMedia, PromptText, StopReason, UnsupportedContent, UsageError
 from tinyacp._process import _live_group_members
 

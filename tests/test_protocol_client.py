@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import INIT_RESULT, Journaled, MakeClient, MakeScripted, Recorder, Scripted, chunk, end_turn
-from schema_util import check_client_line
+from helpers import INIT_RESULT, Journaled, MakeClient, MakeScripted, Recorder, Scripted, chunk, end_turn
+from helpers.schema import check_client_line
 from tinyacp import (
     AuthRequired,
     Cost,

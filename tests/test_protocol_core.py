@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from schema_util import UNSTABLE, check_client_line, errors
-from test_conversation import Driver, make_core, piece, result, update
+from helpers.core import Driver, make_core, result, update
+from helpers.schema import UNSTABLE, check_client_line, errors
 from tinyacp import (
     AuthMethod,
     AuthRequired,
@@ -38,7 +38,6 @@ from tinyacp import (
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 
 SESSION = "s1"
-__all__ = ["piece"]  # the fixture: every test runs with the bytes fed whole and one at a time
 AUTH_METHODS: list[dict[str, Any]] = [
     {"id": "agent-login", "name": "Log in"},
     {"id": "api-key", "name": "API key", "description": "from the environment"},

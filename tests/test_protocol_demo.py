@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import Journaled, MakeClient, Recorder
+from helpers import Journaled, MakeClient, Recorder
 from tinyacp import (
     AuthRequired,
     NotAdvertised,

@@ -13,10 +13,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
-    Journaled,
-    Recorder,
-)
+from helpers import Journaled, Recorder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 DEMO = [sys.executable, "-m", "tinyacp.demo"]

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import tinyacp
-from conftest import wait_for
+from helpers import wait_for
 from tinyacp._process import _live_group_members
 
 CLIENTS = 500

@@ -15,13 +15,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
-    AGENTS,
-    ClientLike,
-    MakeClient,
-    Recorder,
-    wait_for,
-)
+from helpers import AGENTS, ClientLike, MakeClient, Recorder, wait_for
 from tinyacp import DecisionSource, PermissionPolicy, PermissionReply, StopReason, UpdateKind
 
 SDK_AGENT = AGENTS / "sdk_agent.py"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS
+from helpers import TESTS
 
 ROOT = TESTS.parent
 LEFT_OUT = shutil.ignore_patterns(".git", ".venv", "*cache*", "__pycache__", "*.egg-info", "site", "build", "dist")

@@ -13,15 +13,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from conftest import (
-    ClientLike,
-    MakeClient,
-    MakeScripted,
-    Recorder,
-    chunk,
-    handshake,
-    pid_alive,
-)
+from helpers import ClientLike, MakeClient, MakeScripted, Recorder, chunk, handshake, pid_alive
 from tinyacp import AgentTimeout
 
 # Reads (and logs) everything until its input closes, and never says a word.

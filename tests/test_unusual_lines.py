@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from conftest import MakeClient, MakeScripted, Recorder, chunk, handshake
-from core_driver import CoreDriver
+from helpers import MakeClient, MakeScripted, Recorder, chunk, handshake
+from helpers.core import CoreDriver
 from tinyacp import AgentMessage, ClientInfo, MessageKind, PermissionPolicy, ReaderLimits, TransferLimits
 from tinyacp._conversation import Conversation
 from tinyacp.reader import LineReader

@@ -19,8 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tinyacp
-from tinyacp import view
-from view_util import (
+from helpers.view import (
     ANSWER,
     HOSTILE,
     HOSTILE_FILE,
@@ -36,6 +35,7 @@ from view_util import (
     transcript,
     update,
 )
+from tinyacp import view
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 JOURNALS = Path(__file__).resolve().parent / "journals"

@@ -1,5 +1,5 @@
 """``tinyacp view``'s page in a real browser: headless Chromium (the system's, Debian's ``chromium``) driven by
-Playwright. The pages are made from real runs of the demo agent (tests/view_util.py). Every request the page makes
+Playwright. The pages are made from real runs of the demo agent (tests/helpers/view.py). Every request the page makes
 is intercepted: the page itself is the only one answered, and any other fails the test; so does any console error.
 
 Without Chromium or Playwright these tests are skipped, except where ``TINYACP_REQUIRE_BROWSER=1`` (CI sets it):
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from benchmarks.view import CHROMIUM_ARGS
 
+from helpers.view import HOSTILE_FILE, demo_batch, hostile_journal, newer_batch, newer_journal, page_data
 from tinyacp import view
-from view_util import HOSTILE_FILE, demo_batch, hostile_journal, newer_batch, newer_journal, page_data
 
 WAIT_MS = 15_000
 """Every wait of a test on the page, at most."""

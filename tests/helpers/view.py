@@ -1,6 +1,7 @@
 """What the tests of ``tinyacp view`` look at: a real batch of the demo agent (turns ok, rejected, failed and past
 their timeout), a journal of a real run carrying hostile text, and crafted lines of the kinds the demo does not send
-(a notice, a tool call with a name and a diff, an update kind from the future)."""
+(a notice, a tool call with a name and a diff, an update kind from the future).
+"""
 
 from __future__ import annotations
 
@@ -22,14 +23,15 @@ HOSTILE = (
 
 HOSTILE_FILE = '<img src=x onerror="window.__pwned=4">.txt'
 """A file name in the directory the demo lists (its tool call's content)."""
-
 CRASH = "import sys; sys.stderr.write('the agent fell over: <b>bold</b>\\n'); sys.exit(3)"
 
 ALLOWED: list[dict[str, Any]] = [
     {"id": "read-1", "prompt": "What is in this folder?"},
     {"id": "read-2", "prompt": "with-notice with-compaction What is in this folder, again?"},
 ]
+
 REJECTED: list[dict[str, Any]] = [{"id": "rejected-1", "prompt": "Read the folder, if you may"}]
+
 FAILED: list[dict[str, Any]] = [
     {"id": "crash-1", "prompt": "hello", "agent": [sys.executable, "-c", CRASH]},
     {"id": "slow-1", "prompt": "wait for it", "agent": "demo --delay 2", "timeout": 0.5},
@@ -129,7 +131,6 @@ EVERYTHING = tinyacp.ClientFeatures(
 
 NEWER_PROMPT = "with-notice with-compaction with-question with-subagent What is in this folder?"
 """A prompt that has the demo agent use each of them: a notice, a compaction, a question, a child session."""
-
 ANSWER = {"name": "Ada <b>", "style": "short", "lines": 3}
 """What the person answers the demo agent's question (a form)."""
 

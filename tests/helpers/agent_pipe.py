@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
 SCHEMA_PATH = TESTS / "acp" / "schema" / "v1" / "schema.json"
 STABLE_PATH = TESTS / "acp" / "sdk-2.4.0" / "v1" / "schema.json"
 UNSTABLE_PATH = TESTS / "acp" / "sdk-2.4.0" / "v1" / "schema.unstable.json"
 SCHEMAS = (SCHEMA_PATH, STABLE_PATH, UNSTABLE_PATH)
 SDK_AGENT = TESTS / "agents" / "sdk_agent.py"
+
 
 # Generous: an agent that never answers fails the test after this long instead of hanging it.
 READ_TIMEOUT = 10.0
@@ -57,6 +58,7 @@ RESULT_DEFS = {
     "providers/disable": "DisableProviderResponse",
 }
 """The result type of each request the tests send; a method not here (an extension) is checked as ``Agent`` only."""
+
 AGENT_METHOD_DEFS = {
     "session/update": "SessionNotification",
     "session/request_permission": "RequestPermissionRequest",

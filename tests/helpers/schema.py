@@ -16,7 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from conftest import ACP, SCHEMA_PATH
+from helpers import ACP, SCHEMA_PATH
 
 STABLE = ACP / "sdk-2.4.0" / "v1" / "schema.json"
 UNSTABLE = ACP / "sdk-2.4.0" / "v1" / "schema.unstable.json"

@@ -1,9 +1,17 @@
 """What the hostile-input tests share: the escape sequences an agent or a journal may carry, and the check that none
-of them reached a screen."""
+of them reached a screen.
+
+And ``sent_line``: the line a client writes for a body that carries secrets.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import msgspec
+
+import tinyacp
 
 # Every kind of sequence or control a terminal may act on: CSI (clear the screen), OSC 8 (a hyperlink), OSC 52 (write
 # the clipboard), BEL, C1 controls written as UTF-8 (CSI, OSC and ST as single code points), a bidi override.
@@ -15,9 +23,11 @@ EVIL = (
     "\u202eZ"
 )
 
+
 # What a screen may never show: C0 controls but newline and tab (ESC included, so every escape sequence), DEL, C1
 # controls, bidi embeddings, overrides and isolates.
 FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
 
 # The display's own sequences on a terminal: SGR colours, the cursor moves that redraw the live region, and the
 # carriage returns the pseudo-terminal adds before each newline.
@@ -32,3 +42,15 @@ def assert_clean(screen: bytes | str, *, ours: bool = False) -> None:
         text = OURS.sub("", text)
     found = FORBIDDEN.search(text)
     assert found is None, f"{found.group()!r} at {found.start()} in {text[max(0, found.start() - 80) :][:200]!r}"
+
+
+def sent_line(body: Any) -> tinyacp.OutgoingMessage:
+    """The line a client writes for ``body`` and the secrets in it, as the client encodes them."""
+    found: list[tinyacp.Secret] = []
+
+    def plain(value: Any) -> str:
+        found.append(value)
+        return str(value.value)
+
+    raw = msgspec.json.Encoder(enc_hook=plain).encode(body)
+    return tinyacp.OutgoingMessage(1, raw, "authenticate", 7, secrets=tuple(dict.fromkeys(found)))
