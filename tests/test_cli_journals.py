@@ -7,23 +7,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import wait_for
-from helpers.cli import Cli, marked_processes
+from helpers.cli import Cli
 
 DAY = 86400
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(tmp_path)
-    yield runner
-    runner.close()
-    wait_for(lambda: not marked_processes(runner.marker), timeout=10, what="no process of the run left")
 
 
 def two_runs(cli: Cli) -> list[dict[str, str]]:

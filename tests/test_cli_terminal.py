@@ -4,21 +4,7 @@ ends well even when the agent never answers the close of its session."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from helpers import wait_for
-from helpers.cli import Cli, Terminal, lines_received, marked_processes, name_scripted_agent, steps_with_settings
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(tmp_path)
-    yield runner
-    runner.close()
-    wait_for(lambda: not marked_processes(runner.marker), timeout=10, what="no process of the run left")
+from helpers.cli import Cli, Terminal, lines_received, name_scripted_agent, steps_with_settings
 
 
 def test_mode_without_an_id_lists_the_modes_and_a_mode_set_is_said_once(cli: Cli) -> None:

@@ -44,12 +44,6 @@ class Lines(CoreDriver):
         return [value for name, value in self.events if name == "on_message"]
 
 
-@pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])
-def piece(request: pytest.FixtureRequest) -> int | None:
-    value: int | None = request.param
-    return value
-
-
 def core() -> Conversation:
     return Conversation(
         epoch=1,
