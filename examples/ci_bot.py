@@ -41,9 +41,9 @@ class Blocked(tinyacp.JsonlJournal):
             self.refused.append(f"{request.tool_call.title} [{request.tool_call.kind}]: {request.reason}")
 
 
-def run_tests(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """Run the test command; its output is what the agent is shown."""
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+def run_tests(command: Sequence[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    """Run the test command in the repository the agent works in; its output is what the agent is shown."""
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
 
 
 def prompt_for(test_command: Sequence[str], output: str) -> str:
@@ -84,23 +84,33 @@ def ask_agent(args: argparse.Namespace, prompt: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--agent-command", default=f"{shlex.quote(sys.executable)} -m tinyacp.demo")
-    parser.add_argument("--test-command", default=f"{shlex.quote(sys.executable)} -m pytest -x -q")
+    parser.add_argument(
+        "--agent-command",
+        default=f"{shlex.quote(sys.executable)} -m tinyacp.demo",
+        help="the agent's command line (default: the demo agent)",
+    )
+    parser.add_argument(
+        "--test-command",
+        default=f"{shlex.quote(sys.executable)} -m pytest -x -q",
+        help="the tests to run, before and after the agent's turn (default: pytest -x -q)",
+    )
     parser.add_argument("--allow-kind", action="append", default=[], help="tool kinds the agent may use")
-    parser.add_argument("--cwd", default=".")
-    parser.add_argument("--journal", default="ci-bot.jsonl")
-    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--cwd", default=".", help="the repository: where the tests and the agent run (default: .)")
+    parser.add_argument("--journal", default="ci-bot.jsonl", help="the journal file (default: ci-bot.jsonl)")
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds for each call to the agent (default 1800)"
+    )
     args = parser.parse_args(argv)
 
     test_command = shlex.split(args.test_command)
-    before = run_tests(test_command)
+    before = run_tests(test_command, args.cwd)
     if before.returncode == 0:
         print("ci-bot: the tests pass; nothing to fix")
         return PASSED
     verdict = ask_agent(args, prompt_for(test_command, before.stdout + before.stderr))
     if verdict == BLOCKED:
         return BLOCKED
-    after = run_tests(test_command)
+    after = run_tests(test_command, args.cwd)
     if after.returncode != 0:
         print("ci-bot: the agent's turn ended, but the tests still fail", file=sys.stderr)
         return STILL_FAILING

@@ -63,6 +63,17 @@ def test_the_ci_bot_starts_no_agent_when_the_tests_pass(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "ci-bot: the tests pass; nothing to fix\n")
 
 
+def test_the_ci_bot_runs_the_tests_in_the_cwd_it_gives_the_agent(tmp_path: Path) -> None:
+    # check.py fails only from the project: run from its parent, the bot must still find and run it there.
+    project = failing_project(tmp_path / "project")
+    tests = f"{sys.executable} check.py"
+    args = ("--agent-command", DEMO, "--test-command", tests, "--cwd", str(project), f"--journal={tmp_path / 'j'}")
+    done = run_example("ci_bot.py", *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    journal = (tmp_path / "j").read_text()  # the prompt holds the output of the tests the bot ran
+    assert "1 test failed: test_add" in journal and "can't open file" not in journal
+
+
 def test_the_eval_harness_grades_every_prompt_and_journals_each_turn(tmp_path: Path) -> None:
     out = tmp_path / "out"
     prompts = EXAMPLES / "eval_prompts.jsonl"

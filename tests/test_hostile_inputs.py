@@ -581,6 +581,19 @@ def test_a_program_that_does_not_speak_acp_is_said_to_be_what_it_is(
     assert expected in err and "not found on PATH" not in err and "Method not found (code" not in err
 
 
+def test_a_relative_agent_path_missing_from_the_cwd_option_is_said_to_be_looked_up_there(cli: Cli) -> None:
+    # The program exists beside the caller, not under --cwd, where the agent starts: the error must say where it looked.
+    (cli.work / "bin").mkdir()
+    agent = cli.work / "bin" / "agent"
+    agent.write_text(f"#!{sys.executable}\n")
+    agent.chmod(0o755)
+    (cli.work / "elsewhere").mkdir()
+    done = cli.run("prompt", "--no-journal", "--cwd", "elsewhere", "--agent-command", "bin/agent", "hi")
+    err = _no_traceback(done, 7)
+    assert "bin/agent does not exist (a relative path: looked up from the agent's working directory" in err, err
+    assert "#! line" not in err
+
+
 def test_a_prompt_larger_than_one_message_is_refused_before_the_agent_starts(cli: Cli) -> None:
     started = cli.tmp / "started"
     agent = f"{sys.executable} -c \"open({str(started)!r}, 'w')\""

@@ -216,6 +216,14 @@ def test_a_bad_cwd_is_a_spawn_error_naming_the_directory(tmp_path: Path) -> None
     assert open_fds() == before
 
 
+def test_a_relative_program_path_spawn_error_says_it_was_looked_up_from_the_agent_cwd(tmp_path: Path) -> None:
+    (tmp_path / "agents").mkdir()
+    with pytest.raises(SpawnError, match="no-such-agent") as caught:
+        AgentProcess.spawn(["bin/no-such-agent"], cwd=tmp_path / "agents", stderr="tail")
+    assert "looked up from the agent's working directory" in str(caught.value)
+    assert str(tmp_path / "agents") in str(caught.value)
+
+
 def test_a_program_that_is_not_executable_is_a_spawn_error(tmp_path: Path) -> None:
     script = tmp_path / "agent.sh"
     script.write_text("#!/bin/sh\n")

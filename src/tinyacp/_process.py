@@ -832,6 +832,9 @@ def _spawn_failure(program: str, cwd: str | os.PathLike[str] | None, exc: OSErro
     reason = exc.strerror or str(exc)
     if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
         return f"cannot start the agent {program!r}: working directory {os.fsdecode(cwd)!r}: {reason}"
+    if cwd is not None and os.sep in program and not os.path.isabs(program):
+        # The path is looked up from the agent's working directory, not the caller's: say so, or it reads as a lie.
+        reason += f" (a relative path: looked up from the agent's working directory {os.fsdecode(cwd)!r})"
     return f"cannot start the agent {program!r}: {reason}"
 
 

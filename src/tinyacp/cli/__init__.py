@@ -193,9 +193,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         _sessions_options,
         parents=[config],
         help="the sessions tinyacp ran, most recent first (--continue picks up the first of an agent and directory)",
+        description="List the sessions `tinyacp prompt` and `chat` ran on this machine, most recent first, with their "
+        "prompts and journals; with --agent (or --agent-command), also the agent's own list (session/list, when it "
+        "offers one).",
     )
     commands.add("agents", _agents_options, parents=[config], help="list the agents known by name")
-    commands.add("show", _show_options, help="render a journal as a readable conversation")
+    commands.add(
+        "show",
+        _show_options,
+        help="render a journal as a readable conversation",
+        description="Print a journal as a readable conversation: each prompt, the agent's plan, thoughts, tool calls, "
+        "permission decisions (and who made them) and its reply.",
+    )
     commands.add(
         "journals",
         _journals_options,
@@ -245,9 +254,15 @@ def _chat_options(chat: argparse.ArgumentParser) -> None:
 
 
 def _probe_options(probe: argparse.ArgumentParser) -> None:
-    probe.add_argument("--format", choices=("text", "json"), default="text")
+    probe.add_argument("--format", choices=("text", "json"), default="text", help="stdout: text, or one JSON object")
     probe.add_argument("--auth", metavar="METHOD", help="log in with this auth method before opening the session")
-    probe.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS")
+    probe.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=_PROBE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"per agent call (default {_PROBE_TIMEOUT:g}: an npx cold start)",
+    )
     probe.set_defaults(handler=_lazy("_commands", "cmd_probe"))
 
 

@@ -274,7 +274,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
             code = _probe_session(client, init, agent, args, report, answer.raw)
     except TinyAcpError as exc:
         why = explain(
-            exc, agent, init, first_line=answer.watch.first_line, startup_timeout=None if init else args.timeout
+            exc,
+            agent,
+            init,
+            first_line=answer.watch.first_line,
+            startup_timeout=None if init else args.timeout,
+            cwd=cwd,
         )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         print_error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))

@@ -125,6 +125,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     first_line: bytes | None = None,
     startup_timeout: float | None = None,
     raw_methods: Mapping[str, Any] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> Explanation:
     """The exit status, the message and the hint lines for an error of a run (or of ``probe``).
 
@@ -135,13 +136,14 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         first_line: the first line the agent wrote on stdout, if any.
         startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
         raw_methods: the auth methods of the raw ``initialize`` answer, by id (what each needs).
+        cwd: the agent's working directory, where a relative program path is looked up.
     """
     message = one_line(exc.message if isinstance(exc, AgentExited) else str(exc), 2000)
     if isinstance(exc, SettingUnavailable):
         return Explanation(Exit.USAGE, message)
     if isinstance(exc, SpawnError):
         install = [f"to install {agent.name}: {agent.install}"] if agent.install else []
-        return Explanation(Exit.NOT_INSTALLED, _cannot_start(agent, exc.__cause__) or message, install)
+        return Explanation(Exit.NOT_INSTALLED, _cannot_start(agent, exc.__cause__, cwd) or message, install)
     if init is None and isinstance(exc, RequestError | AgentExited):
         not_acp = _not_acp(exc, first_line)
         if not_acp is not None:
@@ -175,21 +177,29 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     return Explanation(Exit.AGENT_ERROR, message, hint)
 
 
-def _cannot_start(agent: AgentSpec, cause: BaseException | None) -> str | None:
+def _cannot_start(agent: AgentSpec, cause: BaseException | None, cwd: str | os.PathLike[str] | None) -> str | None:
     """Why the program could not be started, in words that fit what it is; None to keep the error's own."""
     program = agent.command[0]
+    # A relative path with a slash is looked up from the agent's working directory, not ours: check it there.
+    where = os.path.join(cwd, program) if cwd is not None else program
+    elsewhere = cwd is not None and os.path.realpath(cwd) != os.getcwd()
+    relative = (
+        f" (a relative path: looked up from the agent's working directory {os.fsdecode(cwd)})"
+        if cwd is not None and elsewhere and os.sep in program and not os.path.isabs(program)
+        else ""
+    )
     if isinstance(cause, FileNotFoundError):
         if os.sep not in program:
             return (
                 f"{agent.name} is not installed: {program!r} was not found on PATH" if agent.program() is None else None
             )
-        if not os.path.lexists(program):
-            return f"cannot start the agent: {program} does not exist"
-        return f"cannot start the agent: {program} names an interpreter (its #! line) that does not exist"
+        if not os.path.lexists(where):
+            return f"cannot start the agent: {program} does not exist{relative}"
+        return f"cannot start the agent: {program} names an interpreter (its #! line) that does not exist{relative}"
     if isinstance(cause, PermissionError):
-        if os.path.isdir(program):
-            return f"cannot start the agent: {program} is a directory, not a program"
-        return f"cannot start the agent: {program} is not executable (chmod +x, or give its interpreter)"
+        if os.path.isdir(where):
+            return f"cannot start the agent: {program} is a directory, not a program{relative}"
+        return f"cannot start the agent: {program} is not executable (chmod +x, or give its interpreter){relative}"
     return None
 
 

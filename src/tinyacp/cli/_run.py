@@ -285,6 +285,7 @@ class PromptRun:
             first_line=observer.watch.first_line,
             startup_timeout=self.startup,
             raw_methods=raw_auth_methods(observer.initialize_answer),
+            cwd=self.settings.cwd,
         )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
