@@ -279,6 +279,15 @@ def test_a_mistyped_batch_agent_is_a_usage_error_with_did_you_mean_before_any_tu
         run_batch([ITEM], out, agent="demo", cwd=tmp_path / "nowhere")
 
 
+def test_a_batch_item_with_a_mistyped_agent_or_missing_cwd_names_its_line(cli: Cli, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    out = tmp_path / "out"
+    for bad in ({"agent": "cluade"}, {"cwd": "nowhere"}):
+        items.write_text(json.dumps({**ITEM, "id": "ok"}) + "\n" + json.dumps({**ITEM, "id": "bad", **bad}) + "\n")
+        err = _no_traceback(cli.run("batch", str(items), "--out", str(out), "--cwd", str(tmp_path)), 2)
+        assert "tinyacp: error: line 2: item 'bad':" in err, err
+
+
 def _counting_demo(tmp_path: Path) -> tuple[str, Path]:
     """The demo agent as a command line that notes each start in a file: how many agents a batch started."""
     starts = tmp_path / "starts"

@@ -146,7 +146,10 @@ class Plan:
             key = item_key(item.id)
             if key in self.seen:
                 raise BatchItemError(f"the id {item.id!r} appears more than once", line=line)
-            check_item(item, self._settings)
+            try:
+                check_item(item, self._settings)
+            except BatchItemError as exc:  # a mistyped agent or a missing cwd names its line, as a malformed one does
+                raise BatchItemError(str(exc), line=line) from None
             self.seen.add(key)
             outcome = self._outcomes.get(key)
             if outcome is not None and (outcome > 0 or not self._retry_failed):
