@@ -150,6 +150,13 @@ def test_each_stop_reason_has_its_exit_status(cli: Cli, reason: str, code: int, 
     assert (result["outcome"], result["stop_reason"], result["exit_code"]) == (outcome, reason, code)
 
 
+def test_the_done_line_counts_one_update_in_the_singular(cli: Cli) -> None:
+    agent = cli.scripted([*handshake(), {"op": "update", "update": chunk("partial")}, end_turn("end_turn")])
+    done = cli.run("prompt", "--no-journal", "--agent", agent, "hi")
+    assert done.returncode == 0, done.stderr
+    assert " · 1 update · 0 permissions" in done.stderr.decode(), done.stderr
+
+
 @pytest.mark.parametrize(
     "steps",
     [

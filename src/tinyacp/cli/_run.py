@@ -345,18 +345,23 @@ class PromptRun:
         parts = [
             f"{result.stop_reason}" + (" (timed out)" if result.timed_out else ""),
             f"{elapsed:.1f}s",
-            f"{result.update_count} updates",
-            f"{permissions} permission{'s' if permissions != 1 else ''}"
+            _count(result.update_count, "update"),
+            _count(permissions, "permission")
             + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
         ]
         if result.notices:  # said again at the end: a model fallback changes what the answer is worth
-            parts.append(f"{len(result.notices)} notice{'s' if len(result.notices) != 1 else ''}")
+            parts.append(_count(len(result.notices), "notice"))
         if result.subagents:
-            parts.append(f"{len(result.subagents)} subagent{'s' if len(result.subagents) != 1 else ''}")
+            parts.append(_count(len(result.subagents), "subagent"))
         if result.overflow is not None:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
         parts += usage_words(result.usage, observer.usage)
         return f"done: {' · '.join(parts)}"
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 update``, ``2 updates``."""
+    return f"{number} {noun}{'s' if number != 1 else ''}"
 
 
 class Deadline:
