@@ -490,6 +490,9 @@ def test_bad_sources_raise_typed_errors(tmp_path: Path) -> None:
         view.render_html(tmp_path)
     with pytest.raises(OSError, match="not a regular file"):
         view.render_html("/dev/null")
+    (tmp_path / "README.md").write_text("# Hello\n\nNot a journal.\n", encoding="utf-8")
+    with pytest.raises(OSError, match="not a tinyacp journal: not one line of it is a journal record"):
+        view.render_html(tmp_path / "README.md")
     with pytest.raises(ValueError, match="max_turn_bytes"):
         view.render_html(JOURNALS / "v0.1.0.jsonl", max_turn_bytes=0)
 
@@ -551,6 +554,17 @@ def test_the_command_names_what_it_cannot_read(tmp_path: Path) -> None:
     assert done.returncode == 2 and f"{tmp_path / 'missing'}" in done.stderr and "Traceback" not in done.stderr
     done = run(JOURNALS / "v0.1.0.jsonl", "-o", tmp_path / "no" / "such" / "dir.html", cwd=tmp_path)
     assert done.returncode == 2 and "tinyacp: error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_command_refuses_a_file_that_holds_no_journal_record_as_show_does(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# Hello\n\nNot a journal.\n", encoding="utf-8")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    for source, what in ((readme, "not one line of it is a journal record"), (tmp_path / "empty.jsonl", "it is empty")):
+        done = run(source, "-o", tmp_path / "x.html", cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == f"tinyacp: error: {source}: not a tinyacp journal: {what}\n"
+        assert not (tmp_path / "x.html").exists()
 
 
 def test_each_attempt_at_an_item_is_a_row_with_its_own_epoch(tmp_path: Path) -> None:

@@ -74,7 +74,8 @@ def render_html(source: str | os.PathLike[str], *, max_turn_bytes: int = DEFAULT
 
     Raises:
         FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
-        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read, or is neither a file nor a directory.
+        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read, is neither a file nor a directory, or
+            is a file that holds not one journal record (``errno.EINVAL``).
         ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
     """
     check_count("max_turn_bytes", max_turn_bytes, 1, MAX_SAFE_INT)
@@ -98,7 +99,8 @@ def write_html(
 
     Raises:
         FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
-        OSError: ``source`` cannot be read, or ``out`` cannot be written.
+        OSError: ``source`` cannot be read, is a file that holds not one journal record, or ``out`` cannot be
+            written.
         ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
     """
     page = render_html(source, max_turn_bytes=max_turn_bytes)
@@ -170,7 +172,9 @@ def _read(path: Path, max_turn_bytes: int) -> _View:
     view = _View(clean(path.name), "journal", max_turn_bytes=max_turn_bytes)
     with open(path, "rb"):  # unreadable: the caller's error, not a note
         pass
-    _read_journal(path, view)
+    if not _read_journal(path, view):  # a page of nothing would hide that the wrong file was named
+        what = "it is empty" if path.stat().st_size == 0 else "not one line of it is a journal record"
+        raise OSError(errno.EINVAL, f"not a tinyacp journal: {what}", str(path))
     return view
 
 
@@ -216,7 +220,8 @@ def _note_skipped(view: _View, where: str, skipped: list[int]) -> None:
         view.note(f"{where}: lines {lines} are not records, shown raw")
 
 
-def _read_journal(path: Path, view: _View) -> None:
+def _read_journal(path: Path, view: _View) -> bool:
+    """Add the turns of the journal at ``path`` to ``view``; whether it held a journal record at all."""
     epochs = _epochs(path, view)
     stem = clean(path.stem, 200)
     # An epoch that did not initialize (a run that failed early, lines written by a program of its own) is taken to
@@ -232,6 +237,7 @@ def _read_journal(path: Path, view: _View) -> None:
             if not turn.ok:  # an ok turn's side errors are events of its transcript
                 row["err"] = turn.prompt_error or _no_answer(turn)
             view.add(row, turn.transcript())
+    return bool(epochs)
 
 
 def _no_answer(turn: TurnBuilder) -> str:
