@@ -465,6 +465,19 @@ def test_the_command_reports_a_malformed_file_as_a_usage_error(tmp_path: Path) -
     assert "line 2" in result.stderr and "more than once" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_the_ray_engine_without_ray_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    shim = tmp_path / "shim" / "ray"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("No module named ray")\n', encoding="utf-8")
+    items = write_items(tmp_path / "items.jsonl", [{"id": "a", "prompt": "hello"}])
+    out = tmp_path / "runs-ray"
+    command = [sys.executable, "-m", "tinyacp", "batch", str(items), "--out", str(out), "--engine", "ray", "-q"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(shim.parent), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert result.returncode == 3 and "needs Ray" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
 def test_the_progress_line_shows_done_failed_running_rate_and_eta() -> None:
     import io
 

@@ -90,7 +90,8 @@ def run_batch(
             recorded first).
         BatchBusy: another batch is writing to ``out_dir``.
         BatchStorageError: a Ray node cannot see or write ``out_dir``.
-        BatchEngineError: Ray is not installed, cannot be reached, or lost every node.
+        BatchEngineError: Ray is not installed (checked before anything is created), cannot be reached, or lost
+            every node.
         TypeError: an unknown option.
         ValueError: a bad engine or option value, a concurrency that is not an int from 1 to 10,000, or retries
             that are not an int from 0 to 1,000,000 (checked before anything is created or started).
@@ -100,6 +101,10 @@ def run_batch(
     settings = TurnSettings.from_options(options)
     if engine == "local" and settings.cwd is not None and not os.path.isdir(settings.cwd):
         raise ValueError(f"cwd {settings.cwd} is not a directory")  # before any turn fails for it
+    if engine == "ray":
+        from ._ray import load_ray  # before anything is created: a refused batch leaves no output directory
+
+        load_ray(ray_address)
     started = time.monotonic()
     cpu = cpu_seconds()
     out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories

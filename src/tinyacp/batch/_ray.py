@@ -54,7 +54,7 @@ from ._items import Item, item_key, journal_name
 from ._plan import Run, cpu_seconds
 from ._turn import HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, agent_of_item, turn
 
-__all__ = ["RESOURCE", "TurnActor", "run_on_ray"]
+__all__ = ["RESOURCE", "TurnActor", "load_ray", "run_on_ray"]
 
 RESOURCE = "tinyacp_turns"
 """The custom resource a node advertises to say how many turns it may run at once."""
@@ -752,6 +752,16 @@ def _driver_host(ray: Any) -> str | None:
     return None
 
 
+def load_ray(address: str | None) -> Any:
+    """Import Ray for a batch that joins ``address`` (a cluster of our own when none is given or connected).
+
+    Raises:
+        BatchEngineError: Ray is not installed.
+    """
+    already = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    return import_ray(loopback=not already and address is None and not os.environ.get("RAY_ADDRESS"))
+
+
 def run_on_ray(run: Run, out: Path, address: str | None) -> None:
     """Run the plan on a Ray cluster: the one this process is connected to, ``address``, or a local one.
 
@@ -760,8 +770,7 @@ def run_on_ray(run: Run, out: Path, address: str | None) -> None:
         BatchStorageError: a node cannot see or write ``out``.
         BatchItemError: a malformed item (after the turns in flight are recorded).
     """
-    already = "ray" in sys.modules and sys.modules["ray"].is_initialized()
-    ray = import_ray(loopback=not already and address is None and not os.environ.get("RAY_ADDRESS"))
+    ray = load_ray(address)
     connected = ray.is_initialized()
     if not connected:
         _connect(ray, address)
