@@ -184,6 +184,16 @@ def test_timeout_cancels_the_turn_and_exits_5(cli: Cli) -> None:
     assert result["stop_reason"] == "cancelled"
 
 
+def test_quiet_hides_progress_but_not_how_a_failed_run_ended(cli: Cli) -> None:
+    done = cli.run("prompt", "-q", "--no-journal", "-y", "hello")
+    assert (done.returncode, done.stderr) == (0, b"") and done.stdout.startswith(b"You said: hello\n")
+    done = cli.run("prompt", "-q", "--no-journal", "--agent", "demo --delay 60", "--timeout", "5", "hi")
+    assert done.returncode == 5
+    assert done.stderr.decode().startswith("done: cancelled (timed out)"), done.stderr
+    done = cli.run("prompt", "-q", "--no-journal", "--agent-command", "false", "hi")
+    assert done.returncode != 0 and done.stderr.startswith(b"tinyacp: error: ")
+
+
 def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli) -> None:
     done = cli.run("prompt", "-y", "--max-reply-chunks", "1", "hello")
     assert done.returncode == 6, done.stderr

@@ -456,7 +456,9 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     ):
         limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
     shown = parser.add_argument_group("display")
-    shown.add_argument("-q", "--quiet", action="store_true", help="show nothing on stderr but errors")
+    shown.add_argument(
+        "-q", "--quiet", action="store_true", help="show nothing on stderr but errors and how a failed turn ended"
+    )
     shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
 
 

@@ -147,8 +147,9 @@ class ChatRun(PromptRun):
             self.display.end_reply()
             interrupts.next_turn()
         outcome = outcome_of_result(result)
-        code = "32" if outcome.code == Exit.OK else "33"
-        self.display.lines([self._done_line(result, observer, self.display.elapsed)], code)
+        failed = outcome.code != Exit.OK  # -q hides progress, not how a turn failed
+        done = self._done_line(result, observer, self.display.elapsed)
+        self.display.lines([done], "33" if failed else "32", always=failed)
 
     def _command(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts, text: str) -> bool:
         """Run a ``/`` command; False ends the chat."""

@@ -465,9 +465,9 @@ class Display:
         what = f"{prefix}permission: {tool_words(request.tool_call)}: "
         self._emit([(what, Styled(said, code), f" ({who})")])
 
-    def lines(self, lines: Sequence[Line], code: str = "") -> None:
-        """Permanent lines, optionally in one SGR style."""
-        self._emit([Styled(line, code) if code and isinstance(line, str) else line for line in lines])
+    def lines(self, lines: Sequence[Line], code: str = "", *, always: bool = False) -> None:
+        """Permanent lines, optionally in one SGR style; ``always``: even when quiet (how a failed turn ended)."""
+        self._emit([Styled(line, code) if code and isinstance(line, str) else line for line in lines], always=always)
 
     def error(self, text: str, more: Sequence[Line] = ()) -> None:
         """An error line, and lines that help with it; shown even when quiet."""
@@ -666,8 +666,8 @@ class Display:
         if text and not self.quiet:
             self._permanent([Styled(f"{self._thought_head}{text}", "2")])
 
-    def _emit(self, lines: Sequence[Line]) -> None:
-        if self.quiet:
+    def _emit(self, lines: Sequence[Line], *, always: bool = False) -> None:
+        if self.quiet and not always:
             return
         with self._lock:
             self._drain_notes()

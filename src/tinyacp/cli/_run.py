@@ -312,8 +312,8 @@ class PromptRun:
         if outcome.error is not None:
             display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
         elif result is not None:
-            code = "32" if outcome.code == Exit.OK else "33"
-            display.lines([self._done_line(result, observer, elapsed)], code)
+            failed = outcome.code != Exit.OK  # -q hides progress, not why the run failed
+            display.lines([self._done_line(result, observer, elapsed)], "33" if failed else "32", always=failed)
         if observer.unasked:
             n = observer.unasked
             display.lines(
