@@ -194,6 +194,17 @@ def test_quiet_hides_progress_but_not_how_a_failed_run_ended(cli: Cli) -> None:
     assert done.returncode != 0 and done.stderr.startswith(b"tinyacp: error: ")
 
 
+def test_the_json_sample_in_the_docs_has_the_fields_of_a_real_run(cli: Cli) -> None:
+    page = (SRC.parent / "docs" / "command.md").read_text(encoding="utf-8")
+    sample = page.split("## JSON events", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    documented = {event["type"]: event for event in map(json.loads, sample.splitlines())}
+    done = cli.run("prompt", "--format", "json", "--allow-kind", "read", "What is in this folder?")
+    assert done.returncode == 0, done.stderr
+    real = {event["type"]: event for event in json_events(done.stdout)}
+    for kind in ("session", "permission", "result"):
+        assert sorted(documented[kind]) == sorted(real[kind]), kind
+
+
 def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli) -> None:
     done = cli.run("prompt", "-y", "--max-reply-chunks", "1", "hello")
     assert done.returncode == 6, done.stderr
