@@ -205,6 +205,13 @@ def test_the_json_sample_in_the_docs_has_the_fields_of_a_real_run(cli: Cli) -> N
         assert sorted(documented[kind]) == sorted(real[kind]), kind
 
 
+def test_demo_agent_help_names_the_command_it_was_run_as(cli: Cli) -> None:
+    done = cli.run("demo-agent", "--help")
+    assert done.returncode == 0 and done.stdout.startswith(b"usage: tinyacp demo-agent "), done.stdout
+    done = cli.run("demo-agent", "--delay", "soon")
+    assert done.returncode == 2 and done.stderr.startswith(b"usage: tinyacp demo-agent "), done.stderr
+
+
 def test_a_reply_past_the_reply_limit_exits_6_and_stdout_keeps_what_fit(cli: Cli) -> None:
     done = cli.run("prompt", "-y", "--max-reply-chunks", "1", "hello")
     assert done.returncode == 6, done.stderr
@@ -620,6 +627,8 @@ def test_probe_prints_what_the_agent_offers(cli: Cli) -> None:
     assert done.returncode == 0
     text = done.stdout.decode()
     assert "tinyacp-demo" in text and "protocol version:     1" in text and "embedded files: yes" in text
+    assert "\nconfig options:\n  mode = default" in text
+    assert [line for line in text.splitlines() if line != line.rstrip()] == []  # no header left dangling
     report = json.loads(cli.run("probe", "--format", "json").stdout)
     assert report["agent"]["name"] == "tinyacp-demo"
     assert report["protocol_version"] == 1

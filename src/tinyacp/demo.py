@@ -1562,11 +1562,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
 }
 
 
-def _parse_args(argv: Sequence[str] | None) -> DemoSettings:
+def _parse_args(argv: Sequence[str] | None, prog: str = "python -m tinyacp.demo") -> DemoSettings:
     args = sys.argv[1:] if argv is None else argv
     settings = _plain_settings(args)
     if settings is None:
-        settings = _argparse_settings(args)
+        settings = _argparse_settings(args, prog)
     settings.require_auth = settings.require_auth or os.environ.get(REQUIRE_AUTH_ENV) == "1"
     return settings
 
@@ -1601,11 +1601,11 @@ def _plain_settings(args: Sequence[str]) -> DemoSettings | None:
     return settings if settings.delay >= 0 and settings.chunks >= 1 else None
 
 
-def _argparse_settings(args: Sequence[str]) -> DemoSettings:
+def _argparse_settings(args: Sequence[str], prog: str = "python -m tinyacp.demo") -> DemoSettings:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m tinyacp.demo",
+        prog=prog,
         description="A deterministic ACP v1 agent on stdio, with no model: it lists the session's files.",
     )
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="pause between updates")
@@ -1649,9 +1649,14 @@ def _argparse_settings(args: Sequence[str]) -> DemoSettings:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the demo agent on stdin/stdout; returns the exit status."""
-    options = _parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m tinyacp.demo") -> int:
+    """Runs the demo agent on stdin/stdout; returns the exit status.
+
+    Args:
+        argv: the arguments (default: this process's).
+        prog: how the agent was started, as its ``--help`` and usage errors name it.
+    """
+    options = _parse_args(argv, prog)
     try:
         return DemoAgent(options).run()
     except KeyboardInterrupt:

@@ -472,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["demo-agent"]:  # the demo's own parser takes every flag, --help included
         from .. import demo
 
-        return demo.main(args_list[1:])
+        return demo.main(args_list[1:], prog="tinyacp demo-agent")
     parser = build_parser(args_list)
     try:
         args, unknown = parser.parse_known_args(args_list)

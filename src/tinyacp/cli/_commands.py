@@ -439,7 +439,7 @@ def _session_lines(session: dict[str, Any] | None) -> list[str]:
     if session["models"]:
         models = session["models"]
         lines.append(f"models:               {', '.join(models['available'])} (current: {models['current']})")
-    lines.append("config options:       " + ("" if session["config_options"] else "none"))
+    lines.append("config options:" + ("" if session["config_options"] else "       none"))
     for option in session["config_options"]:
         values = ", ".join(str(v) for v in option["values"]) or ("true, false" if option["type"] == "boolean" else "")
         lines.append(
