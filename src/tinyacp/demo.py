@@ -126,6 +126,7 @@ NOT_FOUND = -32002
 API_KEY_ENV = "TINYACP_DEMO_API_KEY"
 STATE_DIR_ENV = "TINYACP_DEMO_STATE_DIR"
 REQUIRE_AUTH_ENV = "TINYACP_DEMO_REQUIRE_AUTH"
+_PROG = "python -m tinyacp.demo"  # how --help names the agent unless told how it was started
 
 AUTH_METHODS: list[JsonObject] = [
     {"id": "demo-login", "name": "Demo login", "description": "Always succeeds."},
@@ -1562,7 +1563,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
 }
 
 
-def _parse_args(argv: Sequence[str] | None, prog: str = "python -m tinyacp.demo") -> DemoSettings:
+def _parse_args(argv: Sequence[str] | None, prog: str = _PROG) -> DemoSettings:
     args = sys.argv[1:] if argv is None else argv
     settings = _plain_settings(args)
     if settings is None:
@@ -1601,7 +1602,7 @@ def _plain_settings(args: Sequence[str]) -> DemoSettings | None:
     return settings if settings.delay >= 0 and settings.chunks >= 1 else None
 
 
-def _argparse_settings(args: Sequence[str], prog: str = "python -m tinyacp.demo") -> DemoSettings:
+def _argparse_settings(args: Sequence[str], prog: str = _PROG) -> DemoSettings:
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -1649,7 +1650,7 @@ def _argparse_settings(args: Sequence[str], prog: str = "python -m tinyacp.demo"
     )
 
 
-def main(argv: Sequence[str] | None = None, *, prog: str = "python -m tinyacp.demo") -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = _PROG) -> int:
     """Runs the demo agent on stdin/stdout; returns the exit status.
 
     Args:
