@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tinyacp
-from helpers import TESTS
+from helpers import TESTS, pytest_child_env
 
 EXAMPLES = TESTS.parent / "examples"
 SRC = TESTS.parent / "src"
@@ -149,7 +149,7 @@ def test_the_first_program_runs_as_written_in_a_fresh_directory(tmp_path: Path) 
 def test_the_record_replay_example_runs_as_documented_without_pytest_timeout(tmp_path: Path) -> None:
     # `python -m pytest examples/test_record_replay.py` inside the repository, where the repository's settings name
     # pytest-timeout's option: a reader who installed pytest alone has no such plugin (here: disabled).
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    env = pytest_child_env(PYTHONPATH=str(SRC))
     command = [sys.executable, "-m", "pytest", "-p", "no:timeout", "-p", "no:xdist", "-p", "no:cacheprovider"]
     done = subprocess.run(
         [*command, "-q", "examples/test_record_replay.py"],

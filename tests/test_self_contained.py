@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TESTS
+from helpers import TESTS, pytest_child_env
 
 ROOT = TESTS.parent
 LEFT_OUT = shutil.ignore_patterns(".git", ".venv", "*cache*", "__pycache__", "*.egg-info", "site", "build", "dist")
@@ -48,8 +48,7 @@ def test_a_copy_alone_in_an_empty_directory_collects_the_suite_and_passes_the_co
     copy = tmp_path / "alone" / "repo"
     copy_repository(copy)
     assert sorted(p.name for p in copy.parent.iterdir()) == ["repo"]
-    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
-    env.pop("PYTEST_XDIST_WORKER", None)
+    env = pytest_child_env(PYTHONPATH=str(copy / "src"))
     # One run: collecting the whole suite is the first half of selecting the core layer from it (a collection
     # error anywhere fails the run); the tests outside the layer are counted as deselected.
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-m", "core", "-x"]

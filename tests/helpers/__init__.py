@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 import threading
 import time
@@ -70,6 +71,13 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+def pytest_child_env(**extra: str) -> dict[str, str]:
+    """The environment for a pytest a test starts: ours, without what configures *this* run (CI passes its
+    coverage floor in ``PYTEST_ADDOPTS``, which a core-only child run would fail; an xdist worker's id)."""
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    return {**env, **extra}
 
 
 def pid_alive(pid: int) -> bool:
