@@ -136,6 +136,10 @@ def test_close_returns_within_kill_grace_while_the_agents_whole_group_floods(mak
 # 3. A fair event loop.
 
 
+FLOOD_SECONDS = 2.0
+"""How long the starvation test floods its client: the deadline of its prompt."""
+
+
 def test_a_flooding_agent_does_not_starve_the_other_tasks_of_its_event_loop() -> None:
     ticks: list[float] = []
 
@@ -160,7 +164,7 @@ def test_a_flooding_agent_does_not_starve_the_other_tasks_of_its_event_loop() ->
             await asyncio.sleep(0)
             started = time.monotonic()
             with pytest.raises(AgentTimeout):
-                await client.prompt("s1", "go", timeout=1.0)
+                await client.prompt("s1", "go", timeout=FLOOD_SECONDS)
             ended = time.monotonic()
             task.cancel()
         return started, ended
@@ -171,7 +175,9 @@ def test_a_flooding_agent_does_not_starve_the_other_tasks_of_its_event_loop() ->
     # 50 ms slice at least: some 20 times a second, fewer on a loaded machine, so the bound keeps a wide margin).
     assert len(during) >= 8
     gaps = [later - earlier for earlier, later in itertools.pairwise(during)]
-    assert max(gaps) < 0.5  # the goal is 50 ms (benchmarks); this only catches a loop held for the whole flood
+    # The goal is 50 ms (benchmarks); this only catches a loop held for the whole flood. Half the flood, not less:
+    # under a full parallel run on two cores the whole process was once not scheduled for 0.58 s.
+    assert max(gaps) < FLOOD_SECONDS / 2
 
 
 def test_calls_in_a_row_let_the_event_loop_run_once_per_fair_slice_not_once_per_call(scripted: MakeScripted) -> None:
