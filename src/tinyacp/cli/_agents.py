@@ -123,6 +123,20 @@ class AgentSpec:
     """Tools the config file allows by name for this agent (``--allow-tool`` adds to them)."""
     deny_tools: tuple[str, ...] = ()
     """Tools the config file never allows for this agent (``--deny-tool`` adds to them)."""
+    version: str = ""
+    """The version the entry pins (``npx``/``uvx``) or was checked against (a program on ``PATH``); empty if unknown."""
+    launcher: str = "path"
+    """How the command starts the agent: ``npx`` or ``uvx`` (a pinned package, fetched on first use), ``path`` (a
+    program on ``PATH``, or a path), or ``python`` (the demo agent, in tinyacp's own interpreter)."""
+    package: str = ""
+    """The pinned package ``npx``/``uvx`` runs (``@scope/name@1.2.3``, ``name@1.2.3``); empty for a program."""
+    offline: str = ""
+    """How to install the agent so that it starts without the network, in words a person can follow."""
+    notes: tuple[str, ...] = ()
+    """What is known of the agent's behaviour that a permission rule does not change (printed when the agent is
+    started with a rule, and by ``tinyacp agents``)."""
+    registry_id: str = ""
+    """The agent's id in the ACP registry, when it has one (https://github.com/agentclientprotocol/registry)."""
 
     @property
     def key(self) -> str:
