@@ -27,7 +27,7 @@ from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
 from .._version import __version__
 from ._dirs import default_config_path
-from ._exit import BATCH_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
+from ._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 from ._usage import ParseError, Parser, json_asked, usage_error
 
 __all__ = ["main"]
@@ -197,7 +197,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "prompts and journals; with --agent (or --agent-command), also the agent's own list (session/list, when it "
         "offers one).",
     )
-    commands.add("agents", _agents_options, parents=[config], help="list the agents known by name")
+    commands.add(
+        "agents",
+        _agents_options,
+        parents=[config],
+        help="list the agents known by name; --check starts them and shows what each answers",
+        description="List the agents known by name: their command, whether each is installed, what it needs, how "
+        "to install it and log in. With --check, start agents (each in an empty temporary directory), send "
+        "initialize and nothing else, and print what each answered.",
+        epilog=CHECK_EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands.add(
         "show",
         _show_options,
@@ -278,9 +288,42 @@ def _sessions_options(sessions: argparse.ArgumentParser) -> None:
     sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
 
 
+_CHECK_TIMEOUT = 30.0
+"""``agents --check``'s deadline of an agent's answer to ``initialize``; an ``npx``/``uvx`` entry gets
+``_STARTUP_TIMEOUT``, as its first start downloads it."""
+
+
 def _agents_options(agents: argparse.ArgumentParser) -> None:
-    agents.add_argument("--format", choices=("text", "json"), default="text")
-    agents.set_defaults(handler=_lazy("_commands", "cmd_agents"))
+    agents.add_argument("--format", choices=("text", "json"), default="text", help="stdout: text, or JSON")
+    check = agents.add_argument_group("checking that agents start (initialize only: no session, no prompt)")
+    check.add_argument(
+        "--check",
+        nargs="*",
+        metavar="NAME",
+        help="start these agents (default: each one that starts without a download and is on PATH), send "
+        "initialize, and print what each answered; an npx/uvx entry is checked only when named, or with --all",
+    )
+    check.add_argument("--all", action="store_true", help="with --check: every known agent, npx/uvx ones included")
+    check.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help=f"with --check: each agent's deadline to answer initialize (default {_CHECK_TIMEOUT:g}; "
+        f"{_STARTUP_TIMEOUT:g} for an npx/uvx entry: a first start downloads it)",
+    )
+    check.add_argument(
+        "--concurrency", type=_concurrency, default=4, metavar="N", help="with --check: agents at once (default 4)"
+    )
+    agents.set_defaults(handler=_agents, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
+
+
+def _agents(args: argparse.Namespace) -> int:
+    """``tinyacp agents``, or with ``--check`` the check of the agents (imported only then)."""
+    if args.check is None:
+        if args.all or args.timeout is not None:
+            raise UsageProblem(f"{'--all' if args.all else '--timeout'} is an option of --check")
+        return _lazy("_commands", "cmd_agents")(args)
+    return _lazy("_check", "cmd_check")(args)
 
 
 def _show_options(show: argparse.ArgumentParser) -> None:

@@ -23,19 +23,19 @@ from .._limits import TransferLimits
 from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
-from .._records import AgentMessage, MessageKind
 from ..reader import ReaderLimits
 from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolve_agent
 from ._attachments import Attachment, read_attachment
 from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_private_file, private_dir
 from ._display import isatty, one_line, print_error, sanitize
 from ._exit import Exit, SettingUnavailable, UsageProblem
-from ._explain import StartupWatch, explain, stderr_lines
-from ._features import COMMAND_FEATURES, newer_offers, permission_policy, providers_of
+from ._explain import explain, stderr_lines
+from ._features import COMMAND_FEATURES, permission_policy, providers_of
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
+from ._offers import InitializeAnswer, auth_method_line, initialize_report, session_capability_names, yes
 from ._run import PromptSettings, run_prompt
-from ._session import SessionPlan, auth_needs, open_session, raw_auth_methods
+from ._session import SessionPlan, open_session, raw_auth_methods
 from ._text import text_argument, utf8_or_escaped
 
 __all__ = ["cmd_agents", "cmd_chat", "cmd_probe", "cmd_prompt", "cmd_sessions", "cmd_show"]
@@ -239,25 +239,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return run_chat(_run_settings(args, "", chat=True))
 
 
-class _InitializeAnswer(BaseObserver):
-    """Keeps the agent's raw answer to ``initialize``, to print it whole with ``probe --format json``."""
-
-    raw: bytes = b""
-
-    def __init__(self) -> None:
-        self.watch = StartupWatch()
-
-    def on_message(self, message: AgentMessage) -> None:
-        if message.kind == MessageKind.RESPONSE and message.method == "initialize":
-            self.raw = message.raw
-        self.watch.seen(message.raw, message)
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
     """``tinyacp probe``: initialize, open a session, print what the agent offers."""
     agent = _agent(args)
     cwd = _cwd(args)
-    answer = _InitializeAnswer()
+    answer = InitializeAnswer()
     env = {**os.environ, **agent.env} if agent.env else None
     client: Client | None = None
     init = None
@@ -268,7 +254,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         )
         with Client(options) as client:
             init = client.initialize(timeout=args.timeout)
-            report = _probe_report(agent, init, answer.raw)
+            report = {**initialize_report(agent, init, answer.raw), "command": list(agent.command), "session": None}
             if report["newer"]["providers"]:
                 report["newer"]["provider_list"] = providers_of(client, args.timeout)
             code = _probe_session(client, init, agent, args, report, answer.raw)
@@ -289,38 +275,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(sanitize(_probe_text(report)))
     return int(code)
-
-
-def _probe_report(agent: AgentSpec, init: Initialize, raw: bytes) -> dict[str, Any]:
-    info = init.agent_info
-    caps = init.agent_capabilities
-    methods = raw_auth_methods(raw)
-    return {
-        "agent": {"name": info.name, "version": info.version, "title": info.title} if info else None,
-        "protocol_version": init.protocol_version,
-        "prompt_capabilities": {
-            "image": caps.prompt_capabilities.image,
-            "audio": caps.prompt_capabilities.audio,
-            "embedded_context": caps.prompt_capabilities.embedded_context,
-        },
-        "mcp_capabilities": {"http": caps.mcp_capabilities.http, "sse": caps.mcp_capabilities.sse},
-        "load_session": caps.load_session,
-        "session_capabilities": caps.session_capabilities,
-        "auth_methods": [
-            {
-                "id": method.id,
-                "name": method.name,
-                "description": method.description,
-                "type": method.type,
-                "needs": auth_needs(method, agent, methods),
-            }
-            for method in init.auth_methods
-        ],
-        "newer": newer_offers(_loads(raw).get("result")),
-        "command": list(agent.command),
-        "initialize": _loads(raw).get("result"),
-        "session": None,
-    }
 
 
 def _probe_session(  # noqa: PLR0917  one call site; the pieces of one probe
@@ -367,37 +321,25 @@ def _probe_session(  # noqa: PLR0917  one call site; the pieces of one probe
     return Exit.OK
 
 
-def _loads(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _probe_text(report: dict[str, Any]) -> str:
     agent = report["agent"] or {}
     name = one_line(f"{agent.get('name', '?')} {agent.get('version', '')}", 100)
     title = f" ({one_line(agent['title'], 100)})" if agent.get("title") else ""
     prompt = report["prompt_capabilities"]
     mcp = report["mcp_capabilities"]
-    sessions = ", ".join(
-        one_line(key, 40) for key, value in report["session_capabilities"].items() if value is not None
-    )
+    sessions = ", ".join(one_line(key, 40) for key in session_capability_names(report["session_capabilities"]))
     lines = [
         f"agent:                {name}{title}",
         f"protocol version:     {report['protocol_version']}",
-        f"prompt content:       text, resource links; image: {_yes(prompt['image'])}, audio: {_yes(prompt['audio'])}, "
-        f"embedded files: {_yes(prompt['embedded_context'])}",
-        f"mcp servers:          stdio; http: {_yes(mcp['http'])}, sse: {_yes(mcp['sse'])}",
-        f"load session:         {_yes(report['load_session'])}",
+        f"prompt content:       text, resource links; image: {yes(prompt['image'])}, audio: {yes(prompt['audio'])}, "
+        f"embedded files: {yes(prompt['embedded_context'])}",
+        f"mcp servers:          stdio; http: {yes(mcp['http'])}, sse: {yes(mcp['sse'])}",
+        f"load session:         {yes(report['load_session'])}",
         f"session capabilities: {sessions or 'none'}",
         "auth methods:         " + (", ".join(one_line(m["name"], 60) for m in report["auth_methods"]) or "none"),
     ]
     for method in report["auth_methods"]:
-        lines.append(
-            f"  {one_line(method['id'], 60)} ({one_line(method['name'], 60)}): {one_line(method['needs'], 200)}"
-        )
+        lines.append(f"  {auth_method_line(method)}")
     return "\n".join(lines + _newer_lines(report["newer"]) + _session_lines(report["session"]))
 
 
@@ -405,10 +347,10 @@ def _newer_lines(newer: dict[str, Any]) -> list[str]:
     """What the agent offers of the newer calls, and what the command opts in to."""
     system = ", ".join(newer["system_prompt"]) or "no"
     lines = [
-        f"fork:                 {_yes(newer['fork'])}",
+        f"fork:                 {yes(newer['fork'])}",
         f"system prompt:        {system}",
-        f"session titles:       {_yes(newer['title'])}",
-        f"providers:            {_yes(newer['providers'])}",
+        f"session titles:       {yes(newer['title'])}",
+        f"providers:            {yes(newer['providers'])}",
     ]
     listed = newer.get("provider_list")
     if isinstance(listed, str):
@@ -420,10 +362,6 @@ def _newer_lines(newer: dict[str, Any]) -> list[str]:
         lines.append(f"  {one_line(provider['id'], 60)}: {where} (takes {supports or 'nothing it names'})")
     lines.append(f"the command opts in:  {', '.join(name.replace('_', ' ') for name in newer['opted_in'])}")
     return lines
-
-
-def _yes(value: object) -> str:
-    return "yes" if value else "no"
 
 
 def _session_lines(session: dict[str, Any] | None) -> list[str]:

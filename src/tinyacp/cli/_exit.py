@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["BATCH_EXIT_STATUS", "EXIT_STATUS", "OUTCOME_WORDS", "Exit", "SettingUnavailable", "UsageProblem"]
+__all__ = [
+    "BATCH_EXIT_STATUS",
+    "CHECK_EXIT_STATUS",
+    "EXIT_STATUS",
+    "OUTCOME_WORDS",
+    "Exit",
+    "SettingUnavailable",
+    "UsageProblem",
+]
 
 
 class UsageProblem(Exception):
@@ -81,3 +89,10 @@ BATCH_EXIT_STATUS = """exit status:
   2    usage error: bad arguments, a malformed item or repeated id, an output directory in use or not shared
   3    the engine failed (Ray missing, unreachable, or no node left); run again to resume
   130  Ctrl-C: turns in flight were stopped and left without a record; run again to resume"""
+
+CHECK_EXIT_STATUS = """exit status of --check:
+  0    every agent checked answered initialize (one that needs a login did answer)
+  1    an agent started but did not answer: it exited, does not speak ACP, timed out or answered with an error
+  2    usage error: bad arguments, an unknown agent name, a bad config file
+  7    no agent failed so, but one could not be started (not installed)
+  130  Ctrl-C"""
