@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import Any
 import pytest
 
 import tinyacp
-from helpers.cli import TIMEOUT, Cli
+from helpers import wait_for
+from helpers.cli import TIMEOUT, Cli, marked_processes
 from tinyacp.cli._agents import AgentSpec
 from tinyacp.cli._check import _check, _table
 
@@ -235,6 +237,16 @@ def test_a_pinned_version_beside_the_one_the_agent_reports_shows_a_mismatch() ->
     assert f"{tinyacp.__version__}, pinned 0.0.1: differs" in text
 
 
+def test_each_line_of_the_table_fits_a_narrow_terminal(cli: Cli) -> None:
+    path = config(cli, {"an-agent-with-a-rather-long-name": {"command": list(DEMO)}})
+    env = dict(cli.env, COLUMNS="60")
+    done = cli.run("agents", "--config", str(path), "--check", "demo", "an-agent-with-a-rather-long-name", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert [line for line in lines if len(line) > 60] == []
+    assert sum(line.startswith(("demo ", "an-agent-with-a")) for line in lines) == 2  # one row each
+
+
 def test_the_status_is_coloured_only_when_asked() -> None:
     row = asyncio.run(_check(AgentSpec("demo", DEMO), 30.0))
     assert "\x1b[32mok\x1b[0m" in _table([row], color=True)
@@ -246,3 +258,59 @@ def test_usage_errors_start_no_agent(cli: Cli) -> None:
     assert cli.run("agents", "--timeout", "3").returncode == 2
     done = cli.run("agents", "--check", "cluade")
     assert done.returncode == 2 and b"did you mean 'claude'" in done.stderr
+
+
+def test_an_error_answer_to_initialize_is_an_error_but_one_asking_for_a_login_is_an_answer(cli: Cli) -> None:
+    broken = cli.scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply_error", "code": -32603, "message": "no model configured"},
+            {"op": "wait_eof"},
+        ],
+        "broken",
+    )
+    locked = cli.scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply_error", "code": -32000, "message": "Authentication required"},
+            {"op": "wait_eof"},
+        ],
+        "locked",
+    )
+    path = config(
+        cli,
+        {
+            "broken": {"command": shlex.split(broken)},
+            "locked": {"command": shlex.split(locked), "login": "run `locked login`"},
+        },
+    )
+    done = cli.run("agents", "--config", str(path), "--check", "broken", "locked", "--format", "json")
+    rows = rows_of(done)
+    assert (rows["broken"]["status"], rows["broken"]["answered"]) == ("error", False)
+    assert "no model configured" in rows["broken"]["cause"]
+    assert (rows["locked"]["status"], rows["locked"]["answered"]) == ("needs_login", True)
+    assert any("run `locked login`" in line for line in rows["locked"]["details"])
+    assert done.returncode == 1  # the error; the login alone would be 0
+    alone = cli.run("agents", "--config", str(path), "--check", "locked")
+    assert alone.returncode == 0 and re.search(rb"^locked +needs login", alone.stdout, re.MULTILINE)
+
+
+def test_all_checks_every_known_agent_npx_entries_included(cli: Cli) -> None:
+    env = dict(cli.env, PATH=str(cli.tmp / "empty-path"))  # npx is not found: nothing is downloaded
+    done = cli.run("agents", "--check", "--all", "--format", "json", env=env)
+    assert done.returncode == 7, done.stderr
+    rows = rows_of(done)
+    assert all(row["checked"] for row in rows.values())
+    assert rows["claude"]["status"] == "not_installed" and "'npx' was not found on PATH" in rows["claude"]["cause"]
+    assert rows["demo"]["status"] == "ok"
+
+
+def test_ctrl_c_stops_the_agents_being_checked_and_exits_130(cli: Cli) -> None:
+    silent = script(cli, "silent", "import time\ntime.sleep(600)\n")
+    command = shlex.join([sys.executable, str(silent)])
+    proc = cli.popen("agents", "--check", command, f"{command} --again", "--timeout", "600", stderr=cli.tmp / "err")
+    # The command and its two agents: each agent is a process of its own with the run's marker.
+    wait_for(lambda: len(marked_processes(cli.marker)) >= 3, timeout=TIMEOUT, what="both agents started")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=TIMEOUT) == 130
+    wait_for(lambda: not marked_processes(cli.marker), timeout=TIMEOUT, what="no agent left")

@@ -81,7 +81,7 @@ def check_exit_status(rows: list[dict[str, Any]]) -> Exit:
     return Exit.OK
 
 
-def downloads(spec: AgentSpec) -> bool:
+def _downloads(spec: AgentSpec) -> bool:
     """Whether the agent's first start fetches a package (``npx``, ``uvx``), by its entry or by its command."""
     return spec.launcher in DOWNLOADERS or os.path.basename(spec.command[0]) in DOWNLOADERS
 
@@ -103,7 +103,7 @@ def _choose(
     picked: list[AgentSpec] = []
     left: list[tuple[AgentSpec, str]] = []
     for spec in config.agents.values():
-        if downloads(spec):
+        if _downloads(spec):
             left.append((spec, "download"))
         elif spec.program() is None:
             left.append((spec, "not_on_path"))
@@ -116,7 +116,7 @@ def _timeout(args: argparse.Namespace, spec: AgentSpec) -> float:
     """``--timeout``, else the default of its kind: a download's first start is slow (``npx`` starts Node too)."""
     if args.timeout is not None:
         return float(args.timeout)
-    return float(args.download_timeout if downloads(spec) else args.check_timeout)
+    return float(args.download_timeout if _downloads(spec) else args.check_timeout)
 
 
 async def _check_all(specs: list[AgentSpec], timeouts: list[float], concurrency: int) -> list[dict[str, Any]]:
@@ -291,12 +291,9 @@ def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
     """One line per checked agent that fits the terminal, what it offers or why it failed under it; then a
     footer naming the agents left out."""
     checked = [row for row in rows if row["checked"]]
-    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    width = max(50, shutil.get_terminal_size((100, 24)).columns)
     cells = [_cells(row) for row in checked]
-    sizes = [max([len(name)] + [len(line[i]) for line in cells]) for i, name in enumerate(_COLUMNS)]
-    sizes[0] = min(sizes[0], 24)
-    others = sum(sizes) - sizes[2] + 2 * (len(sizes) - 1)
-    sizes[2] = max(7, min(sizes[2], width - others))
+    sizes = _sizes(cells, width)
     lines = [_join(list(_COLUMNS), sizes, None)]
     for row, line in zip(checked, cells, strict=True):
         lines.append(_join(line, sizes, _COLOURS.get(row["status"], "31") if color else None))
@@ -304,6 +301,16 @@ def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
     if not checked:
         lines.append("no agent was checked")
     return "\n".join(lines + _footer(rows, width))
+
+
+def _sizes(cells: list[list[str]], width: int) -> list[int]:
+    """The columns' widths: status, protocol and time whole; the name and the version share what is left."""
+    sizes = [max([len(name)] + [len(line[i]) for line in cells]) for i, name in enumerate(_COLUMNS)]
+    left = width - sizes[1] - sizes[3] - sizes[4] - 2 * (len(sizes) - 1)
+    version = min(sizes[2], max(7, left // 2))
+    sizes[0] = max(8, min(sizes[0], 24, left - version))
+    sizes[2] = max(7, min(sizes[2], left - sizes[0]))
+    return sizes
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
@@ -362,7 +369,9 @@ def _detail_lines(row: dict[str, Any]) -> list[str]:
 def _wrapped(lines: list[str], width: int, indent: str = "  ") -> list[str]:
     out = []
     for line in lines:
-        out += textwrap.wrap(line, width, initial_indent=indent, subsequent_indent=indent + "    ") or [""]
+        out += textwrap.wrap(
+            line, width, initial_indent=indent, subsequent_indent=indent + "    ", break_on_hyphens=False
+        ) or [""]
     return out
 
 
