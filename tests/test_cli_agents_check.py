@@ -208,7 +208,6 @@ def test_without_names_the_agents_that_start_without_a_download_are_checked(cli:
     assert (rows["fetched"]["skipped"], rows["fetched"]["status"]) == ("download", "not_checked")
     assert rows["absent"]["skipped"] == "not_on_path"
     assert rows["absent"]["details"] == ["to install absent: pip install absent"]
-    assert rows["claude"]["skipped"] == "download"  # an npx entry: never fetched unless named
     text = cli.run("agents", "--config", str(path), "--check", env=env).stdout.decode()
     footer = text.split("\n\n")[-1]
     assert "downloads a package (name them, or --all): " in footer and "fetched" in footer
@@ -256,8 +255,9 @@ def test_the_status_is_coloured_only_when_asked() -> None:
 def test_usage_errors_start_no_agent(cli: Cli) -> None:
     assert cli.run("agents", "--all").returncode == 2
     assert cli.run("agents", "--timeout", "3").returncode == 2
-    done = cli.run("agents", "--check", "cluade")
-    assert done.returncode == 2 and b"did you mean 'claude'" in done.stderr
+    done = cli.run("agents", "--check", "demo", "no-such-name")
+    assert done.returncode == 2 and b"unknown agent 'no-such-name'" in done.stderr
+    assert done.stdout == b""  # refused before any agent started
 
 
 def test_an_error_answer_to_initialize_is_an_error_but_one_asking_for_a_login_is_an_answer(cli: Cli) -> None:
@@ -296,12 +296,14 @@ def test_an_error_answer_to_initialize_is_an_error_but_one_asking_for_a_login_is
 
 
 def test_all_checks_every_known_agent_npx_entries_included(cli: Cli) -> None:
+    path = config(cli, {"fetched": {"command": ["npx", "-y", "some-acp-adapter@1.0.0"]}})
     env = dict(cli.env, PATH=str(cli.tmp / "empty-path"))  # npx is not found: nothing is downloaded
-    done = cli.run("agents", "--check", "--all", "--format", "json", env=env)
+    done = cli.run("agents", "--config", str(path), "--check", "--all", "--format", "json", env=env)
     assert done.returncode == 7, done.stderr
     rows = rows_of(done)
     assert all(row["checked"] for row in rows.values())
-    assert rows["claude"]["status"] == "not_installed" and "'npx' was not found on PATH" in rows["claude"]["cause"]
+    fetched = rows["fetched"]
+    assert fetched["status"] == "not_installed" and "'npx' was not found on PATH" in fetched["cause"]
     assert rows["demo"]["status"] == "ok"
 
 
