@@ -253,21 +253,24 @@ def cmd_probe(args: argparse.Namespace) -> int:
             command=agent.command, cwd=cwd, env=env, observer=answer, stderr="tail", features=COMMAND_FEATURES
         )
         with Client(options) as client:
+            answer.watch.arm(client.kill)
             init = client.initialize(timeout=args.timeout)
             report = {**initialize_report(agent, init, answer.raw), "command": list(agent.command), "session": None}
             if report["newer"]["providers"]:
                 report["newer"]["provider_list"] = providers_of(client, args.timeout)
             code = _probe_session(client, init, agent, args, report, answer.raw)
     except TinyAcpError as exc:
+        answer.watch.disarm()
+        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         why = explain(
             exc,
             agent,
             init,
-            first_line=answer.watch.first_line,
             startup_timeout=None if init else args.timeout,
             cwd=cwd,
+            watch=answer.watch,
+            stderr_tail=tail,
         )
-        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         print_error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
         return int(why.code)
     if args.format == "json":

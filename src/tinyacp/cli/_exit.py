@@ -43,7 +43,8 @@ class Exit(enum.IntEnum):
     LIMIT = 6
     """A transfer limit was reached (a line, an update, the update count, the reply, the prompt's size)."""
     NOT_INSTALLED = 7
-    """The agent's program could not be started (not installed, not executable)."""
+    """The agent's program could not be started (not installed, not executable), or ``npx``/``uvx`` could not fetch
+    it (no network, not in the registry) or found no Python for it."""
     NOT_LOGGED_IN = 8
     """The agent needs a login (``AuthRequired``): the run lists the auth methods it offers and what each needs."""
     REJECTED = 9
@@ -78,7 +79,8 @@ EXIT_STATUS = """exit status:
   4    the turn stopped early: max_tokens, max_turn_requests, or a stop reason outside ACP v1
   5    --timeout passed
   6    a transfer limit was reached
-  7    the agent's program could not be started (not installed)
+  7    the agent's program could not be started (not installed), or npx/uvx could not fetch it (no
+       network, not in the registry) or found no Python for it
   8    not logged in: the agent needs a login; the methods it offers are listed (use --auth METHOD)
   9    --fail-on-reject: the turn ended but a permission request was rejected or cancelled
   130  Ctrl-C (or the agent ended the turn as cancelled); 128+N when signal N stopped the run"""

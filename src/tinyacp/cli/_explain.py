@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from .._records import AgentMessage, MessageKind
 from ._agents import AgentSpec
 from ._display import one_line
 from ._exit import Exit, SettingUnavailable
+from ._launchers import first_start_hint, launch_failure, launch_of
 from ._session import auth_needs
 
 __all__ = ["Explanation", "NotAcp", "StartupWatch", "data_lines", "explain", "stderr_lines"]
@@ -40,7 +42,8 @@ STDERR_LINES = 12
 """How many of the agent's last stderr lines are shown with an error."""
 _LINE = 300
 
-NOT_ACP = "this program does not speak ACP on stdout"
+NOT_ACP_WORDS = "does not speak ACP on stdout"
+NOT_ACP = f"this program {NOT_ACP_WORDS}"
 
 
 class NotAcp(Exception):
@@ -51,26 +54,79 @@ class NotAcp(Exception):
         self.line = line
 
 
-class StartupWatch:
-    """Keeps the first line the agent writes on stdout and refuses it when it is not JSON-RPC.
+STARTUP_GRACE = 1.0
+"""How long a program whose first line on stdout is not JSON-RPC may go on before it is stopped: long enough for
+one that prints a line and exits (kimi-cli 1.52's "no longer maintained") to exit on its own, so that its exit
+status and its other lines are shown; short enough that one that waits for a person (``gemini`` without
+``--acp``) is named at once."""
+SAID_LINES = 3
+"""How many of the lines that are not JSON-RPC are kept and shown."""
 
-    Call :meth:`seen` from the observer's ``on_message`` and ``on_update``, after recording the line.
+
+class StartupWatch:
+    """Watches the lines the agent writes on stdout before it answers ``initialize``.
+
+    When the first line is not JSON-RPC, the program does not speak ACP. Unarmed, the watch refuses that line at
+    once (it raises :class:`NotAcp`). Armed with a way to stop the agent (:meth:`arm`), it keeps the lines that
+    follow and gives the program :data:`STARTUP_GRACE` seconds to exit on its own before it stops it; a JSON-RPC
+    message after such a line is refused (:class:`NotAcp`). Call :meth:`seen` from the observer's ``on_message``
+    and ``on_update``, after recording the line, and :meth:`disarm` when the run is over.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grace: float = STARTUP_GRACE) -> None:
         self.first_line: bytes | None = None
+        self.said: list[bytes] = []
+        """The first :data:`SAID_LINES` lines that are not JSON-RPC, from the first line on."""
+        self.said_count = 0
+        """How many lines that are not JSON-RPC came, from the first line on."""
+        self.grace = grace
+        self.stopped = False
+        """Whether the watch stopped the agent (it was still running ``grace`` seconds after its first line)."""
+        self._stop: Callable[[], None] | None = None
+        self._timer: threading.Timer | None = None
+
+    def arm(self, stop: Callable[[], None]) -> None:
+        """Let the watch stop the agent by calling ``stop`` (:meth:`tinyacp.Client.kill`, safe from any thread)."""
+        self._stop = stop
+
+    def disarm(self) -> None:
+        """Cancel a stop not yet made (the run is over)."""
+        self._stop = None
+        if self._timer is not None:
+            self._timer.cancel()
 
     def seen(self, raw: bytes, message: AgentMessage | None = None) -> None:
-        """A line the agent sent; raises :class:`NotAcp` when it is the first one and not JSON-RPC.
+        """A line the agent sent (``message`` None: a session update, which is JSON-RPC).
 
         Raises:
-            NotAcp: the first line is not JSON-RPC.
+            NotAcp: the first line is not JSON-RPC (unarmed), or a JSON-RPC message came after such a line.
         """
-        if self.first_line is not None:
-            return
-        self.first_line = raw
-        if message is not None and message.kind == MessageKind.INVALID:
-            raise NotAcp(raw)
+        invalid = message is not None and message.kind == MessageKind.INVALID
+        if self.first_line is None:
+            self.first_line = raw
+            if not invalid:
+                return
+            self._said(raw)
+            if self._stop is None:
+                raise NotAcp(raw)
+            self._timer = threading.Timer(self.grace, self._stop_now)
+            self._timer.daemon = True
+            self._timer.start()
+        elif self.said_count:
+            if not invalid:
+                raise NotAcp(self.first_line)
+            self._said(raw)
+
+    def _said(self, raw: bytes) -> None:
+        self.said_count += 1
+        if len(self.said) < SAID_LINES:
+            self.said.append(raw)
+
+    def _stop_now(self) -> None:
+        stop = self._stop
+        if stop is not None:
+            self.stopped = True
+            stop()
 
 
 @dataclass
@@ -117,6 +173,39 @@ def _first_line(line: bytes | None) -> list[str]:
     return [f"its first line on stdout: {one_line(text, _LINE)}"]
 
 
+@dataclass(frozen=True)
+class _Said:
+    """The lines that are not JSON-RPC a program wrote on stdout before it answered ``initialize``."""
+
+    lines: tuple[bytes, ...]
+    count: int
+    stopped: bool = False
+    grace: float = STARTUP_GRACE
+
+    @classmethod
+    def of(cls, watch: StartupWatch | None, first_line: bytes | None, exc: BaseException) -> _Said | None:
+        if watch is not None and watch.said_count:
+            return cls(tuple(watch.said), watch.said_count, watch.stopped, watch.grace)
+        if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
+            return cls((exc.__cause__.line,), 1)
+        return None
+
+    def words(self) -> str:
+        """``its only line on stdout: "…"``, or its first line and how many there were."""
+        which = "its only line" if self.count == 1 else f"the first of its {self.count} lines"
+        return f"{which} on stdout: {_quoted(self.lines[0])}"
+
+    def more(self) -> list[str]:
+        """The lines after the first, as hint lines."""
+        shown = [f"then: {_quoted(line)}" for line in self.lines[1:]]
+        left = self.count - len(self.lines)
+        return [*shown, f"(and {left} more line{'s' if left != 1 else ''})"] if left > 0 else shown
+
+
+def _quoted(line: bytes) -> str:
+    return f'"{one_line(line.decode("utf-8", "replace"), _LINE)}"'
+
+
 def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the order of the exit-status table
     exc: BaseException,
     agent: AgentSpec,
@@ -126,6 +215,8 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     startup_timeout: float | None = None,
     raw_methods: Mapping[str, Any] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    watch: StartupWatch | None = None,
+    stderr_tail: bytes | None = None,
 ) -> Explanation:
     """The exit status, the message and the hint lines for an error of a run (or of ``probe``).
 
@@ -133,10 +224,13 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         exc: what was raised.
         agent: the agent that was started.
         init: the agent's answer to ``initialize``, if it came.
-        first_line: the first line the agent wrote on stdout, if any.
+        first_line: the first line the agent wrote on stdout, if any (``watch`` gives it too).
         startup_timeout: when ``exc`` is the timeout of ``initialize`` by ``--startup-timeout``, its value.
         raw_methods: the auth methods of the raw ``initialize`` answer, by id (what each needs).
         cwd: the agent's working directory, where a relative program path is looked up.
+        watch: the run's :class:`StartupWatch`: the lines that are not JSON-RPC, and whether it stopped the agent.
+        stderr_tail: the last bytes of the agent's stderr (else the error's own), where ``npx`` and ``uvx`` say
+            why they could not start it.
     """
     message = one_line(exc.message if isinstance(exc, AgentExited) else str(exc), 2000)
     if isinstance(exc, SettingUnavailable):
@@ -144,18 +238,14 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     if isinstance(exc, SpawnError):
         install = [f"to install {agent.name}: {agent.install}"] if agent.install else []
         return Explanation(Exit.NOT_INSTALLED, _cannot_start(agent, exc.__cause__, cwd) or message, install)
-    if init is None and isinstance(exc, RequestError | AgentExited):
-        not_acp = _not_acp(exc, first_line)
-        if not_acp is not None:
-            shown = _first_line(first_line) if first_line else []
-            return Explanation(Exit.AGENT_ERROR, not_acp, [*shown, *_acp_hint(agent)])
-    if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
-        return Explanation(Exit.AGENT_ERROR, str(exc.__cause__), [*_first_line(exc.__cause__.line), *_acp_hint(agent)])
+    if first_line is None and watch is not None:
+        first_line = watch.first_line
+    if init is None:
+        tail = stderr_tail if stderr_tail is not None else getattr(exc, "stderr_tail", None)
+        started = _not_started(exc, agent, first_line, _Said.of(watch, first_line, exc), startup_timeout, tail)
+        if started is not None:
+            return started
     if isinstance(exc, AgentTimeout):
-        if init is None and startup_timeout is not None:
-            message = f"{NOT_ACP}: no answer to initialize in {startup_timeout:g} s"
-            more = [*_first_line(first_line), *_acp_hint(agent), "(a slow first start? raise --startup-timeout)"]
-            return Explanation(Exit.AGENT_ERROR, message, more)
         return Explanation(Exit.TIMEOUT, message)
     if isinstance(exc, LimitExceeded):
         return Explanation(Exit.LIMIT, message, ["raise the limit with the --max-* options if the agent is honest"])
@@ -175,6 +265,57 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     if isinstance(exc, AgentExited) and init is None and first_line is None and agent.install:
         hint.append(f"is {agent.name} installed and working? {agent.install}")
     return Explanation(Exit.AGENT_ERROR, message, hint)
+
+
+def _not_started(  # noqa: PLR0917  one return per way a start fails; the facts of one failed start
+    exc: BaseException,
+    agent: AgentSpec,
+    first_line: bytes | None,
+    said: _Said | None,
+    startup_timeout: float | None,
+    tail: bytes | None,
+) -> Explanation | None:
+    """What went wrong when the agent never answered ``initialize``; None when it is no failure to start."""
+    launch = launch_of(agent)
+    timed_out = isinstance(exc, AgentTimeout) and startup_timeout is not None
+    if launch is not None and (isinstance(exc, AgentExited) or timed_out):
+        failure = launch_failure(launch, tail, agent)
+        if failure is not None:  # npx or uvx never started the agent: it is not installed, and says why
+            return Explanation(Exit.NOT_INSTALLED, failure.message, failure.hint)
+    if said is not None:
+        message = _said_message(exc, agent, said, startup_timeout)
+        return Explanation(Exit.AGENT_ERROR, message, [*said.more(), *_acp_hint(agent)])
+    if isinstance(exc, RequestError | AgentExited):
+        not_acp = _not_acp(exc, first_line)
+        if not_acp is not None:
+            return Explanation(Exit.AGENT_ERROR, not_acp, _acp_hint(agent))
+    if timed_out:
+        assert startup_timeout is not None
+        if launch is not None and not first_line:
+            message = (
+                f"no answer to initialize in {startup_timeout:g} s: {launch.runner} may still have been downloading "
+                f"{launch.what}"
+            )
+            return Explanation(Exit.AGENT_ERROR, message, first_start_hint(launch, agent))
+        message = f"{NOT_ACP}: no answer to initialize in {startup_timeout:g} s"
+        more = [*_first_line(first_line), *_acp_hint(agent), "(a slow first start? raise --startup-timeout)"]
+        return Explanation(Exit.AGENT_ERROR, message, more)
+    return None
+
+
+def _said_message(exc: BaseException, agent: AgentSpec, said: _Said, startup_timeout: float | None) -> str:
+    """The message for a program that wrote lines that are not JSON-RPC: how it ended, and its first line."""
+    if said.stopped:
+        return (
+            f"{agent.name} {NOT_ACP_WORDS}: still no answer to initialize {said.grace:g} s after a "
+            f"line that is not JSON-RPC (stopped); {said.words()}"
+        )
+    if isinstance(exc, AgentExited):
+        how = describe_returncode(exc.returncode) if exc.returncode is not None else "it closed its output"
+        return f"{agent.name} exited before answering initialize ({how}); {said.words()}"
+    if isinstance(exc, AgentTimeout) and startup_timeout is not None:
+        return f"{agent.name} {NOT_ACP_WORDS}: no answer to initialize in {startup_timeout:g} s; {said.words()}"
+    return f"{agent.name} {NOT_ACP_WORDS}: its first line is not JSON-RPC; {said.words()}"
 
 
 def _cannot_start(agent: AgentSpec, cause: BaseException | None, cwd: str | os.PathLike[str] | None) -> str | None:
@@ -242,9 +383,16 @@ def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, 
 
 
 def _acp_hint(agent: AgentSpec) -> list[str]:
-    if agent.source == "built-in":
-        return [f"is {agent.name} installed and recent enough? {agent.install}"] if agent.install else []
-    return ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
+    if agent.source != "built-in":
+        return ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
+    if not agent.install:
+        return []
+    if agent.version and agent.launcher == "path":  # what is on PATH may be another release than the one checked
+        return [
+            f"tinyacp was checked with {agent.name} {agent.version}: a newer release may be the cause; "
+            f"to install that one: {agent.install}"
+        ]
+    return [f"is {agent.name} installed and recent enough? {agent.install}"]
 
 
 def _login_hint(agent: AgentSpec, init: Initialize | None) -> list[str]:

@@ -192,6 +192,7 @@ class PromptRun:
         """Start the agent, ``initialize`` it (within ``--startup-timeout``) and open the session."""
         settings = self.settings
         client = self.client = stack.enter_context(self._start(stack, observer))
+        observer.watch.arm(client.kill)  # a first line that is not JSON-RPC: how the program ends is told too
         self.agent_pid = client.pid
         interrupts.attach(client)
         self.startup, left = deadline.first(settings.startup_timeout)
@@ -278,16 +279,18 @@ class PromptRun:
     def _failed(self, exc: BaseException, observer: RunObserver) -> Outcome:
         """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
         client = self.client
+        observer.watch.disarm()
+        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         why = explain(
             exc,
             self.settings.agent,
             self.init,
-            first_line=observer.watch.first_line,
             startup_timeout=self.startup,
             raw_methods=raw_auth_methods(observer.initialize_answer),
             cwd=self.settings.cwd,
+            watch=observer.watch,
+            stderr_tail=tail,
         )
-        tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
         hint = [*why.hint, *stderr_lines(tail, log if client is not None else None)]
         data = exc.data if isinstance(exc, RequestError) else None
