@@ -124,10 +124,11 @@ def test_a_missing_program_says_not_found_with_the_install_hint_and_exits_7(cli:
 
 def test_an_agent_that_exits_shows_its_status_and_its_stderr(cli: Cli) -> None:
     quits = script(cli, "quits", "import sys\nsys.stderr.write('cannot find my model\\n')\nsys.exit(3)\n")
-    done = cli.run("agents", "--check", shlex.join([sys.executable, str(quits)]), "--format", "json")
+    command = shlex.join([sys.executable, str(quits)])
+    done = cli.run("agents", "--check", "--agent-command", command, "--agent-command", command, "--format", "json")
     assert done.returncode == 1
-    (row,) = json.loads(done.stdout)
-    assert (row["status"], row["exit_status"]) == ("exited", 3)
+    (row,) = json.loads(done.stdout)  # the same command line twice is checked once
+    assert (row["status"], row["exit_status"], row["source"]) == ("exited", 3, "--agent-command")
     assert "exit code 3" in row["cause"] and row["stderr"] == ["cannot find my model"]
 
 
@@ -255,6 +256,7 @@ def test_the_status_is_coloured_only_when_asked() -> None:
 def test_usage_errors_start_no_agent(cli: Cli) -> None:
     assert cli.run("agents", "--all").returncode == 2
     assert cli.run("agents", "--timeout", "3").returncode == 2
+    assert cli.run("agents", "--agent-command", "my-agent --acp").returncode == 2
     done = cli.run("agents", "--check", "demo", "no-such-name")
     assert done.returncode == 2 and b"unknown agent 'no-such-name'" in done.stderr
     assert done.stdout == b""  # refused before any agent started

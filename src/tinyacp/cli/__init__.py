@@ -305,6 +305,13 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
     )
     check.add_argument("--all", action="store_true", help="with --check: every known agent, npx/uvx ones included")
     check.add_argument(
+        "--agent-command",
+        action="append",
+        default=[],
+        metavar='"CMD ARGS"',
+        help="with --check: check this command line too (repeatable; split as a shell would, run without one)",
+    )
+    check.add_argument(
         "--timeout",
         type=_seconds,
         metavar="SECONDS",
@@ -320,8 +327,17 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
 def _agents(args: argparse.Namespace) -> int:
     """``tinyacp agents``, or with ``--check`` the check of the agents (imported only then)."""
     if args.check is None:
-        if args.all or args.timeout is not None:
-            raise UsageProblem(f"{'--all' if args.all else '--timeout'} is an option of --check")
+        given = [
+            flag
+            for flag, value in (
+                ("--all", args.all),
+                ("--timeout", args.timeout),
+                ("--agent-command", args.agent_command),
+            )
+            if value
+        ]
+        if given:
+            raise UsageProblem(f"{given[0]} is an option of --check")
         return _lazy("_commands", "cmd_agents")(args)
     return _lazy("_check", "cmd_check")(args)
 

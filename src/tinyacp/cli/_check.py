@@ -58,7 +58,7 @@ _STDERR_SHOWN = 4
 def cmd_check(args: argparse.Namespace) -> int:
     """``tinyacp agents --check [NAME…]``: the exit status is :func:`check_exit_status` of the rows."""
     config = load_config(args.config)
-    chosen, left = _choose(args.check, config, everything=args.all)
+    chosen, left = _choose(args.check, args.agent_command, config, everything=args.all)
     timeouts = [_timeout(args, spec) for spec in chosen]
     rows = asyncio.run(_check_all(chosen, timeouts, args.concurrency))
     rows += [_not_checked(spec, why) for spec, why in left]
@@ -87,16 +87,21 @@ def _downloads(spec: AgentSpec) -> bool:
 
 
 def _choose(
-    names: list[str], config: Config, *, everything: bool
+    names: list[str], commands: list[str], config: Config, *, everything: bool
 ) -> tuple[list[AgentSpec], list[tuple[AgentSpec, str]]]:
     """The agents to check, and those left out with why: the named ones (a name may carry arguments, or be a
-    command line, as ``--agent`` takes it); else every known agent that starts without a download and whose
-    program is here; with ``everything``, every known agent."""
-    if names:
+    command line, as ``--agent`` takes it) and the ``--agent-command`` ones; else every known agent that starts
+    without a download and whose program is here; with ``everything``, every known agent.
+
+    Raises:
+        ConfigError: a name is not known, or a command line cannot be split into words.
+    """
+    if names or commands:
+        specs = [resolve_agent(name, config) for name in names]
+        specs += [resolve_agent(None, config, command=command) for command in commands]
         chosen: dict[str, AgentSpec] = {}
-        for name in names:
-            spec = resolve_agent(name, config)
-            chosen.setdefault(spec.key if spec.source.startswith("--") else name, spec)
+        for given, spec in zip([*names, *commands], specs, strict=True):
+            chosen.setdefault(spec.key if spec.source.startswith("--") else given, spec)
         return list(chosen.values()), []
     if everything:
         return list(config.agents.values()), []
