@@ -819,7 +819,7 @@ def test_a_program_that_does_not_speak_acp_is_named_at_its_first_line(cli: Cli) 
     assert done.returncode == 1
     assert time.monotonic() - started < TIMEOUT / 2  # at the first line, not at a deadline
     err = done.stderr.decode()
-    assert "does not speak ACP on stdout: still no answer to initialize 1 s after a line that is not JSON-RPC" in err
+    assert "does not speak ACP on stdout: still no answer to initialize 2 s after a line that is not JSON-RPC" in err
     assert 'its only line on stdout: "Welcome to Gemini CLI! Type /help"' in err
     done = cli.run("probe", "--agent", agent)
     assert done.returncode == 1 and "does not speak ACP" in done.stderr.decode()

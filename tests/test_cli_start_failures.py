@@ -55,6 +55,18 @@ that your requirements are unsatisfiable.
 hint: Packages were unavailable because the network was disabled. When the network is disabled, registry packages \
 may only be read from the cache.
 """
+# uv fetching a Python (from a mirror named by UV_PYTHON_INSTALL_MIRROR that does not resolve).
+UV_PYTHON_DNS = """\
+error: Request failed after 3 retries in 6.5s
+  cause: Failed to download `https://nonexistent.invalid/20240726/cpython-3.12.4%2B20240726-x86_64-unknown-linux-gnu-\
+install_only_stripped.tar.gz`
+  cause: error sending request for url (https://nonexistent.invalid/20240726/cpython-3.12.4%2B20240726-x86_64-unknown-\
+linux-gnu-install_only_stripped.tar.gz)
+  cause: client error (Connect)
+  cause: dns error
+  cause: error resolving DNS
+  cause: failed to lookup address information: Name or service not known
+"""
 UV_NO_PYTHON = "error: No interpreter found for Python 3.99 in managed installations or search path\n"
 UV_OLD_PYTHON = """\
   \u00d7 No solution found when resolving dependencies:
@@ -310,6 +322,16 @@ def test_a_python_too_old_for_the_package_names_the_version_to_install() -> None
     assert failure is not None
     assert failure.message == "uvx found no Python that bagels can use (it needs Python>=3.13, uv found 3.11.1)"
     assert failure.hint[0].startswith("install one with `uv python install 3.13`")
+
+
+def test_a_python_uv_cannot_download_is_told_apart_from_the_package() -> None:
+    tail = UV_PYTHON_DNS
+    failure = launch_failure(Launch("uvx", "fast-agent-mcp==0.4.0"), tail.encode(), AgentSpec("f", ("uvx", "f")))
+    assert failure is not None
+    assert failure.message == (
+        "uvx could not download a Python for fast-agent-mcp==0.4.0: no network (failed to lookup address "
+        "information: Name or service not known)"
+    )
 
 
 def test_an_entry_says_how_it_starts_offline_in_its_own_words() -> None:

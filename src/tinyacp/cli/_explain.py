@@ -54,11 +54,11 @@ class NotAcp(Exception):
         self.line = line
 
 
-STARTUP_GRACE = 1.0
+STARTUP_GRACE = 2.0
 """How long a program whose first line on stdout is not JSON-RPC may go on before it is stopped: long enough for
 one that prints a line and exits (kimi-cli 1.52's "no longer maintained") to exit on its own, so that its exit
-status and its other lines are shown; short enough that one that waits for a person (``gemini`` without
-``--acp``) is named at once."""
+status and its other lines are shown (a machine busy for a moment must not turn an exit into a stop); short
+enough that one that waits for a person (``gemini`` without ``--acp``) is named long before ``--startup-timeout``."""
 SAID_LINES = 3
 """How many of the lines that are not JSON-RPC are kept and shown."""
 

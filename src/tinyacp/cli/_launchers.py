@@ -29,6 +29,8 @@ _UV_NETWORK = re.compile(r"dns error|failed to lookup address|error sending requ
 _UV_OFFLINE = re.compile(r"network was disabled")
 _UV_NOT_FOUND = re.compile(r"was not found in the package registry")
 _CAUSE = re.compile(r"^cause:")
+_PYTHON_DOWNLOAD = re.compile(r"Failed to download \S*cpython-")
+"""uv fetching a Python: "cause: Failed to download `https://…/cpython-3.12.4%2B20240726-x86_64-…tar.gz`"."""
 # uv: "error: No interpreter found for Python 3.99 in managed installations or search path"; "Because the current
 # Python version (3.11.1) does not satisfy Python>=3.13 and …"; "error: No download found for request: cpython-3.14…"
 _UV_NO_PYTHON = re.compile(
@@ -141,6 +143,11 @@ def _uv_failure(launch: Launch, lines: list[str], agent: AgentSpec) -> LaunchFai
         return LaunchFailure(message, offline_hint(launch, agent))
     if _first(lines, _UV_NETWORK) is not None:
         cause = _strip_prefix(_last(lines, _CAUSE) or _first(lines, _UV_NETWORK) or "")
+        if _first(lines, _PYTHON_DOWNLOAD) is not None:  # uv went to fetch a Python the package needs
+            return LaunchFailure(
+                f"uvx could not download a Python for {launch.what}: no network ({one_line(cause, 160)})",
+                ["install a Python it can use (`uv python install VERSION` with the network, or the system's)"],
+            )
         return LaunchFailure(f"{cannot}: no network ({one_line(cause, 160)})", offline_hint(launch, agent))
     found = _first(lines, _UV_NO_PYTHON)
     if found is not None:
