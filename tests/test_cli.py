@@ -258,7 +258,7 @@ def test_a_missing_agent_gets_an_install_hint_not_a_traceback(cli: Cli) -> None:
     done = cli.run("prompt", "--agent", "gemini", "--format", "json", "hi", env=env)
     assert done.returncode == 7
     err = done.stderr.decode()
-    assert "gemini is not installed" in err and "npm install -g @google/gemini-cli" in err
+    assert "'npx' was not found on PATH" in err and "Node.js" in err
     assert "Traceback" not in err
     assert json_events(done.stdout)[-1]["outcome"] == "not_installed"
     done = cli.run("probe", "--agent", "claude", env=env)
@@ -584,6 +584,8 @@ def test_replay_command_stands_in_for_the_recorded_agent(cli: Cli) -> None:
 
 
 def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cli) -> None:
+    from tinyacp.cli._agents import BUILTIN_AGENTS
+
     done = cli.run("agents", "--format", "json")
     listing = json.loads(done.stdout)
     names = {agent["name"]: agent for agent in listing["agents"]}
@@ -594,13 +596,14 @@ def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cl
     assert "Node.js 22" in names["claude"]["needs"] and "Node.js 22 or newer" in names["claude"]["install"]
     assert names["codex"]["command"] == ["npx", "-y", "@agentclientprotocol/codex-acp@2.6.0"]
     assert (names["codex"]["key_method"], names["codex"]["key_env"]) == ("api-key", ["OPENAI_API_KEY"])
-    assert names["gemini"]["command"] == ["gemini", "--acp"]
-    assert names["opencode"]["command"] == ["opencode", "acp"]
-    assert names["copilot"]["command"] == ["copilot", "--acp"]
+    assert names["gemini"]["command"] == ["npx", "-y", "@google/gemini-cli@0.61.0", "--acp"]
+    assert names["opencode"]["command"] == ["npx", "-y", "opencode-ai@1.18.33", "acp"]
+    assert names["copilot"]["command"] == ["npx", "-y", "@github/copilot@1.0.102", "--acp"]
+    assert names["kimi"]["command"] == ["uvx", "kimi-cli@1.51.0", "acp"]
     assert names["kiro"]["command"] == ["kiro-cli", "acp"]
     assert all(row["install"] and row["login"] and row["needs"] for row in listing["agents"] if row["name"] != "demo")
     assert listing["default"] == "demo"
-    assert "needs Node.js 22+" in cli.run("agents").stdout.decode()
+    assert "needs Node.js 22 or newer" in cli.run("agents").stdout.decode()
 
     config = cli.tmp / "config" / "tinyacp"
     config.mkdir(parents=True)
@@ -613,7 +616,8 @@ def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cl
     names = {agent["name"]: agent for agent in listing["agents"]}
     assert names["mine"]["description"] == "my demo" and names["mine"]["installed"] is True
     assert names["gemini"]["command"] == ["my-gemini", "--acp"]
-    assert names["gemini"]["install"] == "npm install -g @google/gemini-cli"  # kept from the built-in entry
+    assert names["gemini"]["launcher"] == "path" and names["gemini"]["version"] is None  # the pin was npx's
+    assert names["gemini"]["login"] == BUILTIN_AGENTS["gemini"].login  # kept from the built-in entry
     text = cli.run("agents").stdout.decode()
     assert "* mine" in text
     done = cli.run("prompt", "-y", "hello")  # the config's default agent: one chunk

@@ -641,6 +641,41 @@ def test_allow_and_reject_map_onto_each_real_agents_options_by_kind(
         assert chosen(agent, number) == {"outcome": "selected", "optionId": expected}, (name, action)
 
 
+# qwen-code 0.24.4's options for a shell command, in its order: two lasting "always" options come first, and the
+# first of them writes a rule into <cwd>/.qwen/settings.json.
+QWEN_EXEC_OPTIONS = [
+    {"optionId": "proceed_always_project", "name": "Always Allow in project: ls", "kind": "allow_always"},
+    {"optionId": "proceed_always_user", "name": "Always Allow for user: ls", "kind": "allow_always"},
+    {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "cancel", "name": "Reject", "kind": "reject_once"},
+]
+
+
+def test_an_allowed_qwen_command_is_answered_with_allow_once_never_its_first_always_allow_in_project_option(
+    make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
+) -> None:
+    agent = scripted(
+        [
+            *handshake(),
+            ask(0, QWEN_EXEC_OPTIONS, kind="execute", title="ls"),
+            ask(1, QWEN_EXEC_OPTIONS, kind="execute", title="rm -rf build"),
+            ask(2, QWEN_EXEC_OPTIONS, kind="execute", title="ls -l"),
+            end_turn(),
+        ]
+    )
+
+    def decide(request: tinyacp.PermissionRequest) -> PermissionReply | None:
+        return PermissionReply.allow() if request.tool_call.title == "ls -l" else None
+
+    policy = PermissionPolicy(title_prefixes=("ls",))
+    client, session = open_session(make_client, agent, tmp_path, observer=Recorder(decide=decide), policy=policy)
+
+    client.prompt(session.id, "go")
+
+    # The policy's allow (0), its default reject (1), and the observer's allow (2): chosen by kind, never by place.
+    assert [chosen(agent, n)["optionId"] for n in range(3)] == ["proceed_once", "cancel", "proceed_once"]
+
+
 def test_the_policy_allows_by_kind_and_by_title_prefix(
     make_client: MakeClient, scripted: MakeScripted, tmp_path: Path
 ) -> None:

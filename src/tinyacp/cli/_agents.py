@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._constants import SYSTEM_PROMPT_MODES
 from .._files import read_regular
+from ._agent_table import TableEntry, TableError, start
 from ._dirs import default_config_path
 from ._exit import UsageProblem
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from ._config import AgentTable
 
 __all__ = [
+    "ALIASES",
     "BUILTIN_AGENTS",
     "SYSTEM_PROMPT_MODES",
     "AgentSettings",
@@ -137,6 +139,8 @@ class AgentSpec:
     started with a rule, and by ``tinyacp agents``)."""
     registry_id: str = ""
     """The agent's id in the ACP registry, when it has one (https://github.com/agentclientprotocol/registry)."""
+    node: int = 0
+    """The oldest Node.js major version the agent's package runs on (``npx`` entries); 0 when it says none."""
 
     @property
     def key(self) -> str:
@@ -161,12 +165,12 @@ class AgentSpec:
         return shlex.join(command)
 
 
-_NPX = "Node.js{version} (https://nodejs.org), whose npx fetches the adapter on first use"
+def _builtin_agents() -> tuple[dict[str, AgentSpec], dict[str, str]]:
+    """The demo agent, then the table's agents (:mod:`tinyacp.cli._agent_table`); and their other names."""
+    from ._agent_table import read_table
 
-BUILTIN_AGENTS: dict[str, AgentSpec] = {
-    spec.name: spec
-    for spec in (
-        AgentSpec(
+    agents = {
+        DEMO: AgentSpec(
             DEMO,
             (sys.executable, "-m", "tinyacp.demo"),
             "tinyacp's built-in demo agent: no model, it lists the files in the working directory",
@@ -174,104 +178,48 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
             needs="nothing",
             key_method="demo-api-key",
             key_env=("TINYACP_DEMO_API_KEY",),
-        ),
-        # The adapters moved from @zed-industries/* to @agentclientprotocol/*; the old packages are no longer
-        # developed. Pinned: a new adapter version changes modes, auth methods and option ids under the user.
-        AgentSpec(
-            "claude",
-            ("npx", "-y", "@agentclientprotocol/claude-agent-acp@0.101.0"),
-            "Claude Code, through the ACP adapter claude-agent-acp 0.101.0",
-            "install " + _NPX.format(version=" 22 or newer"),
-            "run `claude /login` (Claude Code) once, or set ANTHROPIC_API_KEY",
-            needs="Node.js 22+; a Claude login or ANTHROPIC_API_KEY",
-        ),
-        AgentSpec(
-            "codex",
-            ("npx", "-y", "@agentclientprotocol/codex-acp@2.6.0"),
-            "OpenAI Codex, through the ACP adapter codex-acp 2.6.0",
-            "install " + _NPX.format(version=""),
-            "run `codex login` (Codex CLI) once, or set OPENAI_API_KEY",
-            needs="Node.js (npx); a ChatGPT login or OPENAI_API_KEY",
-            # The adapter's API-key method is not marked as an environment-variable method: name it here.
-            key_method="api-key",
-            key_env=("OPENAI_API_KEY",),
-        ),
-        AgentSpec(
-            "gemini",
-            ("gemini", "--acp"),
-            "Google's Gemini CLI in ACP mode",
-            "npm install -g @google/gemini-cli",
-            "run `gemini` once in a terminal to log in, or set GEMINI_API_KEY",
-            needs="a Google login or GEMINI_API_KEY",
-            key_method="gemini-api-key",
-            key_env=("GEMINI_API_KEY",),
-        ),
-        AgentSpec(
-            "opencode",
-            ("opencode", "acp"),
-            "OpenCode in ACP mode",
-            "npm install -g opencode-ai (or see https://opencode.ai)",
-            "run `opencode auth login` once",
-            needs="a model provider login",
-        ),
-        AgentSpec(
-            "copilot",
-            ("copilot", "--acp"),
-            "GitHub Copilot CLI in ACP mode (stdio)",
-            "npm install -g @github/copilot",
-            "run `copilot` once in a terminal and log in with /login",
-            needs="a GitHub Copilot subscription and login",
-        ),
-        AgentSpec(
-            "cursor",
-            ("agent", "acp"),
-            "Cursor's agent CLI in ACP mode",
-            "install the Cursor CLI (https://cursor.com/docs/cli/overview); it provides `agent`",
-            "run `agent login` once, or set CURSOR_API_KEY",
-            needs="a Cursor login or CURSOR_API_KEY",
-        ),
-        AgentSpec(
-            "qwen",
-            ("qwen", "--acp"),
-            "Qwen Code in ACP mode",
-            "npm install -g @qwen-code/qwen-code",
-            "run `qwen` once in a terminal to log in",
-            needs="Node.js; a Qwen login or a provider API key",
-        ),
-        AgentSpec(
-            "kimi",
-            ("kimi", "acp"),
-            "Kimi Code CLI (Moonshot AI) in ACP mode",
-            "see https://moonshotai.github.io/kimi-cli/ (for example `uv tool install kimi-cli`)",
-            "run `kimi login` once",
-            needs="a Kimi login",
-        ),
-        AgentSpec(
-            "fast-agent",
-            ("uvx", "fast-agent-acp"),
-            "fast-agent in ACP mode, through uvx",
-            "install uv (https://docs.astral.sh/uv/), whose uvx fetches fast-agent-acp on first use",
-            "set your model provider's API key (for example ANTHROPIC_API_KEY or OPENAI_API_KEY)",
-            needs="uv; a model provider's API key",
-        ),
-        AgentSpec(
-            "goose",
-            ("goose", "acp"),
-            "Goose (Block) in ACP mode",
-            "see https://block.github.io/goose/docs/getting-started/installation",
-            "run `goose configure` once to choose a provider and log in",
-            needs="a configured model provider",
-        ),
-        AgentSpec(
-            "kiro",
-            ("kiro-cli", "acp"),
-            "Kiro CLI in ACP mode",
-            "see https://kiro.dev/docs/cli/",
-            "run `kiro-cli login` once",
-            needs="a Kiro login",
-        ),
+            launcher="python",
+            offline="it comes with tinyacp",
+        )
+    }
+    aliases: dict[str, str] = {}
+    for entry in read_table():
+        agents[entry.id] = _table_spec(entry)
+        for alias in (entry.tinyacp.registry, *entry.tinyacp.aliases):
+            if alias and alias != entry.id:
+                aliases[alias] = entry.id
+    return agents, aliases
+
+
+def _table_spec(entry: TableEntry) -> AgentSpec:
+    """The :class:`AgentSpec` of one entry of the shipped table."""
+    extra = entry.tinyacp
+    how = start(entry.distribution, command=extra.command, executable=extra.executable)
+    return AgentSpec(
+        entry.id,
+        how.command,
+        entry.description,
+        extra.install or how.install,
+        extra.login,
+        env=dict(how.env),
+        needs=extra.needs,
+        key_method=extra.key_method or None,
+        key_env=tuple(extra.key_env),
+        version=entry.version,
+        launcher=how.launcher,
+        package=how.package,
+        offline=extra.offline,
+        notes=tuple(extra.notes),
+        registry_id=extra.registry,
+        node=extra.node,
     )
-}
+
+
+BUILTIN_AGENTS: dict[str, AgentSpec]
+"""The agents known by name without a config file: the demo agent, then the table's, by name."""
+ALIASES: dict[str, str]
+"""Other names of built-in agents (their ACP registry ids, ``droid``), each to the name it stands for."""
+BUILTIN_AGENTS, ALIASES = _builtin_agents()
 
 
 @dataclass(frozen=True)
@@ -341,25 +289,20 @@ def _config(path: Path, document: dict[str, Any]) -> Config:
 
 
 def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
+    """One ``[agents.NAME]`` table over the built-in entry of that name, if any.
+
+    Raises:
+        ConfigError: the table gives both ``command`` and ``distribution``, neither (for a new name), a command
+            line that cannot be split, a distribution that cannot start here, or an ``id`` that is not its name.
+    """
     where = f"config file {path}: agents.{name}"
+    if table.id is not None and table.id != name:
+        raise ConfigError(f"{where}.id: {table.id!r} is not the table's name ({name!r}): leave it out, or rename")
+    if table.command is not None and table.distribution is not None:
+        raise ConfigError(f"{where}: give a command or a distribution, not both")
     base = BUILTIN_AGENTS.get(name)
-    command: tuple[str, ...] | None = base.command if base is not None else None
-    if isinstance(table.command, str):
-        try:
-            words = shlex.split(table.command)
-        except ValueError as exc:
-            raise ConfigError(f"{where}.command: {table.command!r}: {exc}") from None
-        # As --agent "demo --delay 0.1": a known agent's name, then more arguments.
-        named = BUILTIN_AGENTS.get(words[0]) if words else None
-        if named is not None:
-            base = base or named
-            command = named.command + tuple(words[1:])
-        else:
-            command = tuple(words)
-    elif table.command is not None:
-        command = tuple(table.command)
-    if not command:
-        raise ConfigError(f"{where}: needs a command: a list of strings, or one string (a command line)")
+    command, origin, env = _entry_command(where, table, base)
+    base = base or origin
     texts = {
         key: value if value is not None else (getattr(base, key) if base is not None else "")
         for key, value in (
@@ -367,21 +310,76 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
             ("install", table.install),
             ("login", table.login),
             ("needs", table.needs),
+            ("offline", table.offline),
         )
     }
+    if table.install is None and origin is not None and origin.install and origin is not base:
+        texts["install"] = origin.install
     key_env = table.key_env if table.key_env is not None else list(base.key_env) if base is not None else []
     return AgentSpec(
         name,
         command,
         source=str(path),
-        env=dict(table.env or {}),
+        env={**env, **(table.env or {})},
         key_method=table.key_method if table.key_method is not None else base.key_method if base else None,
         key_env=(key_env,) if isinstance(key_env, str) else tuple(key_env),
         settings=_settings(where, table),
         allow_tools=tuple(table.allow_tools or ()),
         deny_tools=tuple(table.deny_tools or ()),
+        version=table.version if table.version is not None else origin.version if origin is not None else "",
+        launcher=origin.launcher if origin is not None else "path",
+        package=origin.package if origin is not None else "",
+        notes=tuple(table.notes) if table.notes is not None else base.notes if base is not None else (),
+        registry_id=origin.registry_id if origin is not None else "",
+        node=origin.node if origin is not None else 0,
         **texts,
     )
+
+
+def _entry_command(
+    where: str, table: AgentTable, base: AgentSpec | None
+) -> tuple[tuple[str, ...], AgentSpec | None, dict[str, str]]:
+    """An entry's command, the entry it comes from (whose version, package and launcher hold for it), and the
+    variables that come with it.
+
+    Raises:
+        ConfigError: see :func:`_entry`.
+    """
+    origin = base
+    command: tuple[str, ...] | None = base.command if base is not None else None
+    env = dict(base.env) if base is not None else {}
+    if isinstance(table.command, str):
+        try:
+            words = shlex.split(table.command)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.command: {table.command!r}: {exc}") from None
+        # As --agent "demo --delay 0.1": a known agent's name, then more arguments.
+        origin = _builtin(words[0]) if words else None
+        if origin is not None:
+            command = origin.command + tuple(words[1:])
+            env = {**origin.env, **env}
+        else:
+            command = tuple(words)
+    elif table.command is not None:
+        command, origin = tuple(table.command), None
+    elif table.distribution is not None:
+        try:
+            how = start(table.distribution, executable=table.executable or "")
+        except TableError as exc:
+            raise ConfigError(f"{where}.distribution: {exc}") from None
+        command = how.command
+        env = {**env, **how.env}
+        origin = AgentSpec("", how.command, install=how.install, launcher=how.launcher, package=how.package)
+    if not command:
+        raise ConfigError(
+            f"{where}: needs a command (a list of strings, or one string: a command line) or a distribution"
+        )
+    return command, origin, env
+
+
+def _builtin(name: str) -> AgentSpec | None:
+    """The built-in agent of this name or of this other name (an ACP registry id, ``droid``)."""
+    return BUILTIN_AGENTS.get(ALIASES.get(name, name))
 
 
 def _settings(where: str, table: AgentTable) -> AgentSettings:
@@ -423,7 +421,7 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
         raise ConfigError(f"--agent {value!r}: {exc}") from exc
     if not words:
         raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
-    spec = config.agents.get(words[0])
+    spec = config.agents.get(words[0]) or config.agents.get(ALIASES.get(words[0], ""))
     if spec is not None:
         return spec.with_args(words[1:])
     if len(words) > 1 or os.sep in words[0]:

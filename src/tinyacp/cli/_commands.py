@@ -24,13 +24,13 @@ from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
 from ..reader import ReaderLimits
-from ._agents import DEMO, AgentSettings, AgentSpec, Config, load_config, resolve_agent
+from ._agents import AgentSettings, AgentSpec, Config, load_config, resolve_agent
 from ._attachments import Attachment, read_attachment
-from ._dirs import UnsafeDirectory, default_config_path, journal_dir, new_private_file, private_dir
+from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
 from ._display import isatty, one_line, print_error, sanitize
 from ._exit import Exit, SettingUnavailable, UsageProblem
 from ._explain import explain, stderr_lines
-from ._features import COMMAND_FEATURES, permission_policy, providers_of
+from ._features import COMMAND_FEATURES, permission_policy, providers_of, rule_notes
 from ._index import SessionIndex
 from ._mcp import McpConfigError, read_mcp_config
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, session_capability_names, yes
@@ -133,12 +133,15 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
     _check_prompt_size(text, transfer_limits.max_message_bytes)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
     plan = _plan(args, agent, cwd)
+    policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
+    for line in rule_notes(agent.name, agent.notes, policy):
+        print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
     return PromptSettings(
         agent=agent,
         text=text,
         cwd=cwd,
         attachments=attachments,
-        policy=permission_policy(args, agent.allow_tools, agent.deny_tools),
+        policy=policy,
         ask=terminal and not args.yes and not args.no_input,
         questions=terminal and not args.no_input,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
@@ -393,50 +396,9 @@ def _session_lines(session: dict[str, Any] | None) -> list[str]:
 
 def cmd_agents(args: argparse.Namespace) -> int:
     """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
-    config = _config(args)
-    rows: list[dict[str, Any]] = []
-    for spec in config.agents.values():
-        program = spec.program()
-        rows.append(
-            {
-                "name": spec.name,
-                "command": list(spec.command),
-                "display": spec.display_command(),
-                "installed": program is not None,
-                "program": program,
-                "description": spec.description,
-                "needs": spec.needs,
-                "install": spec.install,
-                "login": spec.login,
-                "key_method": spec.key_method,
-                "key_env": list(spec.key_env),
-                "source": spec.source,
-            }
-        )
-    if args.format == "json":
-        document = {
-            "default": config.default_agent,
-            "config": str(config.path or default_config_path()),
-            "agents": rows,
-        }
-        print(json.dumps(document, ensure_ascii=True, indent=2))
-        return 0
-    width = max(len(row["name"]) for row in rows)
-    command_width = min(48, max(len(row["display"]) for row in rows))
-    for row in rows:
-        state = "ready" if row["installed"] else f"missing {row['command'][0]}"
-        marker = "*" if row["name"] == config.default_agent else " "
-        print(f"{marker} {row['name']:<{width}}  {row['display']:<{command_width}}  {state:<16} {row['description']}")
-        if row["needs"] and row["name"] != DEMO:
-            print(f"  {'':<{width}}  needs {row['needs']}; to log in: {row['login'] or 'see its documentation'}")
-    missing = [row for row in rows if not row["installed"] and row["install"]]
-    if missing:
-        print("\nto install:")
-        for row in missing:
-            print(f"  {row['name']}: {row['install']}")
-    where = config.path or default_config_path()
-    print(f"\n* default agent. config file: {where}{'' if config.path else ' (none yet)'}")
-    return 0
+    from ._agent_list import print_agents
+
+    return print_agents(_config(args), args.format)
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

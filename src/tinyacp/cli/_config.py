@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ._agent_table import Distribution
+
 __all__ = ["AgentTable", "ConfigFile", "typed"]
 
 _T = TypeVar("_T", bound=msgspec.Struct)
@@ -22,6 +24,20 @@ class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     command: list[str] | str | None = None
     """An argv, or a command line whose first word may name a known agent (``"demo --delay 0.1"``)."""
+    distribution: Distribution | None = None
+    """How the agent starts, in the ACP registry's shape (``npx``, ``uvx`` or ``binary``), instead of ``command``."""
+    executable: str | None = None
+    """The program a ``uvx`` package installs, when it is not named as the package is."""
+    version: str | None = None
+    offline: str | None = None
+    notes: list[str] | None = None
+    # The ACP registry's descriptive keys, so that a registry entry can be pasted in: read, and not used.
+    id: str | None = None
+    name: str | None = None
+    repository: str | None = None
+    authors: list[str] | None = None
+    license: str | None = None
+    icon: str | None = None
     env: dict[str, str] | None = None
     description: str | None = None
     install: str | None = None
@@ -59,7 +75,7 @@ def typed(where: str, path: str, table: dict[str, Any], kind: type[_T]) -> _T:
     known = kind.__struct_fields__
     for key in table:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+            close = _closest(key, known)
             hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
             raise ValueError(
                 f"{where}: unknown key {_dotted(path, key)!r}{hint} (known keys{' of ' + path if path else ''}: "
@@ -72,6 +88,15 @@ def typed(where: str, path: str, table: dict[str, Any], kind: type[_T]) -> _T:
         key = at.rstrip("`").removeprefix("$").replace("[...]", ".*").lstrip(".")
         problem = problem.replace("`", "")
         raise ValueError(f"{where}: {_dotted(path, key)}: {problem[:1].lower()}{problem[1:]}") from None
+
+
+def _closest(key: str, known: tuple[str, ...]) -> list[str]:
+    """The one or two known keys ``key`` is closest to; a second only when it is about as close as the first."""
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, key, name).ratio(), name) for name in known), key=lambda pair: -pair[0]
+    )
+    best = scored[0][0] if scored else 0.0
+    return [name for ratio, name in scored[:2] if ratio >= 0.6 and ratio >= best - 0.1]
 
 
 def _dotted(path: str, key: str) -> str:

@@ -18,7 +18,7 @@ from .._errors import TinyAcpError
 from .._features import ClientFeatures
 from .._permissions import PermissionPolicy
 
-__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of"]
+__all__ = ["COMMAND_FEATURES", "has_rules", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
 
 COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
 """What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
@@ -71,6 +71,20 @@ def permission_policy(
         deny_tools=[*deny_tools, *args.deny_tool],
         allow_all=args.yes,
     )
+
+
+def has_rules(policy: PermissionPolicy) -> bool:
+    """Whether the policy allows or denies anything by a rule (the default policy rejects every request)."""
+    return bool(policy.allow_all or policy.kinds or policy.title_prefixes or policy.tools or policy.deny_tools)
+
+
+def rule_notes(name: str, notes: Iterable[str], policy: PermissionPolicy) -> list[str]:
+    """The agent's behaviour notes, one line each, when it is started with a permission rule: what it does that
+    the rule does not decide (none when there is no rule: then every request is rejected, and the agent's own
+    habits are its own)."""
+    if not has_rules(policy):
+        return []
+    return [f"note on {name}: {note}" for note in notes]
 
 
 def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] | str:

@@ -1,0 +1,207 @@
+"""The agents known by name: the table in the ACP registry's shape, how each entry starts, the config file's
+entries in the same shape, and the behaviour notes said when a permission rule is given."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+
+from helpers.cli import Cli
+from tinyacp import PermissionPolicy
+from tinyacp.cli._agent_table import TABLE_PATH, platform_target
+from tinyacp.cli._agents import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
+from tinyacp.cli._features import rule_notes
+
+SCHEMAS = Path(__file__).parent / "registry"
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def _schema(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((SCHEMAS / name).read_text())
+    return schema
+
+
+def _table() -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(TABLE_PATH.read_text())
+    return table
+
+
+def test_the_table_validates_against_the_acp_registrys_schemas() -> None:
+    agent_schema = _schema("agent.schema.json")
+    index_schema = _schema("registry.schema.json")
+    registry = Registry().with_resource(agent_schema["$id"], Resource.from_contents(agent_schema))
+    table = _table()
+    jsonschema.Draft7Validator(index_schema, registry=registry).validate(table["registry"])
+    for entry in table["registry"]["agents"]:
+        jsonschema.Draft7Validator(agent_schema).validate(entry)
+    # A broken entry is caught: the schema is not a formality.
+    broken = dict(table["registry"]["agents"][0], distribution={"pip": {"package": "x"}})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(agent_schema).validate(broken)
+
+
+def test_every_package_entry_pins_an_exact_version_and_says_where_it_was_checked() -> None:
+    for entry in _table()["registry"]["agents"]:
+        spec = BUILTIN_AGENTS[entry["id"]]
+        extra = entry["tinyacp"]
+        if spec.launcher in ("npx", "uvx"):
+            assert spec.package.endswith("@" + entry["version"]), entry["id"]
+            assert extra["checked"] == {"npx": "npm", "uvx": "pypi"}[spec.launcher], entry["id"]
+        else:
+            assert extra["checked"] == "registry", entry["id"]
+        assert spec.install and spec.login and spec.needs and spec.offline, entry["id"]
+
+
+def test_the_names_the_issue_asks_for_are_known_and_the_registry_ids_are_other_names() -> None:
+    wanted = {"claude", "codex", "gemini", "opencode", "qwen", "kimi", "fast-agent", "goose", "copilot", "cursor"}
+    wanted |= {"kiro", "auggie", "mistral-vibe", "factory-droid", "qoder"}
+    assert wanted <= set(BUILTIN_AGENTS)
+    for alias, name in {"claude-code-acp": "claude", "qwen-code": "qwen", "droid": "factory-droid"}.items():
+        assert ALIASES[alias] == name
+    # kimi is pinned to its last working release: 1.52.0 prints "no longer maintained" and exits.
+    assert BUILTIN_AGENTS["kimi"].command == ("uvx", "kimi-cli@1.51.0", "acp")
+    assert BUILTIN_AGENTS["fast-agent"].command == ("uvx", "fast-agent-acp@0.10.48")
+    assert BUILTIN_AGENTS["mistral-vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.3", "vibe-acp")
+    assert BUILTIN_AGENTS["auggie"].env == {"AUGMENT_DISABLE_AUTO_UPDATE": "1"}
+
+
+def test_an_alias_resolves_to_its_agent() -> None:
+    known = Config(dict(BUILTIN_AGENTS))
+    assert resolve_agent("qwen-code", known).command == BUILTIN_AGENTS["qwen"].command
+    assert resolve_agent("droid --verbose", known).command == (*BUILTIN_AGENTS["factory-droid"].command, "--verbose")
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_config_entry_in_the_registrys_shape_starts_as_the_registry_says(tmp_path: Path) -> None:
+    here = platform_target()
+    path = _config(
+        tmp_path,
+        f"""
+[agents.viaNpx]
+version = "1.2.3"
+distribution = {{ npx = {{ package = "@acme/agent@1.2.3", args = ["--acp"], env = {{ ACME_NO_UPDATE = "1" }} }} }}
+notes = ["edits files without asking in mode auto"]
+
+[agents.viaUvx]
+distribution = {{ uvx = {{ package = "acme-agent@2.0.0", args = ["acp"] }} }}
+executable = "acme-acp"
+
+[agents.viaBinary]
+id = "viaBinary"
+name = "Acme"
+authors = ["Acme"]
+license = "MIT"
+[agents.viaBinary.distribution.binary.{here}]
+archive = "https://example.com/acme.tar.gz"
+cmd = "./bin/acme"
+args = ["acp"]
+""",
+    )
+    agents = load_config(path).agents
+    npx = agents["viaNpx"]
+    assert npx.command == ("npx", "-y", "@acme/agent@1.2.3", "--acp")
+    assert (npx.launcher, npx.package, npx.version) == ("npx", "@acme/agent@1.2.3", "1.2.3")
+    assert npx.env == {"ACME_NO_UPDATE": "1"} and npx.notes == ("edits files without asking in mode auto",)
+    uvx = agents["viaUvx"]
+    assert uvx.command == ("uvx", "--from", "acme-agent@2.0.0", "acme-acp", "acp") and uvx.launcher == "uvx"
+    binary = agents["viaBinary"]
+    assert binary.command == ("acme", "acp") and binary.launcher == "path"
+    assert "https://example.com/acme.tar.gz" in binary.install
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[agents.x]\ncommand = "demo"\ndistribution = { npx = { package = "a@1.0.0" } }\n', "not both"),
+        ('[agents.x]\nid = "y"\ncommand = "demo"\n', "agents.x.id: 'y' is not the table's name"),
+        ("[agents.x]\ndistribution = {}\n", "agents.x.distribution: needs a command, or a distribution"),
+        (
+            '[agents.x]\ndistribution = { binary = { "plan9-mips" = { archive = "https://e.com/a", cmd = "a" } } }\n',
+            "no archive for",
+        ),
+        ('[agents.x]\ndistribution = { pip = { package = "a" } }\n', "agents.x.distribution"),
+        ('[agents.x]\ndistribution = { npx = { args = ["--acp"] } }\n', "package"),
+    ],
+)
+def test_a_config_entry_that_cannot_start_says_why(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_config(tmp_path, text))
+    assert expected in str(caught.value)
+
+
+def test_a_config_entry_that_renames_the_program_keeps_the_agents_notes_but_not_its_pin(tmp_path: Path) -> None:
+    agents = load_config(_config(tmp_path, '[agents.fast-agent]\ncommand = ["fast-agent-acp"]\n')).agents
+    spec = agents["fast-agent"]
+    assert spec.command == ("fast-agent-acp",) and spec.launcher == "path" and spec.version == ""
+    assert spec.notes == BUILTIN_AGENTS["fast-agent"].notes
+
+
+def test_behaviour_notes_are_said_only_when_a_permission_rule_is_given() -> None:
+    fast = BUILTIN_AGENTS["fast-agent"]
+    assert rule_notes(fast.name, fast.notes, PermissionPolicy()) == []
+    for policy in (
+        PermissionPolicy(kinds={"read"}),
+        PermissionPolicy(tools={"Read"}),
+        PermissionPolicy(deny_tools={"Bash"}),
+        PermissionPolicy(allow_all=True),
+    ):
+        lines = rule_notes(fast.name, fast.notes, policy)
+        assert any("without asking for permission" in line for line in lines), policy
+
+
+def _noted_config(cli: Cli) -> None:
+    directory = cli.tmp / "config" / "tinyacp"
+    directory.mkdir(parents=True, exist_ok=True)
+    demo = shlex.join([sys.executable, "-m", "tinyacp.demo"])
+    (directory / "config.toml").write_text(
+        f"[agents.noted]\ncommand = {json.dumps(demo)}\n"
+        'notes = ["runs its shell tool without asking when the client offers no terminal"]\n'
+    )
+
+
+@pytest.mark.smoke
+def test_the_command_says_an_agents_notes_when_it_starts_it_with_a_permission_rule(cli: Cli) -> None:
+    _noted_config(cli)
+    ruled = cli.run("prompt", "--agent", "noted", "--allow-kind", "read", "--no-journal", "hello")
+    assert ruled.returncode == 0, ruled.stderr
+    note = "tinyacp: note on noted: runs its shell tool without asking when the client offers no terminal"
+    assert note in ruled.stderr.decode()
+    plain = cli.run("prompt", "--agent", "noted", "--no-journal", "hello")
+    assert plain.returncode == 0, plain.stderr
+    assert "note on noted" not in plain.stderr.decode()
+
+
+def test_agents_shows_each_entrys_version_how_it_starts_and_its_notes(cli: Cli) -> None:
+    text = cli.run("agents").stdout.decode()
+    assert "fast-agent 0.10.48" in text and "runs uvx fast-agent-acp@0.10.48" in text
+    assert "note: runs its shell tool itself, without asking for permission" in text
+    listing = json.loads(cli.run("agents", "--format", "json").stdout)
+    rows = {row["name"]: row for row in listing["agents"]}
+    assert rows["qwen"]["notes"] and rows["qwen"]["registry_id"] == "qwen-code"
+    assert rows["kimi"]["launcher"] == "uvx" and rows["kimi"]["package"] == "kimi-cli@1.51.0"
+    assert rows["goose"]["launcher"] == "path" and rows["goose"]["package"] is None
+
+
+def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> None:
+    bin_dir = cli.tmp / "old-node"
+    bin_dir.mkdir()
+    for name, script in (("node", "echo v18.19.0"), ("npx", "exit 0")):
+        program = bin_dir / name
+        program.write_text(f"#!/bin/sh\n{script}\n")
+        program.chmod(0o755)
+    env = dict(cli.env, PATH=f"{bin_dir}:/usr/bin:/bin")
+    rows = {row["name"]: row for row in json.loads(cli.run("agents", "--format", "json", env=env).stdout)["agents"]}
+    assert rows["claude"]["state"] == "needs Node.js 22+ (found 18)" and rows["claude"]["ready"] is False
+    assert rows["codex"]["state"] == "ready"
