@@ -141,6 +141,16 @@ def test_a_config_entry_that_cannot_start_says_why(tmp_path: Path, text: str, ex
     assert expected in str(caught.value)
 
 
+def test_a_command_line_of_ones_own_through_npx_or_uvx_is_known_as_a_download(tmp_path: Path) -> None:
+    path = _config(tmp_path, '[agents.mine]\ncommand = ["npx", "-y", "acme@1.0.0", "--acp"]\n')
+    mine = load_config(path).agents["mine"]
+    assert (mine.launcher, mine.package) == ("npx", "acme@1.0.0")
+    own = resolve_agent(None, Config(dict(BUILTIN_AGENTS)), command="uvx --python 3.12 --from acme@2.0 acme-acp")
+    assert (own.launcher, own.package) == ("uvx", "acme@2.0")
+    plain = resolve_agent(None, Config(dict(BUILTIN_AGENTS)), command="./my-agent --acp")
+    assert (plain.launcher, plain.package) == ("path", "")
+
+
 def test_a_config_entry_that_renames_the_program_keeps_the_agents_notes_but_not_its_pin(tmp_path: Path) -> None:
     agents = load_config(_config(tmp_path, '[agents.fast-agent]\ncommand = ["fast-agent-acp"]\n')).agents
     spec = agents["fast-agent"]

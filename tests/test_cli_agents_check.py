@@ -210,7 +210,7 @@ def test_without_names_the_agents_that_start_without_a_download_are_checked(cli:
     assert rows["absent"]["skipped"] == "not_on_path"
     assert rows["absent"]["details"] == ["to install absent: pip install absent"]
     text = cli.run("agents", "--config", str(path), "--check", env=env).stdout.decode()
-    footer = text.split("\n\n")[-1]
+    footer = " ".join(text.split("\n\n")[-1].split())  # wrapped to the terminal's width: compare the words
     assert "downloads a package (name them, or --all): " in footer and "fetched" in footer
     assert "not on PATH" in footer and "absent" in footer
 

@@ -38,6 +38,7 @@ __all__ = [
     "TableEntry",
     "TableError",
     "TinyacpFields",
+    "launcher_of",
     "platform_target",
     "read_table",
     "start",
@@ -180,3 +181,32 @@ def start(distribution: Distribution | None, *, command: list[str] | None = None
     program = PurePosixPath(target.cmd).name
     install = f"download {target.archive}, unpack it and put its {program} on PATH"
     return Start((program, *target.args), target.env, "path", install=install)
+
+
+_FETCHERS = {"npx": "npx", "uvx": "uvx", "bunx": "npx", "pnpx": "npx"}
+"""Programs that fetch a package on first use, by the launcher they stand for."""
+
+
+def launcher_of(command: tuple[str, ...]) -> tuple[str, str]:
+    """What starts a command line of the user's own, and the package it fetches: ``("npx", "pkg@1.0.0")`` for
+    ``npx -y pkg@1.0.0 --acp``, ``("uvx", "pkg@2")`` for ``uvx --from pkg@2 prog``; ``("path", "")`` otherwise."""
+    launcher = _FETCHERS.get(PurePosixPath(command[0]).name) if command else None
+    if launcher is None:
+        return "path", ""
+    words = list(command[1:])
+    for flag in ("--from", "--package"):  # uvx --from PKG PROG, npx --package PKG PROG
+        if flag in words[:-1]:
+            return launcher, words[words.index(flag) + 1]
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return launcher, word
+    return launcher, ""
+
+
+_VALUED = frozenset({"--python", "-p", "--with", "--index", "--default-index", "--index-url", "--registry", "-c"})
+"""Options of ``uvx`` and ``npx`` that take the next word as their value."""

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._constants import SYSTEM_PROMPT_MODES
 from .._files import read_regular
-from ._agent_table import TableEntry, TableError, start
+from ._agent_table import TableEntry, TableError, launcher_of, start
 from ._dirs import default_config_path
 from ._exit import UsageProblem
 
@@ -359,9 +359,9 @@ def _entry_command(
             command = origin.command + tuple(words[1:])
             env = {**origin.env, **env}
         else:
-            command = tuple(words)
+            command, origin = tuple(words), _own(tuple(words))
     elif table.command is not None:
-        command, origin = tuple(table.command), None
+        command, origin = tuple(table.command), _own(tuple(table.command))
     elif table.distribution is not None:
         try:
             how = start(table.distribution, executable=table.executable or "")
@@ -375,6 +375,13 @@ def _entry_command(
             f"{where}: needs a command (a list of strings, or one string: a command line) or a distribution"
         )
     return command, origin, env
+
+
+def _own(command: tuple[str, ...]) -> AgentSpec | None:
+    """The launcher and package of a command line of the user's own (``npx -y pkg@1.0.0``), as an entry to take
+    them from; None for a program."""
+    launcher, package = launcher_of(command)
+    return AgentSpec("", command, launcher=launcher, package=package) if launcher != "path" else None
 
 
 def _builtin(name: str) -> AgentSpec | None:
@@ -443,4 +450,5 @@ def _command(value: str, flag: str) -> AgentSpec:
         raise ConfigError(f"{flag} {value!r}: {exc}") from exc
     if not words:
         raise ConfigError(f"{flag} is empty: give a command line")
-    return AgentSpec(os.path.basename(words[0]), tuple(words), source=flag)
+    launcher, package = launcher_of(tuple(words))
+    return AgentSpec(os.path.basename(words[0]), tuple(words), source=flag, launcher=launcher, package=package)
