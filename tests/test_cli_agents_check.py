@@ -99,13 +99,23 @@ def test_a_program_that_prints_a_line_that_is_not_json_shows_that_line(cli: Cli)
     assert done.returncode == 1, done.stderr
     row = rows_of(done)["banner"]
     assert (row["status"], row["answered"], row["found"]) == ("not_acp", False, True)
-    assert "does not speak ACP" in row["cause"]
+    assert "exited before answering initialize (exit code 0)" in row["cause"] and row["exit_status"] == 0
     assert "kimi-cli is no longer maintained" in row["cause"]  # the line is in the message itself
 
     text = cli.run("agents", "--config", str(path), "--check", "banner").stdout.decode()
     assert re.search(r"^banner +not ACP", text, re.MULTILINE), text
-    assert "kimi-cli is no longer maintained red" in text  # the agent's escape sequences removed
+    assert "kimi-cli is no longer maintained red" in " ".join(text.split())  # its escape sequences removed
     assert "\x1b" not in text
+
+
+def test_a_program_that_prints_a_banner_and_waits_is_stopped_and_named(cli: Cli) -> None:
+    waits = script(cli, "waits", 'import time\nprint("Welcome! Type a question:", flush=True)\ntime.sleep(600)\n')
+    started = time.monotonic()
+    done = cli.run("agents", "--check", shlex.join([sys.executable, str(waits)]), "--format", "json")
+    assert time.monotonic() - started < TIMEOUT / 2  # stopped soon after its line, not at the 30 s deadline
+    assert done.returncode == 1
+    (row,) = json.loads(done.stdout)
+    assert row["status"] == "not_acp" and "Welcome! Type a question:" in row["cause"]
 
 
 def test_a_missing_program_says_not_found_with_the_install_hint_and_exits_7(cli: Cli) -> None:
@@ -119,7 +129,35 @@ def test_a_missing_program_says_not_found_with_the_install_hint_and_exits_7(cli:
     assert "not found on PATH" in row["cause"]
     assert row["details"] == ["to install gone: pip install no-such-agent"]
     text = cli.run("agents", "--config", str(path), "--check", "gone").stdout.decode()
-    assert re.search(r"^gone +not found", text, re.MULTILINE) and "to install gone: pip install" in text
+    assert re.search(r"^gone +not installed", text, re.MULTILINE) and "to install gone: pip install" in text
+
+
+NPX_OFFLINE = """#!{python}
+import sys
+sys.stderr.write(
+    "npm error code ENOTFOUND\\n"
+    "npm error network request to https://registry.npmjs.org/acp-thing failed, reason: getaddrinfo ENOTFOUND "
+    "registry.npmjs.org\\n"
+)
+sys.exit(1)
+"""
+
+
+def test_an_npx_entry_without_the_network_is_not_installed_and_says_why(cli: Cli) -> None:
+    bin_dir = cli.tmp / "bin"
+    bin_dir.mkdir()
+    npx = bin_dir / "npx"
+    npx.write_text(NPX_OFFLINE.format(python=sys.executable))
+    npx.chmod(0o755)
+    path = config(cli, {"fetched": {"command": ["npx", "-y", "acp-thing@1.0.0"]}})
+    env = dict(cli.env, PATH=str(bin_dir))
+    done = cli.run("agents", "--config", str(path), "--check", "fetched", "--format", "json", env=env)
+    assert done.returncode == 7, done.stderr
+    (row,) = json.loads(done.stdout)
+    assert (row["status"], row["found"], row["program"]) == ("not_installed", True, str(npx))
+    assert "network" in row["cause"] and "acp-thing" in row["cause"]
+    assert any("ENOTFOUND" in line for line in row["stderr"])
+    assert isinstance(row["seconds"], float)  # npx started, and failed
 
 
 def test_an_agent_that_exits_shows_its_status_and_its_stderr(cli: Cli) -> None:

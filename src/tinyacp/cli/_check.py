@@ -25,12 +25,20 @@ import time
 from typing import Any
 
 from .._async_client import AsyncClient
-from .._errors import AgentExited, AgentTimeout, AuthRequired, ObserverError, RequestError, TinyAcpError
+from .._errors import (
+    AgentExited,
+    AgentTimeout,
+    AuthRequired,
+    ObserverError,
+    RequestError,
+    SpawnError,
+    TinyAcpError,
+)
 from .._options import Options
 from ._agents import AgentSpec, Config, load_config, resolve_agent
 from ._display import one_line, sanitize, wants_color
 from ._exit import Exit
-from ._explain import NOT_ACP, NotAcp, explain, stderr_lines
+from ._explain import NOT_ACP, NOT_ACP_WORDS, NotAcp, explain, stderr_lines
 from ._features import COMMAND_FEATURES
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
 
@@ -45,7 +53,7 @@ FAILED = ("not_acp", "exited", "timed_out", "error")
 _STATUS_WORDS = {
     "ok": "ok",
     "needs_login": "needs login",
-    "not_installed": "not found",
+    "not_installed": "not installed",
     "not_acp": "not ACP",
     "exited": "exited",
     "timed_out": "timed out",
@@ -153,6 +161,8 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
                 features=COMMAND_FEATURES,
             )
             client = AsyncClient(options)
+            # A first line that is not JSON-RPC: the program gets a moment to exit, so how it ended is told too.
+            answer.watch.arm(client.kill)
             async with client:
                 init = await client.initialize(timeout=timeout)
                 row["seconds"] = round(time.monotonic() - started, 3)
@@ -160,6 +170,8 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
             tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
             row.update(_failure(exc, spec, answer, timeout, tail=tail, started=started))
             return row
+        finally:
+            answer.watch.disarm()
     row.update(_answered(spec, initialize_report(spec, init, answer.raw)))
     return row
 
@@ -240,17 +252,19 @@ def _failure(
     exc: TinyAcpError, spec: AgentSpec, answer: InitializeAnswer, timeout: float, *, tail: bytes | None, started: float
 ) -> dict[str, Any]:
     """A row's part for an agent that did not answer ``initialize``: what it is, in the words of ``explain``."""
-    first_line = answer.watch.first_line
-    why = explain(exc, spec, None, first_line=first_line, startup_timeout=timeout)
-    cause, hint = why.message, why.hint
-    status = _failure_status(exc, why.code, why.message)
+    why = explain(exc, spec, None, startup_timeout=timeout, watch=answer.watch, stderr_tail=tail)
+    cause = why.message
+    # explain() speaks of `prompt`'s --startup-timeout; here the deadline is --timeout.
+    hint = [line.replace("--startup-timeout", "--timeout") for line in why.hint]
+    status = _failure_status(exc, why.code, why.message, answer)
     if status == "timed_out":
-        cause = f"timed out: no answer to initialize in {timeout:g} s"
-        hint = [line.replace("--startup-timeout", "--timeout") for line in why.hint]
+        # explain() takes a program that never answered for one that does not speak ACP; it may only be slow.
+        said = why.message.startswith(NOT_ACP)
+        cause = f"timed out: {f'no answer to initialize in {timeout:g} s' if said else why.message}"
     return {
         "status": status,
         "answered": status == "needs_login",
-        "seconds": None if status == "not_installed" else round(time.monotonic() - started, 3),
+        "seconds": None if isinstance(exc, SpawnError) else round(time.monotonic() - started, 3),
         "cause": cause,
         "details": hint,
         "stderr": [line.strip() for line in stderr_lines(tail)[1:]],
@@ -258,17 +272,18 @@ def _failure(
     }
 
 
-def _failure_status(exc: TinyAcpError, code: Exit, message: str) -> str:  # noqa: PLR0911  one return per status
-    if code == Exit.NOT_INSTALLED:
+def _failure_status(exc: TinyAcpError, code: Exit, message: str, answer: InitializeAnswer) -> str:  # noqa: PLR0911  one return per status
+    """The row's status, from what was raised and what the agent wrote, not from the words of the message."""
+    if code == Exit.NOT_INSTALLED:  # the program, or the package npx/uvx was to fetch
         return "not_installed"
-    if isinstance(exc, AgentTimeout):
-        return "timed_out"
     if isinstance(exc, AuthRequired):
         return "needs_login"
-    if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
-        return "not_acp"
-    if (isinstance(exc, RequestError) and exc.code == -32601) or message.startswith(NOT_ACP):
-        return "not_acp"
+    if answer.watch.said_count or (isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp)):
+        return "not_acp"  # it wrote lines that are not JSON-RPC
+    if isinstance(exc, AgentTimeout):
+        return "timed_out"
+    if (isinstance(exc, RequestError) and exc.code == -32601) or NOT_ACP_WORDS in message:
+        return "not_acp"  # it does not know initialize, or sent our request back
     if isinstance(exc, AgentExited):
         return "exited"
     return "error"

@@ -96,5 +96,5 @@ CHECK_EXIT_STATUS = """exit status of --check:
   0    every agent checked answered initialize (one that needs a login did answer)
   1    an agent started but did not answer: it exited, does not speak ACP, timed out or answered with an error
   2    usage error: bad arguments, an unknown agent name, a bad config file
-  7    no agent failed so, but one could not be started (not installed)
+  7    no agent failed so, but one could not be started (not installed, or npx/uvx could not fetch it)
   130  Ctrl-C"""
