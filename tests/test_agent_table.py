@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,37 @@ def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> Non
     rows = {row["name"]: row for row in json.loads(cli.run("agents", "--format", "json", env=env).stdout)["agents"]}
     assert rows["claude"]["state"] == "needs Node.js 22+ (found 18)" and rows["claude"]["ready"] is False
     assert rows["codex"]["state"] == "ready"
+
+
+def test_a_batch_with_a_permission_rule_warns_once_per_agent_of_its_notes(tmp_path: Path) -> None:
+    from dataclasses import dataclass, field
+
+    from tinyacp.batch import AgentNoteWarning, run_batch
+
+    @dataclass
+    class Entry:
+        command: tuple[str, ...] = (sys.executable, "-m", "tinyacp.demo")
+        env: dict[str, str] = field(default_factory=dict)
+        notes: tuple[str, ...] = ("runs its shell tool without asking",)
+
+    items = [{"id": n, "prompt": "hi", "agent": "noted"} for n in range(3)] + [{"id": 9, "prompt": "hi"}]
+    for policy, expected in ((PermissionPolicy(kinds={"read"}), 1), (PermissionPolicy(), 0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            summary = run_batch(
+                items, tmp_path / f"out{expected}", agent="demo", agents={"noted": Entry()}, policy=policy
+            )
+        assert summary.all_ok
+        said = [str(w.message) for w in caught if issubclass(w.category, AgentNoteWarning)]
+        assert said == ["note on noted: runs its shell tool without asking"] * expected, said
+
+
+@pytest.mark.smoke
+def test_the_batch_command_says_an_agents_notes_once_when_it_has_a_permission_rule(cli: Cli) -> None:
+    _noted_config(cli)
+    items = cli.tmp / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": n, "prompt": "hi", "agent": "noted"}) + "\n" for n in range(2)))
+    done = cli.run("batch", str(items), "--out", str(cli.tmp / "out"), "--allow-kind", "read")
+    assert done.returncode == 0, done.stderr
+    err = done.stderr.decode()
+    assert err.count("tinyacp: note on noted: runs its shell tool without asking") == 1, err

@@ -267,3 +267,8 @@ def decide(
     request._outcome = (
         {"outcome": "selected", "optionId": selected.option_id} if selected is not None else {"outcome": "cancelled"}
     )
+
+
+def has_rules(policy: PermissionPolicy) -> bool:
+    """Whether ``policy`` allows or denies anything by a rule (the default policy rejects every request)."""
+    return bool(policy.allow_all or policy.kinds or policy.title_prefixes or policy.tools or policy.deny_tools)

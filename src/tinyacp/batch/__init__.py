@@ -14,11 +14,12 @@ from __future__ import annotations
 from ._engine import run_batch
 from ._items import Item, parse_item, read_items
 from ._plan import AgentSummary, BatchProgress, BatchSummary
-from ._preflight import ItemFieldWarning
+from ._preflight import AgentNoteWarning, ItemFieldWarning
 from ._results import FailedItem, read_results
 from ._turn import PermissionCounts, TurnError, TurnOptions, TurnRecord, arun_turn, run_turn
 
 __all__ = [
+    "AgentNoteWarning",
     "AgentSummary",
     "BatchProgress",
     "BatchSummary",

@@ -25,11 +25,18 @@ from dataclasses import dataclass, field
 
 from .._errors import BatchItemError, SpawnError, TinyAcpError
 from .._messages import SessionState
+from .._permissions import has_rules
 from .._requests import config_params, mode_params, model_params
 from ._items import ConfigValue, Item
 from ._turn import ResolvedAgent, TurnSettings, agent_of_item, agent_options
 
-__all__ = ["ItemFieldWarning", "Preflight"]
+__all__ = ["AgentNoteWarning", "ItemFieldWarning", "Preflight"]
+
+
+class AgentNoteWarning(UserWarning):
+    """An item's agent does something the batch's permission rules do not decide, as its entry's ``notes`` say
+    (fast-agent runs its shell tool without asking when the client offers no terminal): warned once per agent
+    and call, when the batch has a permission rule, before its first turn."""
 
 
 class ItemFieldWarning(UserWarning):
@@ -82,6 +89,7 @@ class Preflight:
         self._asked: dict[AgentKey, _Asked] = {}
         self._offers: dict[AgentKey, SessionState | None] = {}
         self._warned: set[str] = set()
+        self._noted: set[str] = set()
 
     def warn_misspelled(self, raw: Mapping[str, object], line: int | None) -> None:
         """Warn (:class:`ItemFieldWarning`, once per name) about a field one edit away from one the item format
@@ -100,6 +108,18 @@ class Preflight:
                     stacklevel=2,
                 )
 
+    def _say_notes(self, item: Item) -> None:
+        """Warn (:class:`AgentNoteWarning`) once per agent of what its entry's notes say, when there is a rule."""
+        agent = item.agent if item.agent is not None else self.settings.agent
+        name = (agent.split(maxsplit=1) or [""])[0] if isinstance(agent, str) else None
+        if name is None or name in self._noted:
+            return
+        if not has_rules(self.settings.policy) and not any(self.settings.agent_tools.get(name, ())):
+            return
+        self._noted.add(name)
+        for note in self.settings.agent_notes.get(name, ()):
+            warnings.warn(f"note on {name}: {note}", AgentNoteWarning, stacklevel=3)
+
     def note(self, item: Item, line: int | None) -> None:
         """Remember the mode, model and config options ``item`` asks of its agent (nothing is started).
 
@@ -107,6 +127,7 @@ class Preflight:
             BatchItemError: the item names no usable agent.
         """
         settings = self.settings
+        self._say_notes(item)
         mode = item.mode if item.mode is not None else settings.mode
         model = item.model if item.model is not None else settings.model
         options: dict[str, ConfigValue] = {**(settings.set or {}), **(item.set or {})}

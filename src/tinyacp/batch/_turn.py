@@ -104,7 +104,9 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class AgentEntry(Protocol):
     """A named agent: its argv and the variables added to its environment (``tinyacp``'s registry entries). An
-    entry may also have ``allow_tools`` and ``deny_tools`` (tool names): added to the policy of its turns."""
+    entry may also have ``allow_tools`` and ``deny_tools`` (tool names), added to the policy of its turns, and
+    ``notes`` (what it does that a permission rule does not decide), warned about as :class:`AgentNoteWarning`
+    when the batch has a permission rule."""
 
     @property
     def command(self) -> Sequence[str]: ...
@@ -123,7 +125,8 @@ class TurnOptions(TypedDict, total=False):
         agent: the agent when an item names none: a name from ``agents`` (with more arguments after it, as in
             ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
         agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env`` (and optionally
-            ``allow_tools`` and ``deny_tools``, added to ``policy``'s tools for that agent's turns).
+            ``allow_tools`` and ``deny_tools``, added to ``policy``'s tools for that agent's turns, and ``notes``,
+            warned about once as :class:`~tinyacp.batch.AgentNoteWarning` when ``policy`` has a rule).
         cwd: the session's working directory (default: the current directory of the call); an item's relative
             ``cwd`` is relative to it.
         mode, model, set, meta: the item fields' defaults (an item's ``set`` is merged over this one).
@@ -168,6 +171,8 @@ class TurnSettings:
     agents: dict[str, tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=dict)
     agent_tools: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     """The tools an agent's entry allows and denies by name, by the agent's name (from ``agents``)."""
+    agent_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """What an agent's entry says it does that a permission rule does not decide, by the agent's name."""
     cwd: str | None = None
     mode: str | None = None
     model: str | None = None
@@ -208,6 +213,9 @@ class TurnSettings:
             name: (tuple(getattr(spec, "allow_tools", ())), tuple(getattr(spec, "deny_tools", ())))
             for name, spec in entries.items()
             if getattr(spec, "allow_tools", ()) or getattr(spec, "deny_tools", ())
+        }
+        values["agent_notes"] = {
+            name: tuple(getattr(spec, "notes", ())) for name, spec in entries.items() if getattr(spec, "notes", ())
         }
         # Made absolute here, where the call is: a turn may run on another node, in another directory.
         cwd = values.get("cwd")

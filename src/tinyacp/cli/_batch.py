@@ -235,7 +235,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     """Run the batch the arguments describe; the records go to stdout as they are written with ``--format json``."""
-    from ..batch import ItemFieldWarning, run_batch
+    from ..batch import AgentNoteWarning, ItemFieldWarning, run_batch
 
     config = load_config(args.config)
     check_arguments(args, config)
@@ -250,6 +250,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
 
     with warnings.catch_warnings():  # a misspelled item field: one line, as the command's own warnings are
         warnings.simplefilter("always", ItemFieldWarning)  # the batch warns once per name already
+        warnings.simplefilter("always", AgentNoteWarning)  # and once per agent
         warnings.showwarning = _say_warning
         return run_batch(
             args.file,
@@ -272,8 +273,12 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
         )
 
 
-def _say_warning(message: Warning | str, *_: object, **__: object) -> None:
-    print(sanitize(f"tinyacp: warning: {message}"), file=sys.stderr)
+def _say_warning(message: Warning | str, category: type[Warning] = UserWarning, *_: object, **__: object) -> None:
+    from ..batch import AgentNoteWarning
+
+    # A note is what the agent does, said before it matters (as `prompt` says it), not a fault of the batch.
+    kind = "" if issubclass(category, AgentNoteWarning) else "warning: "
+    print(sanitize(f"tinyacp: {kind}{message}"), file=sys.stderr)
 
 
 def _failed(exc: BaseException, args: argparse.Namespace) -> int:

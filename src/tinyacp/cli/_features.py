@@ -16,9 +16,9 @@ from typing import Any
 from .._client import Client
 from .._errors import TinyAcpError
 from .._features import ClientFeatures
-from .._permissions import PermissionPolicy
+from .._permissions import PermissionPolicy, has_rules
 
-__all__ = ["COMMAND_FEATURES", "has_rules", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
+__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
 
 COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
 """What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
@@ -71,11 +71,6 @@ def permission_policy(
         deny_tools=[*deny_tools, *args.deny_tool],
         allow_all=args.yes,
     )
-
-
-def has_rules(policy: PermissionPolicy) -> bool:
-    """Whether the policy allows or denies anything by a rule (the default policy rejects every request)."""
-    return bool(policy.allow_all or policy.kinds or policy.title_prefixes or policy.tools or policy.deny_tools)
 
 
 def rule_notes(name: str, notes: Iterable[str], policy: PermissionPolicy) -> list[str]:
