@@ -250,3 +250,13 @@ def test_the_batch_command_says_an_agents_notes_once_when_it_has_a_permission_ru
     assert done.returncode == 0, done.stderr
     err = done.stderr.decode()
     assert err.count("tinyacp: note on noted: runs its shell tool without asking") == 1, err
+
+
+def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) -> None:
+    text = (DOCS / "cli.md").read_text()
+    example = text.split("### The config file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    config = load_config(_config(tmp_path, example))
+    assert config.agents["qwen-offline"].command == ("npx", "-y", "@qwen-code/qwen-code@0.24.4", "--acp")
+    assert config.agents["qwen-offline"].notes and config.agents["qwen-offline"].launcher == "npx"
+    assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.3", "vibe-acp")
+    assert config.agents["slow-demo"].command[-2:] == ("--delay", "0.1")

@@ -5,6 +5,12 @@ platform's config directory (see :mod:`tinyacp.cli._dirs`)::
 
     default_agent = "claude"            # what `tinyacp prompt` runs without --agent (default: demo)
 
+    [agents.qwen]                       # the ACP registry's shape (see tinyacp.cli._agent_table)
+    version = "0.24.4"
+    distribution = { npx = { package = "@qwen-code/qwen-code@0.24.4", args = ["--acp"] } }
+    notes = ["its first option writes a rule into the project"]   # said when started with a permission rule
+    offline = "npm install -g @qwen-code/qwen-code@0.24.4"        # how to install it to start offline
+
     [agents.claude]                     # overrides the built-in entry
     command = ["claude-agent-acp"]      # an argv; a string is split as a shell would, but no shell runs it,
                                         # and as with --agent its first word may name a known agent:
