@@ -321,10 +321,10 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--concurrency", type=_concurrency, default=4, metavar="N", help="with --check: agents at once (default 4)"
     )
-    agents.set_defaults(handler=_agents, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
+    agents.set_defaults(handler=_agents_or_check, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
 
 
-def _agents(args: argparse.Namespace) -> int:
+def _agents_or_check(args: argparse.Namespace) -> int:
     """``tinyacp agents``, or with ``--check`` the check of the agents (imported only then)."""
     if args.check is None:
         given = [
