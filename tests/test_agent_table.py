@@ -69,7 +69,7 @@ def test_the_names_the_issue_asks_for_are_known_and_the_registry_ids_are_other_n
     # kimi is pinned to its last working release: 1.52.0 prints "no longer maintained" and exits.
     assert BUILTIN_AGENTS["kimi"].command == ("uvx", "kimi-cli@1.51.0", "acp")
     assert BUILTIN_AGENTS["fast-agent"].command == ("uvx", "fast-agent-acp@0.10.48")
-    assert BUILTIN_AGENTS["mistral-vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.3", "vibe-acp")
+    assert BUILTIN_AGENTS["mistral-vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert BUILTIN_AGENTS["auggie"].env == {"AUGMENT_DISABLE_AUTO_UPDATE": "1"}
 
 
@@ -258,5 +258,5 @@ def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) 
     config = load_config(_config(tmp_path, example))
     assert config.agents["qwen-offline"].command == ("npx", "-y", "@qwen-code/qwen-code@0.24.4", "--acp")
     assert config.agents["qwen-offline"].notes and config.agents["qwen-offline"].launcher == "npx"
-    assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.3", "vibe-acp")
+    assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert config.agents["slow-demo"].command[-2:] == ("--delay", "0.1")
