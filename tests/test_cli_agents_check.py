@@ -347,12 +347,13 @@ def test_all_checks_every_known_agent_npx_entries_included(cli: Cli) -> None:
     assert rows["demo"]["status"] == "ok"
 
 
-def test_ctrl_c_stops_the_agents_being_checked_and_exits_130(cli: Cli) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_a_signal_stops_the_agents_being_checked_and_the_command(cli: Cli, signum: int, status: int) -> None:
     silent = script(cli, "silent", "import time\ntime.sleep(600)\n")
     command = shlex.join([sys.executable, str(silent)])
     proc = cli.popen("agents", "--check", command, f"{command} --again", "--timeout", "600", stderr=cli.tmp / "err")
     # The command and its two agents: each agent is a process of its own with the run's marker.
     wait_for(lambda: len(marked_processes(cli.marker)) >= 3, timeout=TIMEOUT, what="both agents started")
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=TIMEOUT) == 130
+    proc.send_signal(signum)
+    assert proc.wait(timeout=TIMEOUT) == status
     wait_for(lambda: not marked_processes(cli.marker), timeout=TIMEOUT, what="no agent left")

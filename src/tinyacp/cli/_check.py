@@ -18,11 +18,13 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import textwrap
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from .._async_client import AsyncClient
 from .._errors import (
@@ -43,6 +45,8 @@ from ._features import COMMAND_FEATURES
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
 
 __all__ = ["check_exit_status", "cmd_check"]
+
+T = TypeVar("T")
 
 DOWNLOADERS = ("npx", "uvx")
 """Launchers that fetch a package on the first start: checked only when named, or with ``--all``."""
@@ -68,7 +72,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     chosen, left = _choose(args.check, args.agent_command, config, everything=args.all)
     timeouts = [_timeout(args, spec) for spec in chosen]
-    rows = asyncio.run(_check_all(chosen, timeouts, args.concurrency))
+    try:
+        rows = asyncio.run(_until_signal(_check_all(chosen, timeouts, args.concurrency)))
+    except _Stopped as stopped:  # the agents were stopped: nothing to report
+        return 128 + stopped.signum
     rows += [_not_checked(spec, why) for spec, why in left]
     if args.format == "json":
         print(json.dumps(rows, ensure_ascii=True, indent=2))
@@ -130,6 +137,45 @@ def _timeout(args: argparse.Namespace, spec: AgentSpec) -> float:
     if args.timeout is not None:
         return float(args.timeout)
     return float(args.download_timeout if _downloads(spec) else args.check_timeout)
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP stopped the check."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
+    """``work``, cancelled by SIGTERM or SIGHUP as asyncio cancels it on Ctrl-C: each agent's client tears its
+    process group down on the way out, so no agent outlives the command.
+
+    Raises:
+        _Stopped: a signal stopped the work.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    got: list[int] = []
+
+    def stop(signum: int) -> None:
+        got.append(signum)
+        task.cancel()
+
+    for signum in _SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if got:
+            raise _Stopped(got[0]) from None
+        raise
+    finally:
+        for signum in _SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 async def _check_all(specs: list[AgentSpec], timeouts: list[float], concurrency: int) -> list[dict[str, Any]]:

@@ -97,4 +97,4 @@ CHECK_EXIT_STATUS = """exit status of --check:
   1    an agent started but did not answer: it exited, does not speak ACP, timed out or answered with an error
   2    usage error: bad arguments, an unknown agent name, a bad config file
   7    no agent failed so, but one could not be started (not installed, or npx/uvx could not fetch it)
-  130  Ctrl-C"""
+  130  Ctrl-C; 128+N when signal N (SIGTERM, SIGHUP) stopped the check"""
