@@ -184,6 +184,9 @@ def test_the_json_result_carries_the_line_in_its_error_message(cli: Cli) -> None
     result = json_events(done.stdout)[-1]
     assert result["outcome"] == "agent_error" and result["exit_code"] == 1
     assert result["error"]["type"] == "AgentExited" and KIMI_LINE in result["error"]["message"]
+    assert result["error"]["hint"] == [
+        "check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"
+    ]
 
 
 def test_a_banner_before_json_rpc_is_refused_at_the_first_message(cli: Cli) -> None:
@@ -314,6 +317,10 @@ def test_the_json_result_of_a_start_without_the_network_is_not_installed(cli: Cl
     result = json_events(done.stdout)[-1]
     assert result["outcome"] == "not_installed" and result["exit_code"] == Exit.NOT_INSTALLED
     assert result["error"]["message"].startswith("npx could not fetch is-odd@3.0.1: no network")
+    assert result["error"]["hint"] == [
+        "to start it offline: npm install -g is-odd@3.0.1, then make its program the agent's command in the config "
+        "file (`tinyacp agents` names the file)"
+    ]
 
 
 def test_a_python_too_old_for_the_package_names_the_version_to_install() -> None:

@@ -196,7 +196,12 @@ class JsonEvents:
                 "cost": _cost(usage),
                 "error": None
                 if outcome.error is None
-                else {"type": outcome.error_type, "message": outcome.error, "data": outcome.error_data},
+                else {
+                    "type": outcome.error_type,
+                    "message": outcome.error,
+                    "data": outcome.error_data,
+                    "hint": list(outcome.advice),
+                },
                 "journal": str(journal) if journal is not None else None,
             }
         )

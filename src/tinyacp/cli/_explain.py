@@ -311,8 +311,11 @@ def _said_message(exc: BaseException, agent: AgentSpec, said: _Said, startup_tim
             f"line that is not JSON-RPC (stopped); {said.words()}"
         )
     if isinstance(exc, AgentExited):
-        how = describe_returncode(exc.returncode) if exc.returncode is not None else "it closed its output"
-        return f"{agent.name} exited before answering initialize ({how}); {said.words()}"
+        if exc.returncode is None:
+            return f"{agent.name} closed its output before answering initialize; {said.words()}"
+        return (
+            f"{agent.name} exited before answering initialize ({describe_returncode(exc.returncode)}); {said.words()}"
+        )
     if isinstance(exc, AgentTimeout) and startup_timeout is not None:
         return f"{agent.name} {NOT_ACP_WORDS}: no answer to initialize in {startup_timeout:g} s; {said.words()}"
     return f"{agent.name} {NOT_ACP_WORDS}: its first line is not JSON-RPC; {said.words()}"

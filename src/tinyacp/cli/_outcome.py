@@ -25,6 +25,8 @@ class Outcome:
     hint: str | None = None
     error_data: Any = None
     """The ``data`` of the agent's error answer, as the agent sent it."""
+    advice: tuple[str, ...] = ()
+    """What to do about the error (the hint lines without the agent's stderr): the JSON result's ``error.hint``."""
 
 
 def outcome_of_result(result: PromptResult) -> Outcome:

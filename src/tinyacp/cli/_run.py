@@ -294,7 +294,9 @@ class PromptRun:
         log = str(self.settings.agent_log) if self.settings.agent_log is not None else None
         hint = [*why.hint, *stderr_lines(tail, log if client is not None else None)]
         data = exc.data if isinstance(exc, RequestError) else None
-        return Outcome(int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data)
+        return Outcome(
+            int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data, tuple(why.hint)
+        )
 
     def _ready(self, init: Initialize, session_id: str, pid: int) -> None:
         info = init.agent_info
