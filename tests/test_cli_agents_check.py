@@ -22,7 +22,7 @@ import pytest
 
 import tinyacp
 from helpers import wait_for
-from helpers.cli import TIMEOUT, Cli, marked_processes
+from helpers.cli import TIMEOUT, Cli, Terminal, marked_processes
 from tinyacp.cli._agents import AgentSpec
 from tinyacp.cli._check import _check, _table
 
@@ -283,6 +283,14 @@ def test_each_line_of_the_table_fits_a_narrow_terminal(cli: Cli) -> None:
     lines = done.stdout.decode().splitlines()
     assert [line for line in lines if len(line) > 60] == []
     assert sum(line.startswith(("demo ", "an-agent-with-a")) for line in lines) == 2  # one row each
+
+
+def test_on_a_terminal_the_status_is_coloured_and_the_rows_fit_its_width(cli: Cli) -> None:
+    terminal = Terminal(cli, "agents", "--check", "demo")  # a terminal 120 columns wide
+    assert terminal.finish() == 0
+    text = terminal.output.decode()
+    assert "\x1b[32mok\x1b[0m" in text
+    assert max(len(line) for line in text.replace("\x1b[32m", "").replace("\x1b[0m", "").splitlines()) <= 120
 
 
 def test_the_status_is_coloured_only_when_asked() -> None:
