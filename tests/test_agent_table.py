@@ -68,7 +68,7 @@ def test_the_names_the_issue_asks_for_are_known_and_the_registry_ids_are_other_n
         assert ALIASES[alias] == name
     # kimi is pinned to its last working release: 1.52.0 prints "no longer maintained" and exits.
     assert BUILTIN_AGENTS["kimi"].command == ("uvx", "kimi-cli@1.51.0", "acp")
-    assert BUILTIN_AGENTS["fast-agent"].command == ("uvx", "fast-agent-acp@0.10.48")
+    assert BUILTIN_AGENTS["fast-agent"].command == ("uvx", "--from", "fast-agent-mcp@0.10.48", "fast-agent-acp")
     assert BUILTIN_AGENTS["mistral-vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert BUILTIN_AGENTS["auggie"].env == {"AUGMENT_DISABLE_AUTO_UPDATE": "1"}
 
@@ -196,7 +196,7 @@ def test_the_command_says_an_agents_notes_when_it_starts_it_with_a_permission_ru
 
 def test_agents_shows_each_entrys_version_how_it_starts_and_its_notes(cli: Cli) -> None:
     text = cli.run("agents").stdout.decode()
-    assert "fast-agent 0.10.48" in text and "runs uvx fast-agent-acp@0.10.48" in text
+    assert "fast-agent 0.10.48" in text and "runs uvx --from fast-agent-mcp@0.10.48 fast-agent-acp" in text
     assert "note: runs its shell tool itself, without asking for permission" in text
     listing = json.loads(cli.run("agents", "--format", "json").stdout)
     rows = {row["name"]: row for row in listing["agents"]}
@@ -260,3 +260,12 @@ def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) 
     assert config.agents["qwen-offline"].notes and config.agents["qwen-offline"].launcher == "npx"
     assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert config.agents["slow-demo"].command[-2:] == ("--delay", "0.1")
+
+
+def test_a_reported_version_with_a_builds_detail_is_the_pinned_one() -> None:
+    from tinyacp.cli._check import _same_version
+
+    assert _same_version("0.36.0", "0.36.0 (commit 7c61e5bb)")  # auggie 0.36.0's own words
+    assert _same_version("1.2.3", "v1.2.3")
+    assert not _same_version("0.36.0", "0.36.1 (commit 7c61e5bb)")
+    assert not _same_version("1.0.0", "")

@@ -291,7 +291,10 @@ def _answered(spec: AgentSpec, report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same_version(pinned: str, reported: str) -> bool:
-    return pinned.strip().removeprefix("v") == reported.strip().removeprefix("v")
+    """Whether the agent reports the pinned version; what follows it is a build's detail (auggie says
+    ``0.36.0 (commit 7c61e5bb)``)."""
+    words = reported.strip().split(maxsplit=1)
+    return bool(words) and pinned.strip().removeprefix("v") == words[0].removeprefix("v")
 
 
 def _failure(
