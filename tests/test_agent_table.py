@@ -269,3 +269,27 @@ def test_a_reported_version_with_a_builds_detail_is_the_pinned_one() -> None:
     assert _same_version("1.2.3", "v1.2.3")
     assert not _same_version("0.36.0", "0.36.1 (commit 7c61e5bb)")
     assert not _same_version("1.0.0", "")
+
+
+def test_the_version_check_tool_flags_a_pin_its_registry_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
+    from urllib.parse import unquote
+
+    from tools.agent_versions import NPM, main, split_package
+
+    pins = {split_package(spec.package)[0]: spec.version for spec in BUILTIN_AGENTS.values() if spec.package}
+
+    def fetch(url: str) -> dict[str, Any]:
+        if url.startswith(NPM):
+            name = unquote(url.removeprefix(NPM))
+            if name == "@qwen-code/qwen-code":  # the pin is gone from npm
+                return {"dist-tags": {"latest": "0.30.0"}, "versions": {"0.30.0": {}}}
+            return {"dist-tags": {"latest": pins[name]}, "versions": {pins[name]: {}}}
+        name = unquote(url.split("/pypi/")[1].removesuffix("/json"))
+        yanked = name == "kimi-cli"  # there, but yanked
+        return {"info": {"version": "9.9.9"}, "releases": {pins[name]: [{"yanked": yanked}]}}
+
+    assert main([], fetch=fetch) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert {line.split()[0] for line in lines if "CANNOT INSTALL" in line} == {"qwen", "kimi"}, lines
+    assert any(line.startswith("claude ") and line.endswith(": ok") for line in lines)
+    assert any(line.startswith("fast-agent ") and line.endswith("newest 9.9.9") for line in lines)
