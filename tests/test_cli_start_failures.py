@@ -18,7 +18,7 @@ import pytest
 from helpers.cli import TIMEOUT, Cli, json_events
 from tinyacp import AgentExited, AgentTimeout
 from tinyacp._records import AgentMessage, MessageKind
-from tinyacp.cli._agents import AgentSpec
+from tinyacp.cli._agents import BUILTIN_AGENTS, AgentSpec
 from tinyacp.cli._exit import Exit
 from tinyacp.cli._explain import STARTUP_GRACE, NotAcp, StartupWatch, explain
 from tinyacp.cli._launchers import Launch, launch_failure, launch_of
@@ -119,28 +119,28 @@ def message_and_hint(done: subprocess.CompletedProcess[bytes]) -> tuple[str, lis
 def test_a_program_that_prints_one_line_and_exits_is_named_with_its_line_and_status(
     cli: Cli, command: str, status: int, words: str
 ) -> None:
-    kimi = script(cli.tmp / "kimi", f"echo '{KIMI_LINE}'\nexit {status}\n")
+    kimi = script(cli.tmp / "old-kimi", f"echo '{KIMI_LINE}'\nexit {status}\n")
     done = cli.run(command, "--agent-command", str(kimi), *(["hi"] if command == "prompt" else []))
     assert done.returncode == Exit.AGENT_ERROR
     message, hint = message_and_hint(done)
-    assert message == f'kimi exited before answering initialize ({words}); its only line on stdout: "{KIMI_LINE}"'
+    assert message == f'old-kimi exited before answering initialize ({words}); its only line on stdout: "{KIMI_LINE}"'
     assert hint == ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
 
 
 def test_a_program_that_prints_two_lines_shows_both_and_how_many(cli: Cli) -> None:
-    kimi = script(cli.tmp / "kimi", "echo 'kimi-cli is no longer maintained.'\necho 'Please migrate.'\nexit 1\n")
+    kimi = script(cli.tmp / "old-kimi", "echo 'kimi-cli is no longer maintained.'\necho 'Please migrate.'\nexit 1\n")
     done = cli.run("prompt", "--agent-command", str(kimi), "hi")
     message, hint = message_and_hint(done)
     assert done.returncode == 1
     assert message == (
-        'kimi exited before answering initialize (exit code 1); the first of its 2 lines on stdout: "kimi-cli is no '
-        'longer maintained."'
+        "old-kimi exited before answering initialize (exit code 1); the first of its 2 lines on stdout: "
+        '"kimi-cli is no longer maintained."'
     )
     assert hint[0] == 'then: "Please migrate."'
 
 
 def test_many_lines_are_shown_bounded_and_counted(cli: Cli) -> None:
-    kimi = script(cli.tmp / "kimi", 'i=0\nwhile [ $i -lt 50 ]; do echo "line $i"; i=$((i+1)); done\nexit 0\n')
+    kimi = script(cli.tmp / "old-kimi", 'i=0\nwhile [ $i -lt 50 ]; do echo "line $i"; i=$((i+1)); done\nexit 0\n')
     done = cli.run("probe", "--agent-command", str(kimi))
     message, hint = message_and_hint(done)
     assert message.endswith('the first of its 50 lines on stdout: "line 0"')
@@ -148,7 +148,7 @@ def test_many_lines_are_shown_bounded_and_counted(cli: Cli) -> None:
 
 
 def test_a_line_is_sanitized_and_cut_in_the_message(cli: Cli) -> None:
-    kimi = script(cli.tmp / "kimi", "printf '\\033[31mred\\033[0m %0500d\\n' 0\nexit 0\n")
+    kimi = script(cli.tmp / "old-kimi", "printf '\\033[31mred\\033[0m %0500d\\n' 0\nexit 0\n")
     done = cli.run("prompt", "--agent-command", str(kimi), "hi")
     message, _ = message_and_hint(done)
     assert "\x1b" not in done.stderr.decode()
@@ -157,29 +157,29 @@ def test_a_line_is_sanitized_and_cut_in_the_message(cli: Cli) -> None:
 
 @pytest.mark.parametrize("command", ["prompt", "probe"])
 def test_a_program_that_prints_a_line_and_keeps_running_is_stopped_after_a_grace(cli: Cli, command: str) -> None:
-    kimi = script(cli.tmp / "kimi", f"echo '{KIMI_LINE}'\nexec sleep 60\n")
+    kimi = script(cli.tmp / "old-kimi", f"echo '{KIMI_LINE}'\nexec sleep 60\n")
     started = time.monotonic()
     done = cli.run(command, "--agent-command", str(kimi), *(["hi"] if command == "prompt" else []))
     assert time.monotonic() - started < STARTUP_GRACE + TIMEOUT / 2  # not at the startup deadline (120 s)
     assert done.returncode == Exit.AGENT_ERROR
     message, _ = message_and_hint(done)
     assert message == (
-        f"kimi does not speak ACP on stdout: still no answer to initialize {STARTUP_GRACE:g} s after a line that is "
-        f'not JSON-RPC (stopped); its only line on stdout: "{KIMI_LINE}"'
+        f"old-kimi does not speak ACP on stdout: still no answer to initialize {STARTUP_GRACE:g} s after a line "
+        f'that is not JSON-RPC (stopped); its only line on stdout: "{KIMI_LINE}"'
     )
 
 
 def test_a_startup_deadline_before_the_grace_names_the_deadline_and_the_line(cli: Cli) -> None:
-    kimi = script(cli.tmp / "kimi", f"echo '{KIMI_LINE}'\nexec sleep 60\n")
+    kimi = script(cli.tmp / "old-kimi", f"echo '{KIMI_LINE}'\nexec sleep 60\n")
     done = cli.run("probe", "--agent-command", str(kimi), "--timeout", "0.3")
     message, _ = message_and_hint(done)
     assert done.returncode == Exit.AGENT_ERROR
     said = f'its only line on stdout: "{KIMI_LINE}"'
-    assert message == f"kimi does not speak ACP on stdout: no answer to initialize in 0.3 s; {said}"
+    assert message == f"old-kimi does not speak ACP on stdout: no answer to initialize in 0.3 s; {said}"
 
 
 def test_the_json_result_carries_the_line_in_its_error_message(cli: Cli) -> None:
-    kimi = script(cli.tmp / "kimi", f"echo '{KIMI_LINE}'\nexit 0\n")
+    kimi = script(cli.tmp / "old-kimi", f"echo '{KIMI_LINE}'\nexit 0\n")
     done = cli.run("prompt", "--format", "json", "--agent-command", str(kimi), "hi")
     result = json_events(done.stdout)[-1]
     assert result["outcome"] == "agent_error" and result["exit_code"] == 1
@@ -191,23 +191,20 @@ def test_the_json_result_carries_the_line_in_its_error_message(cli: Cli) -> None
 
 def test_a_banner_before_json_rpc_is_refused_at_the_first_message(cli: Cli) -> None:
     answer = {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}
-    kimi = script(cli.tmp / "kimi", f"echo 'Welcome!'\necho '{json.dumps(answer)}'\nexec sleep 60\n")
+    kimi = script(cli.tmp / "old-kimi", f"echo 'Welcome!'\necho '{json.dumps(answer)}'\nexec sleep 60\n")
     started = time.monotonic()
     done = cli.run("prompt", "--agent-command", str(kimi), "hi")
     assert time.monotonic() - started < TIMEOUT / 2
     message, _ = message_and_hint(done)
     assert (
         message
-        == 'kimi does not speak ACP on stdout: its first line is not JSON-RPC; its only line on stdout: "Welcome!"'
+        == 'old-kimi does not speak ACP on stdout: its first line is not JSON-RPC; its only line on stdout: "Welcome!"'
     )
 
 
 def test_a_built_in_entry_names_the_release_it_was_checked_with_and_how_to_install_it() -> None:
     kimi = AgentSpec("kimi", ("kimi", "acp"), install="uv tool install kimi-cli==1.51.0", version="1.51.0")
-    watch = StartupWatch()
-    watch.arm(lambda: None)
-    watch.seen(KIMI_LINE.encode(), _invalid(KIMI_LINE))
-    watch.disarm()
+    watch = _watched(KIMI_LINE)
     why = explain(AgentExited("the agent exited", returncode=0), kimi, None, watch=watch)
     assert why.code == Exit.AGENT_ERROR
     assert (
@@ -220,6 +217,34 @@ def test_a_built_in_entry_names_the_release_it_was_checked_with_and_how_to_insta
     unversioned = AgentSpec("kimi", ("kimi", "acp"), install="uv tool install kimi-cli")
     why = explain(AgentExited("the agent exited", returncode=0), unversioned, None, watch=watch)
     assert why.hint == ["is kimi installed and recent enough? uv tool install kimi-cli"]
+
+
+def test_a_config_entry_over_a_built_in_one_names_the_release_the_built_in_one_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pinned = AgentSpec(
+        "kimi", ("uvx", "kimi-cli@1.51.0", "acp"), version="1.51.0", launcher="uvx", package="kimi-cli@1.51.0"
+    )
+    monkeypatch.setitem(BUILTIN_AGENTS, "kimi", pinned)
+    own = AgentSpec("kimi", ("kimi", "acp"), source="config.toml")
+    exited = AgentExited("the agent exited", returncode=0)
+    why = explain(exited, own, None, watch=_watched(KIMI_LINE))
+    assert why.hint == [
+        "check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)",
+        "tinyacp's built-in kimi entry runs kimi-cli@1.51.0: another release may be the cause",
+    ]
+    with_args = AgentSpec("kimi", ("uvx", "kimi-cli@1.51.0", "acp", "--debug"), source="config.toml")
+    assert len(explain(exited, with_args, None, watch=_watched(KIMI_LINE)).hint) == 1  # it runs that release
+
+
+def _watched(*lines: str) -> StartupWatch:
+    """A watch that saw these lines that are not JSON-RPC (armed, so that it kept them all)."""
+    watch = StartupWatch()
+    watch.arm(lambda: None)
+    for line in lines:
+        watch.seen(line.encode(), _invalid(line))
+    watch.disarm()
+    return watch
 
 
 def test_an_unarmed_watch_refuses_the_first_line_at_once() -> None:
@@ -386,13 +411,12 @@ def test_a_timeout_after_the_start_is_no_start_failure() -> None:
     ("command", "launch"),
     [
         (("npx", "-y", "@qwen-code/qwen-code@0.24.4", "--acp"), Launch("npx", "@qwen-code/qwen-code@0.24.4")),
-        (("npx", "--yes", "--package=@scope/pkg@1.0.0", "run-it"), Launch("npx", "@scope/pkg@1.0.0")),
-        (("npx", "-p", "pkg@2", "pkg-bin"), Launch("npx", "pkg@2")),
         (("/usr/local/bin/npx", "pkg"), Launch("npx", "pkg")),
         (("uvx", "--python", "3.12", "fast-agent-acp"), Launch("uvx", "fast-agent-acp")),
         (("uvx", "--from", "fast-agent-mcp==0.4.0", "fast-agent-acp"), Launch("uvx", "fast-agent-mcp==0.4.0")),
-        (("uvx", "--from=kimi-cli==1.51.0", "kimi", "acp"), Launch("uvx", "kimi-cli==1.51.0")),
+        (("npx", "--yes", "--package", "@scope/pkg@1.0.0", "run-it"), Launch("npx", "@scope/pkg@1.0.0")),
         (("bunx", "pkg@1"), Launch("bunx", "pkg@1")),
+        (("pnpx", "pkg@1"), Launch("pnpx", "pkg@1")),
         (("pnpm", "dlx", "pkg@1"), Launch("pnpm dlx", "pkg@1")),
         (("npx",), Launch("npx", "")),
         (("pnpm", "install"), None),

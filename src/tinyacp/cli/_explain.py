@@ -28,7 +28,7 @@ from .._errors import (
 )
 from .._messages import Initialize
 from .._records import AgentMessage, MessageKind
-from ._agents import AgentSpec
+from ._agents import BUILTIN_AGENTS, AgentSpec
 from ._display import one_line
 from ._exit import Exit, SettingUnavailable
 from ._launchers import first_start_hint, launch_failure, launch_of
@@ -387,7 +387,16 @@ def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, 
 
 def _acp_hint(agent: AgentSpec) -> list[str]:
     if agent.source != "built-in":
-        return ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
+        hint = ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
+        builtin = BUILTIN_AGENTS.get(agent.name)  # a config entry over a built-in one: its own release of the agent
+        if (
+            builtin is not None
+            and builtin.version
+            and tuple(builtin.command) != tuple(agent.command[: len(builtin.command)])
+        ):
+            pinned = builtin.package or f"{agent.name} {builtin.version}"
+            hint.append(f"tinyacp's built-in {agent.name} entry runs {pinned}: another release may be the cause")
+        return hint
     if not agent.install:
         return []
     if agent.version and agent.launcher == "path":  # what is on PATH may be another release than the one checked

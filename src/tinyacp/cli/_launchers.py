@@ -11,12 +11,13 @@ import os
 import re
 from dataclasses import dataclass
 
+from ._agent_table import launcher_of
 from ._agents import AgentSpec
 from ._display import one_line
 
 __all__ = ["Launch", "LaunchFailure", "first_start_hint", "launch_failure", "launch_of", "offline_hint"]
 
-NPM_FAMILY = ("npx", "bunx", "pnpm dlx")
+NPM_FAMILY = ("npx", "bunx", "pnpx", "pnpm dlx")
 """The runners that fetch from the npm registry (their failures carry Node's error codes)."""
 
 # npm: "npm error network request to https://registry.npmjs.org/is-odd failed, reason: getaddrinfo ENOTFOUND …"
@@ -39,21 +40,13 @@ _UV_NO_PYTHON = re.compile(
 _PYTHON_CURRENT = re.compile(r"current Python version \(([^)]+)\) does not satisfy Python\s*([<>=~!]+\s*[\d.]+)")
 _PYTHON_WANTED = re.compile(r"for Python (\S+)|does not satisfy Python\s*([<>=~!]*=?\s*[\d.]+)|cpython-([\d.]+)")
 
-# uvx options that take a value (the package is the first word that is neither an option nor such a value).
-_UVX_VALUED = frozenset(
-    {"--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index", "--index-url",
-     "--extra-index-url", "--default-index", "-i", "--constraints", "-c", "--overrides", "--python-preference",
-     "--cache-dir", "--config-file", "--directory", "--project", "--env-file"}
-)  # fmt: skip
-_NPX_VALUED = frozenset({"-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w"})
-
 
 @dataclass(frozen=True)
 class Launch:
     """How a command starts its agent through a package runner."""
 
     runner: str
-    """``npx``, ``uvx``, ``bunx`` or ``pnpm dlx``."""
+    """``npx``, ``uvx``, ``bunx``, ``pnpx`` or ``pnpm dlx``."""
     package: str
     """The package it fetches (``@scope/name@1.2.3``), or "" when the command line does not say."""
 
@@ -77,36 +70,18 @@ class LaunchFailure:
 
 
 def launch_of(agent: AgentSpec) -> Launch | None:
-    """The package runner the agent starts through (its entry's ``launcher``, or its command's first word), or None."""
-    words = list(agent.command)
+    """The package runner the agent starts through, or None: its command's first word when that is a runner
+    (``bunx`` and ``pnpm dlx`` are named as they are), else its entry's ``launcher``."""
+    words = tuple(agent.command)
     runner = os.path.basename(words[0]) if words else ""
-    rest = words[1:]
-    if runner == "pnpm" and rest[:1] == ["dlx"]:
-        runner, rest = "pnpm dlx", rest[1:]
-    if runner not in (*NPM_FAMILY, "uvx"):
+    if runner == "pnpm" and words[1:2] == ("dlx",):
+        runner, words = "pnpm dlx", ("pnpx", *words[2:])  # pnpx is pnpm's own name for pnpm dlx
+    launcher, package = launcher_of(words)
+    if launcher == "path":
         if agent.launcher not in ("npx", "uvx"):
             return None
-        runner, rest = agent.launcher, []
-    return Launch(runner, agent.package or _package(runner, rest))
-
-
-def _package(runner: str, words: list[str]) -> str:
-    """The package a runner's arguments name: ``--from``/``--package``'s value, else the first plain word."""
-    valued = _UVX_VALUED if runner == "uvx" else _NPX_VALUED
-    chosen = ("--from",) if runner == "uvx" else ("-p", "--package")
-    skip = False
-    for index, word in enumerate(words):
-        if skip:
-            skip = False
-            continue
-        name, eq, value = word.partition("=")
-        if name in chosen:
-            return value if eq else (words[index + 1] if index + 1 < len(words) else "")
-        if word.startswith("-"):
-            skip = name in valued and not eq
-            continue
-        return word
-    return ""
+        runner = agent.launcher
+    return Launch(runner, agent.package or package)
 
 
 def launch_failure(launch: Launch, tail: bytes | None, agent: AgentSpec) -> LaunchFailure | None:
