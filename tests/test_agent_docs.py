@@ -11,10 +11,12 @@ table at another version than the pinned one (a stale ``npm install -g @google/g
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
 from helpers import TESTS
+from tinyacp.cli._agent_table import launcher_of
 from tinyacp.cli._agents import BUILTIN_AGENTS, DEMO, AgentSpec
 
 PAGES = TESTS.parent / "docs" / "agents"
@@ -27,7 +29,6 @@ ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 INSTALL = re.compile(r"(?:npm install -g|uv tool install) [^\s,]+")
 CONFIG_LINE = re.compile(r"(?:command|env) = (?:\[[^\]]*\]|\{[^}]*\})")
 URL = re.compile(r"https?://[^\s)]+")
-LAUNCH = re.compile(r"\b(?:npx -y|uvx(?: --from)?|npm install -g|uv tool install) ([^\s`]+)")
 
 
 def _page(name: str) -> str:
@@ -59,19 +60,33 @@ def _pinned(spec: AgentSpec) -> tuple[str, str]:
 PINS = dict(_pinned(spec) for spec in AGENTS.values() if spec.package)
 
 
+def installed_or_started(line: str) -> str:
+    """The package a command line installs (``npm install -g``, ``uv tool install``) or starts (``npx``, ``uvx``),
+    as written (``pkg@1.0``, ``pkg==1.0``, ``pkg``); "" for any other line."""
+    words = shlex.split(line)
+    if words[:1] in (["npx"], ["uvx"]):
+        return launcher_of(tuple(words))[1]
+    if words[:3] in (["npm", "install", "-g"], ["uv", "tool", "install"]):
+        rest = iter(words[3:])
+        for word in rest:
+            if word in ("--python", "-p", "--with"):
+                next(rest, None)
+            elif not word.startswith("-"):
+                return word
+    return ""
+
+
 def stale_packages(text: str) -> list[str]:
     """The packages of the table that a ``sh`` block of ``text`` installs or starts at another version than the
     pinned one, or at none."""
     stale = []
     for lang, body in _fences(text):
-        if lang != "sh":
-            continue
-        for word in LAUNCH.findall(body):
+        for word in (installed_or_started(line) for line in body.splitlines() if lang == "sh"):
             if "==" in word:  # uv tool install NAME==VERSION
                 name, _, version = word.partition("==")
             else:  # NAME@VERSION, where NAME may be @scope/name
                 head, _, version = word[1:].partition("@")
-                name = word[0] + head
+                name = word[:1] + head
             if name in PINS and version != PINS[name]:
                 stale.append(word)
     return stale
@@ -166,7 +181,8 @@ def test_the_stale_package_check_catches_an_unpinned_install_and_an_old_pin() ->
     page = (
         f"```sh\nnpm install -g {gemini}\nnpx -y {gemini}@0.1.0 --acp\nnpx -y {gemini}@{version} --acp\n```\n"
         f'```toml\ncommand = ["npx", "-y", "{gemini}@0.1.0"]\n```\n'
-        "```sh\nuv tool install kimi-cli==1.52.0\nuvx --from mistral-vibe@0.0.1 vibe-acp\nnpx -y some-other@1\n```\n"
+        "```sh\nuv tool install --python 3.13 kimi-cli==1.52.0\nuvx --python 3.12 --from mistral-vibe@0.0.1 vibe-acp\n"
+        "npx -y some-other@1\ngemini --acp\n```\n"
     )
     assert stale_packages(page) == [gemini, f"{gemini}@0.1.0", "kimi-cli==1.52.0", "mistral-vibe@0.0.1"]
 
