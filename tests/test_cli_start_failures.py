@@ -392,6 +392,8 @@ def test_a_slow_first_start_through_a_runner_hints_at_the_download(cli: Cli) -> 
     assert message == "no answer to initialize in 0.5 s: uvx may still have been downloading fast-agent-mcp@0.4.0"
     assert hint[0].startswith("the first start downloads it") and "raise --startup-timeout" in hint[0]
     assert hint[1].startswith("to start it offline: uv tool install fast-agent-mcp@0.4.0")
+    done = cli.run("probe", *args[2:-1], "--timeout", "0.5", env=env)
+    assert message_and_hint(done)[1][0].endswith("raise --timeout")  # probe's own deadline option
 
 
 def test_a_runner_error_outside_a_runner_start_is_not_taken_for_one() -> None:

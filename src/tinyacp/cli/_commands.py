@@ -273,6 +273,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             cwd=cwd,
             watch=answer.watch,
             stderr_tail=tail,
+            deadline_flag="--timeout",
         )
         print_error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
         return int(why.code)

@@ -217,6 +217,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     cwd: str | os.PathLike[str] | None = None,
     watch: StartupWatch | None = None,
     stderr_tail: bytes | None = None,
+    deadline_flag: str = "--startup-timeout",
 ) -> Explanation:
     """The exit status, the message and the hint lines for an error of a run (or of ``probe``).
 
@@ -231,6 +232,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         watch: the run's :class:`StartupWatch`: the lines that are not JSON-RPC, and whether it stopped the agent.
         stderr_tail: the last bytes of the agent's stderr (else the error's own), where ``npx`` and ``uvx`` say
             why they could not start it.
+        deadline_flag: the option that sets ``startup_timeout``, named in the hints (``probe``'s is ``--timeout``).
     """
     message = one_line(exc.message if isinstance(exc, AgentExited) else str(exc), 2000)
     if isinstance(exc, SettingUnavailable):
@@ -242,7 +244,8 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         first_line = watch.first_line
     if init is None:
         tail = stderr_tail if stderr_tail is not None else getattr(exc, "stderr_tail", None)
-        started = _not_started(exc, agent, first_line, _Said.of(watch, first_line, exc), startup_timeout, tail)
+        said = _Said.of(watch, first_line, exc)
+        started = _not_started(exc, agent, first_line, said, (startup_timeout, deadline_flag), tail)
         if started is not None:
             return started
     if isinstance(exc, AgentTimeout):
@@ -272,10 +275,13 @@ def _not_started(  # noqa: PLR0917  one return per way a start fails; the facts 
     agent: AgentSpec,
     first_line: bytes | None,
     said: _Said | None,
-    startup_timeout: float | None,
+    deadline: tuple[float | None, str],
     tail: bytes | None,
 ) -> Explanation | None:
-    """What went wrong when the agent never answered ``initialize``; None when it is no failure to start."""
+    """What went wrong when the agent never answered ``initialize``; None when it is no failure to start.
+
+    ``deadline`` is the startup timeout, if it is what passed, and the option that sets it."""
+    startup_timeout, flag = deadline
     launch = launch_of(agent)
     timed_out = isinstance(exc, AgentTimeout) and startup_timeout is not None
     if launch is not None and (isinstance(exc, AgentExited) or timed_out):
@@ -296,9 +302,9 @@ def _not_started(  # noqa: PLR0917  one return per way a start fails; the facts 
                 f"no answer to initialize in {startup_timeout:g} s: {launch.runner} may still have been downloading "
                 f"{launch.what}"
             )
-            return Explanation(Exit.AGENT_ERROR, message, first_start_hint(launch, agent))
+            return Explanation(Exit.AGENT_ERROR, message, first_start_hint(launch, agent, flag))
         message = f"{NOT_ACP}: no answer to initialize in {startup_timeout:g} s"
-        more = [*_first_line(first_line), *_acp_hint(agent), "(a slow first start? raise --startup-timeout)"]
+        more = [*_first_line(first_line), *_acp_hint(agent), f"(a slow first start? raise {flag})"]
         return Explanation(Exit.AGENT_ERROR, message, more)
     return None
 

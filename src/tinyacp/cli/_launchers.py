@@ -161,11 +161,11 @@ def offline_hint(launch: Launch, agent: AgentSpec) -> list[str]:
     ]
 
 
-def first_start_hint(launch: Launch, agent: AgentSpec) -> list[str]:
-    """Why a first start through a runner may be slow, and what to do about it."""
+def first_start_hint(launch: Launch, agent: AgentSpec, flag: str = "--startup-timeout") -> list[str]:
+    """Why a first start through a runner may be slow, and what to do about it (``flag`` sets the deadline)."""
     return [
         f"the first start downloads it (without the network, {launch.runner} may retry for a minute or more): "
-        "raise --startup-timeout",
+        f"raise {flag}",
         *offline_hint(launch, agent),
     ]
 
