@@ -157,6 +157,7 @@ def test_a_config_entry_that_renames_the_program_keeps_the_agents_notes_but_not_
     spec = agents["fast-agent"]
     assert spec.command == ("fast-agent-acp",) and spec.launcher == "path" and spec.version == ""
     assert spec.notes == BUILTIN_AGENTS["fast-agent"].notes
+    assert spec.install == BUILTIN_AGENTS["fast-agent"].offline  # uv tool install …, not "uvx fetches it"
 
 
 def test_behaviour_notes_are_said_only_when_a_permission_rule_is_given() -> None:

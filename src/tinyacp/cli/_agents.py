@@ -306,7 +306,7 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         raise ConfigError(f"{where}.id: {table.id!r} is not the table's name ({name!r}): leave it out, or rename")
     if table.command is not None and table.distribution is not None:
         raise ConfigError(f"{where}: give a command or a distribution, not both")
-    base = BUILTIN_AGENTS.get(name)
+    base = builtin = BUILTIN_AGENTS.get(name)
     command, origin, env = _entry_command(where, table, base)
     base = base or origin
     texts = {
@@ -321,6 +321,9 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
     }
     if table.install is None and origin is not None and origin.install and origin is not base:
         texts["install"] = origin.install
+    elif table.install is None and builtin is not None and origin is not builtin and builtin.offline:
+        # Its own program instead of the built-in's npx/uvx: installing it is what the offline hint says.
+        texts["install"] = builtin.offline
     key_env = table.key_env if table.key_env is not None else list(base.key_env) if base is not None else []
     return AgentSpec(
         name,
