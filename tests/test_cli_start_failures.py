@@ -292,6 +292,22 @@ def test_npm_network_error_codes_are_all_recognised() -> None:
     assert launch_failure(launch, b"npm error code E403\n", spec) is None  # another failure: the tail says it
 
 
+def test_npm_set_to_work_offline_with_an_empty_cache_is_said_so() -> None:
+    tail = (
+        b"npm error code ENOTCACHED\n"
+        b"npm error request to https://registry.npmjs.org/is-odd failed: cache mode is 'only-if-cached' but no cached "
+        b"response is available.\n"
+    )
+    spec = AgentSpec("odd", ("npx", "-y", "is-odd@3.0.1"))
+    failure = launch_failure(Launch("npx", "is-odd@3.0.1"), tail, spec)
+    assert failure is not None
+    assert failure.message == (
+        "npx could not fetch is-odd@3.0.1: npm is set to work offline (npm_config_offline, --offline) and its cache "
+        "does not have it"
+    )
+    assert failure.hint[0].startswith("to start it offline: npm install -g is-odd@3.0.1")
+
+
 def test_an_npm_package_missing_from_the_registry_is_said_so() -> None:
     spec = AgentSpec("pkg", ("npx", "-y", "no-such-pkg@1.0.0"))
     tail = b"npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/no-such-pkg - Not found\n"

@@ -23,6 +23,8 @@ NPM_FAMILY = ("npx", "bunx", "pnpx", "pnpm dlx")
 # npm: "npm error network request to https://registry.npmjs.org/is-odd failed, reason: getaddrinfo ENOTFOUND …"
 _NPM_NETWORK = re.compile(r"\b(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET)\b|network request to \S+ failed")
 _NPM_REASON = re.compile(r"reason: (.+)$")
+# npm with npm_config_offline=true and an empty cache: "npm error code ENOTCACHED"
+_NPM_NOT_CACHED = re.compile(r"\bENOTCACHED\b")
 _NPM_NOT_FOUND = re.compile(r"\bE404\b|404 Not Found")
 # uv: "cause: dns error", "cause: failed to lookup address information: …"; with UV_OFFLINE=1 and an empty cache:
 # "hint: Packages were unavailable because the network was disabled."
@@ -105,6 +107,9 @@ def _npm_failure(launch: Launch, lines: list[str], agent: AgentSpec) -> LaunchFa
         reason = next((match for line in lines if (match := _NPM_REASON.search(line))), None)
         cause = reason.group(1) if reason else _strip_prefix(found)
         return LaunchFailure(f"{cannot}: no network ({one_line(cause, 160)})", offline_hint(launch, agent))
+    if _first(lines, _NPM_NOT_CACHED) is not None:
+        message = f"{cannot}: npm is set to work offline (npm_config_offline, --offline) and its cache does not have it"
+        return LaunchFailure(message, offline_hint(launch, agent))
     found = _first(lines, _NPM_NOT_FOUND)
     if found is not None:
         return _not_in_registry(cannot, found, agent)
