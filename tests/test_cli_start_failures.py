@@ -214,6 +214,12 @@ def test_a_built_in_entry_names_the_release_it_was_checked_with_and_how_to_insta
         "tinyacp was checked with kimi 1.51.0: a newer release may be the cause; to install that one: "
         "uv tool install kimi-cli==1.51.0"
     ]
+    pinned = AgentSpec(
+        "kimi", ("uvx", "kimi-cli@1.51.0", "acp"), install="install uv", version="1.51.0", launcher="uvx",
+        package="kimi-cli@1.51.0",
+    )  # fmt: skip
+    why = explain(AgentExited("the agent exited", returncode=0), pinned, None, watch=watch)
+    assert why.hint == ["tinyacp starts kimi-cli@1.51.0, the release it was checked with"]
     unversioned = AgentSpec("kimi", ("kimi", "acp"), install="uv tool install kimi-cli")
     why = explain(AgentExited("the agent exited", returncode=0), unversioned, None, watch=watch)
     assert why.hint == ["is kimi installed and recent enough? uv tool install kimi-cli"]

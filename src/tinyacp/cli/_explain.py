@@ -410,6 +410,8 @@ def _acp_hint(agent: AgentSpec) -> list[str]:
             f"tinyacp was checked with {agent.name} {agent.version}: a newer release may be the cause; "
             f"to install that one: {agent.install}"
         ]
+    if agent.version and agent.package:  # npx or uvx runs the very release that was checked
+        return [f"tinyacp starts {agent.package}, the release it was checked with"]
     return [f"is {agent.name} installed and recent enough? {agent.install}"]
 
 
