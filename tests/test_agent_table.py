@@ -16,7 +16,7 @@ from referencing import Registry, Resource
 
 from helpers.cli import Cli
 from tinyacp import PermissionPolicy
-from tinyacp.cli._agent_table import TABLE_PATH, platform_target
+from tinyacp.cli._agent_table import TABLE_PATH, launcher_of, platform_target
 from tinyacp.cli._agents import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
 from tinyacp.cli._features import rule_notes
 
@@ -148,6 +148,16 @@ def test_a_command_line_of_ones_own_through_npx_or_uvx_is_known_as_a_download(tm
     assert (mine.launcher, mine.package) == ("npx", "acme@1.0.0")
     own = resolve_agent(None, Config(dict(BUILTIN_AGENTS)), command="uvx --python 3.12 --from acme@2.0 acme-acp")
     assert (own.launcher, own.package) == ("uvx", "acme@2.0")
+    for line, expected in (
+        ("uvx --from=acme@2.0 acme-acp", ("uvx", "acme@2.0")),
+        ("uvx -p 3.12 acme@2.0", ("uvx", "acme@2.0")),
+        ("npx -p acme@1.0 acme-acp --acp", ("npx", "acme@1.0")),
+        ("npx --package=acme@1.0 acme-acp", ("npx", "acme@1.0")),
+        ("npx --registry https://r.example acme@1.0", ("npx", "acme@1.0")),
+        ("pnpm dlx acme@1.0 --acp", ("npx", "acme@1.0")),
+        ("bunx acme@1.0", ("npx", "acme@1.0")),
+    ):
+        assert launcher_of(tuple(shlex.split(line))) == expected, line
     plain = resolve_agent(None, Config(dict(BUILTIN_AGENTS)), command="./my-agent --acp")
     assert (plain.launcher, plain.package) == ("path", "")
 

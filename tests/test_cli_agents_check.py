@@ -192,6 +192,8 @@ def test_agents_that_never_answer_time_out_together_within_their_deadline(cli: C
         assert rows[name]["cause"] == "timed out: no answer to initialize in 2 s"
         assert deadline <= rows[name]["seconds"] < deadline + 2
         assert "it wrote nothing on stdout" in rows[name]["details"]
+        hints = " ".join(rows[name]["details"])
+        assert "--timeout" in hints and "--startup-timeout" not in hints  # the check's own deadline is named
     assert rows["demo"]["status"] == "ok"
 
 

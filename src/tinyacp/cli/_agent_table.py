@@ -189,24 +189,29 @@ _FETCHERS = {"npx": "npx", "uvx": "uvx", "bunx": "npx", "pnpx": "npx"}
 
 def launcher_of(command: tuple[str, ...]) -> tuple[str, str]:
     """What starts a command line of the user's own, and the package it fetches: ``("npx", "pkg@1.0.0")`` for
-    ``npx -y pkg@1.0.0 --acp``, ``("uvx", "pkg@2")`` for ``uvx --from pkg@2 prog``; ``("path", "")`` otherwise."""
-    launcher = _FETCHERS.get(PurePosixPath(command[0]).name) if command else None
+    ``npx -y pkg@1.0.0 --acp`` (also ``npx -p pkg@1.0.0 prog``, ``pnpm dlx``, ``bunx``), ``("uvx", "pkg@2")``
+    for ``uvx --from pkg@2 prog`` (or ``--from=pkg@2``); ``("path", "")`` otherwise."""
+    words = list(command)
+    if len(words) > 1 and PurePosixPath(words[0]).name == "pnpm" and words[1] == "dlx":
+        words = ["npx", *words[2:]]
+    launcher = _FETCHERS.get(PurePosixPath(words[0]).name) if words else None
     if launcher is None:
         return "path", ""
-    words = list(command[1:])
-    for flag in ("--from", "--package"):  # uvx --from PKG PROG, npx --package PKG PROG
-        if flag in words[:-1]:
-            return launcher, words[words.index(flag) + 1]
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-        elif word in _VALUED:
-            skip = True
+    named = ("--from",) if launcher == "uvx" else ("--package", "-p")  # uvx's -p is its --python
+    valued = _VALUED_UVX if launcher == "uvx" else _VALUED_NPX
+    rest = iter(words[1:])
+    for word in rest:
+        flag, equals, value = word.partition("=")
+        if flag in named:
+            return launcher, value if equals else next(rest, "")
+        if flag in valued and not equals:
+            next(rest, None)
         elif not word.startswith("-"):
             return launcher, word
     return launcher, ""
 
 
-_VALUED = frozenset({"--python", "-p", "--with", "--index", "--default-index", "--index-url", "--registry", "-c"})
-"""Options of ``uvx`` and ``npx`` that take the next word as their value."""
+_VALUED_UVX = frozenset({"--python", "-p", "--with", "--index", "--default-index", "--index-url", "-c"})
+"""Options of ``uvx`` that take the next word as their value."""
+_VALUED_NPX = frozenset({"--registry", "--cache", "-c", "--call"})
+"""Options of ``npx`` that take the next word as their value."""

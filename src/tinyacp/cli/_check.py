@@ -301,10 +301,11 @@ def _failure(
     exc: TinyAcpError, spec: AgentSpec, answer: InitializeAnswer, timeout: float, *, tail: bytes | None, started: float
 ) -> dict[str, Any]:
     """A row's part for an agent that did not answer ``initialize``: what it is, in the words of ``explain``."""
-    why = explain(exc, spec, None, startup_timeout=timeout, watch=answer.watch, stderr_tail=tail)
+    why = explain(
+        exc, spec, None, startup_timeout=timeout, watch=answer.watch, stderr_tail=tail, deadline_flag="--timeout"
+    )
     cause = why.message
-    # explain() speaks of `prompt`'s --startup-timeout; here the deadline is --timeout.
-    hint = [line.replace("--startup-timeout", "--timeout") for line in why.hint]
+    hint = why.hint
     status = _failure_status(exc, why.code, why.message, answer)
     if status == "timed_out":
         # explain() takes a program that never answered for one that does not speak ACP; it may only be slow.
