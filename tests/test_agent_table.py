@@ -304,3 +304,17 @@ def test_the_version_check_tool_flags_a_pin_its_registry_does_not_have(capsys: p
     assert {line.split()[0] for line in lines if "CANNOT INSTALL" in line} == {"qwen", "kimi"}, lines
     assert any(line.startswith("claude ") and line.endswith(": ok") for line in lines)
     assert any(line.startswith("fast-agent ") and line.endswith("newest 9.9.9") for line in lines)
+
+
+def test_a_built_in_agent_that_fails_as_it_starts_is_shown_with_what_it_needs(cli: Cli) -> None:
+    bin_dir = cli.tmp / "fake-uv"
+    bin_dir.mkdir()
+    uvx = bin_dir / "uvx"  # fast-agent 0.10.48's own words when no model is set, and its exit status
+    uvx.write_text("#!/bin/sh\necho 'Model Configuration Error:' >&2\necho 'No model configured' >&2\nexit 1\n")
+    uvx.chmod(0o755)
+    env = dict(cli.env, PATH=f"{bin_dir}:/usr/bin:/bin")
+    done = cli.run("prompt", "--agent", "fast-agent", "--no-journal", "hi", env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "fast-agent needs uv and a Python 3.12 or newer" in err and "FAST_AGENT_MODEL" in err
+    assert "No model configured" in err

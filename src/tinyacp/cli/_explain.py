@@ -410,9 +410,11 @@ def _acp_hint(agent: AgentSpec) -> list[str]:
             f"tinyacp was checked with {agent.name} {agent.version}: a newer release may be the cause; "
             f"to install that one: {agent.install}"
         ]
+    # What it needs to start at all (a model, a Python, a login): the usual cause when the very release runs.
+    needs = [f"{agent.name} needs {agent.needs}"] if agent.needs else []
     if agent.version and agent.package:  # npx or uvx runs the very release that was checked
-        return [f"tinyacp starts {agent.package}, the release it was checked with"]
-    return [f"is {agent.name} installed and recent enough? {agent.install}"]
+        return [*needs, f"tinyacp starts {agent.package}, the release it was checked with"]
+    return [*needs, f"is {agent.name} installed and recent enough? {agent.install}"]
 
 
 def _login_hint(agent: AgentSpec, init: Initialize | None) -> list[str]:
