@@ -241,6 +241,16 @@ def test_a_config_entry_over_a_built_in_one_names_the_release_the_built_in_one_r
     ]
     with_args = AgentSpec("kimi", ("uvx", "kimi-cli@1.51.0", "acp", "--debug"), source="config.toml")
     assert len(explain(exited, with_args, None, watch=_watched(KIMI_LINE)).hint) == 1  # it runs that release
+    # Under a name of its own, the same package at another release: the built-in entry is found by its package.
+    newest = AgentSpec(
+        "kimi-latest",
+        ("uvx", "kimi-cli@1.52.0", "acp"),
+        source="config.toml",
+        launcher="uvx",
+        package="kimi-cli@1.52.0",
+    )
+    hint = explain(exited, newest, None, watch=_watched(KIMI_LINE)).hint
+    assert hint[-1] == "tinyacp's built-in kimi entry runs kimi-cli@1.51.0: another release may be the cause"
 
 
 def _watched(*lines: str) -> StartupWatch:

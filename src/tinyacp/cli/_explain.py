@@ -391,17 +391,34 @@ def _not_logged_in(agent: AgentSpec, init: Initialize | None, raw: Mapping[str, 
     return lines
 
 
+def _builtin_of(agent: AgentSpec) -> AgentSpec | None:
+    """The built-in entry of the same agent: of the same name, or fetching the same package at another release."""
+    same = BUILTIN_AGENTS.get(agent.name)
+    if same is not None or not agent.package:
+        return same
+    package = _unversioned(agent.package)
+    return next(
+        (spec for spec in BUILTIN_AGENTS.values() if spec.package and _unversioned(spec.package) == package), None
+    )
+
+
+def _unversioned(package: str) -> str:
+    """``@scope/name`` of ``@scope/name@1.2.3``, ``name`` of ``name@1.2.3`` or ``name==1.2.3``."""
+    at = package.rfind("@")
+    return (package[:at] if at > 0 else package).split("==")[0]
+
+
 def _acp_hint(agent: AgentSpec) -> list[str]:
     if agent.source != "built-in":
         hint = ["check the command: many agents need a flag or subcommand for ACP (gemini --acp, opencode acp)"]
-        builtin = BUILTIN_AGENTS.get(agent.name)  # a config entry over a built-in one: its own release of the agent
+        builtin = _builtin_of(agent)  # a config entry over a built-in one: its own release of the agent
         if (
             builtin is not None
             and builtin.version
             and tuple(builtin.command) != tuple(agent.command[: len(builtin.command)])
         ):
             pinned = builtin.package or f"{agent.name} {builtin.version}"
-            hint.append(f"tinyacp's built-in {agent.name} entry runs {pinned}: another release may be the cause")
+            hint.append(f"tinyacp's built-in {builtin.name} entry runs {pinned}: another release may be the cause")
         return hint
     if not agent.install:
         return []
