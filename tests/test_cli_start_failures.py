@@ -366,6 +366,10 @@ def test_a_uvx_start_that_fails_says_why(cli: Cli, stderr: str, expected: str, f
     assert hint[0] == first_hint
     done = cli.run("probe", "--format", "json", "--agent-command", "uvx cowsay==6.0", env=env)
     assert done.returncode == Exit.NOT_INSTALLED and message_and_hint(done)[0] == expected
+    failed = json.loads(done.stdout)  # a script reads stdout: it gets a document saying why there is no report
+    assert (failed["outcome"], failed["exit_code"]) == ("not_installed", Exit.NOT_INSTALLED)
+    assert failed["error"]["message"] == expected and failed["error"]["hint"][0] == first_hint
+    assert failed["command"] == ["uvx", "cowsay==6.0"]
 
 
 def test_the_json_result_of_a_start_without_the_network_is_not_installed(cli: Cli) -> None:

@@ -28,7 +28,7 @@ from ._agents import AgentSettings, AgentSpec, Config, load_config, resolve_agen
 from ._attachments import Attachment, read_attachment
 from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
 from ._display import isatty, one_line, print_error, sanitize
-from ._exit import Exit, SettingUnavailable, UsageProblem
+from ._exit import OUTCOME_WORDS, Exit, SettingUnavailable, UsageProblem
 from ._explain import explain, stderr_lines
 from ._features import COMMAND_FEATURES, permission_policy, providers_of, rule_notes
 from ._index import SessionIndex
@@ -276,6 +276,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
             deadline_flag="--timeout",
         )
         print_error(why.message, "\n".join([*why.hint, *stderr_lines(tail)]))
+        if args.format == "json":  # a script reads stdout: one document there too, saying why there is no report
+            failed = {
+                "outcome": OUTCOME_WORDS.get(why.code, "error"),
+                "exit_code": int(why.code),
+                "command": list(agent.command),
+                "error": {"type": type(exc).__name__, "message": why.message, "hint": why.hint},
+                "stderr": [line.strip() for line in stderr_lines(tail)[1:]],
+            }
+            print(json.dumps(failed, ensure_ascii=True))
         return int(why.code)
     if args.format == "json":
         print(json.dumps(report, ensure_ascii=True))
