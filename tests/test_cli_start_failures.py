@@ -17,11 +17,12 @@ import pytest
 
 from helpers.cli import TIMEOUT, Cli, json_events
 from tinyacp import AgentExited, AgentTimeout
+from tinyacp._launch_failures import Launch, launch_failure, launch_of
 from tinyacp._records import AgentMessage, MessageKind
+from tinyacp._startup_watch import STARTUP_GRACE, NotAcp, StartupWatch
 from tinyacp.cli._agents import BUILTIN_AGENTS, AgentSpec
 from tinyacp.cli._exit import Exit
-from tinyacp.cli._explain import STARTUP_GRACE, NotAcp, StartupWatch, explain
-from tinyacp.cli._launchers import Launch, launch_failure, launch_of
+from tinyacp.cli._explain import explain
 
 KIMI_LINE = "kimi-cli is no longer maintained. Please migrate to Kimi Code: https://github.com/MoonshotAI/kimi-code"
 

@@ -30,6 +30,8 @@ from pathlib import Path, PurePosixPath
 
 import msgspec
 
+from .._launch_failures import launcher_of  # read where a batch turn reads it too
+
 __all__ = [
     "BinaryTarget",
     "Distribution",
@@ -181,37 +183,3 @@ def start(distribution: Distribution | None, *, command: list[str] | None = None
     program = PurePosixPath(target.cmd).name
     install = f"download {target.archive}, unpack it and put its {program} on PATH"
     return Start((program, *target.args), target.env, "path", install=install)
-
-
-_FETCHERS = {"npx": "npx", "uvx": "uvx", "bunx": "npx", "pnpx": "npx"}
-"""Programs that fetch a package on first use, by the launcher they stand for."""
-
-
-def launcher_of(command: tuple[str, ...]) -> tuple[str, str]:
-    """What starts a command line of the user's own, and the package it fetches: ``("npx", "pkg@1.0.0")`` for
-    ``npx -y pkg@1.0.0 --acp`` (also ``npx -p pkg@1.0.0 prog``, ``pnpm dlx``, ``bunx``), ``("uvx", "pkg@2")``
-    for ``uvx --from pkg@2 prog`` (or ``--from=pkg@2``); ``("path", "")`` otherwise."""
-    words = list(command)
-    if len(words) > 1 and PurePosixPath(words[0]).name == "pnpm" and words[1] == "dlx":
-        words = ["npx", *words[2:]]
-    launcher = _FETCHERS.get(PurePosixPath(words[0]).name) if words else None
-    if launcher is None:
-        return "path", ""
-    named = ("--from",) if launcher == "uvx" else ("--package", "-p")  # uvx's -p is its --python
-    valued = _VALUED_UVX if launcher == "uvx" else _VALUED_NPX
-    rest = iter(words[1:])
-    for word in rest:
-        flag, equals, value = word.partition("=")
-        if flag in named:
-            return launcher, value if equals else next(rest, "")
-        if flag in valued and not equals:
-            next(rest, None)
-        elif not word.startswith("-"):
-            return launcher, word
-    return launcher, ""
-
-
-_VALUED_UVX = frozenset({"--python", "-p", "--with", "--index", "--default-index", "--index-url", "-c"})
-"""Options of ``uvx`` that take the next word as their value."""
-_VALUED_NPX = frozenset({"--registry", "--cache", "-c", "--call"})
-"""Options of ``npx`` that take the next word as their value."""

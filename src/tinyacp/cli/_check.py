@@ -36,11 +36,13 @@ from .._errors import (
     SpawnError,
     TinyAcpError,
 )
+from .._launch_failures import NOT_ACP_WORDS
 from .._options import Options
+from .._startup_watch import NotAcp
 from ._agents import AgentSpec, Config, load_config, resolve_agent
 from ._display import one_line, sanitize, wants_color
 from ._exit import Exit
-from ._explain import NOT_ACP, NOT_ACP_WORDS, NotAcp, explain, stderr_lines
+from ._explain import NOT_ACP, explain, stderr_lines
 from ._features import COMMAND_FEATURES
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,15 +25,15 @@ from .._errors import (
     UsageError,
     describe_returncode,
 )
+from .._launch_failures import NOT_ACP_WORDS, Said, start_failure
 from .._messages import Initialize
-from .._records import AgentMessage, MessageKind
+from .._startup_watch import StartupWatch, said_of
 from ._agents import BUILTIN_AGENTS, AgentSpec
 from ._display import one_line
 from ._exit import Exit, SettingUnavailable
-from ._launchers import first_start_hint, launch_failure, launch_of
 from ._session import auth_needs
 
-__all__ = ["Explanation", "NotAcp", "StartupWatch", "data_lines", "explain", "stderr_lines"]
+__all__ = ["Explanation", "data_lines", "explain", "stderr_lines"]
 
 DATA_LINES = 6
 """How many lines of an error's ``data`` are shown: enough for a cause and its context, not a whole dump."""
@@ -42,91 +41,7 @@ STDERR_LINES = 12
 """How many of the agent's last stderr lines are shown with an error."""
 _LINE = 300
 
-NOT_ACP_WORDS = "does not speak ACP on stdout"
 NOT_ACP = f"this program {NOT_ACP_WORDS}"
-
-
-class NotAcp(Exception):
-    """The agent's first line on stdout is not a JSON-RPC message (raised by the observer to stop the run)."""
-
-    def __init__(self, line: bytes) -> None:
-        super().__init__(f"{NOT_ACP}: its first line is not JSON-RPC")
-        self.line = line
-
-
-STARTUP_GRACE = 2.0
-"""How long a program whose first line on stdout is not JSON-RPC may go on before it is stopped: long enough for
-one that prints a line and exits (kimi-cli 1.52's "no longer maintained") to exit on its own, so that its exit
-status and its other lines are shown (a machine busy for a moment must not turn an exit into a stop); short
-enough that one that waits for a person (``gemini`` without ``--acp``) is named long before ``--startup-timeout``."""
-SAID_LINES = 3
-"""How many of the lines that are not JSON-RPC are kept and shown."""
-
-
-class StartupWatch:
-    """Watches the lines the agent writes on stdout before it answers ``initialize``.
-
-    When the first line is not JSON-RPC, the program does not speak ACP. Unarmed, the watch refuses that line at
-    once (it raises :class:`NotAcp`). Armed with a way to stop the agent (:meth:`arm`), it keeps the lines that
-    follow and gives the program :data:`STARTUP_GRACE` seconds to exit on its own before it stops it; a JSON-RPC
-    message after such a line is refused (:class:`NotAcp`). Call :meth:`seen` from the observer's ``on_message``
-    and ``on_update``, after recording the line, and :meth:`disarm` when the run is over.
-    """
-
-    def __init__(self, grace: float = STARTUP_GRACE) -> None:
-        self.first_line: bytes | None = None
-        self.said: list[bytes] = []
-        """The first :data:`SAID_LINES` lines that are not JSON-RPC, from the first line on."""
-        self.said_count = 0
-        """How many lines that are not JSON-RPC came, from the first line on."""
-        self.grace = grace
-        self.stopped = False
-        """Whether the watch stopped the agent (it was still running ``grace`` seconds after its first line)."""
-        self._stop: Callable[[], None] | None = None
-        self._timer: threading.Timer | None = None
-
-    def arm(self, stop: Callable[[], None]) -> None:
-        """Let the watch stop the agent by calling ``stop`` (:meth:`tinyacp.Client.kill`, safe from any thread)."""
-        self._stop = stop
-
-    def disarm(self) -> None:
-        """Cancel a stop not yet made (the run is over)."""
-        self._stop = None
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def seen(self, raw: bytes, message: AgentMessage | None = None) -> None:
-        """A line the agent sent (``message`` None: a session update, which is JSON-RPC).
-
-        Raises:
-            NotAcp: the first line is not JSON-RPC (unarmed), or a JSON-RPC message came after such a line.
-        """
-        invalid = message is not None and message.kind == MessageKind.INVALID
-        if self.first_line is None:
-            self.first_line = raw
-            if not invalid:
-                return
-            self._said(raw)
-            if self._stop is None:
-                raise NotAcp(raw)
-            self._timer = threading.Timer(self.grace, self._stop_now)
-            self._timer.daemon = True
-            self._timer.start()
-        elif self.said_count:
-            if not invalid:
-                raise NotAcp(self.first_line)
-            self._said(raw)
-
-    def _said(self, raw: bytes) -> None:
-        self.said_count += 1
-        if len(self.said) < SAID_LINES:
-            self.said.append(raw)
-
-    def _stop_now(self) -> None:
-        stop = self._stop
-        if stop is not None:
-            self.stopped = True
-            stop()
 
 
 @dataclass
@@ -173,39 +88,6 @@ def _first_line(line: bytes | None) -> list[str]:
     return [f"its first line on stdout: {one_line(text, _LINE)}"]
 
 
-@dataclass(frozen=True)
-class _Said:
-    """The lines that are not JSON-RPC a program wrote on stdout before it answered ``initialize``."""
-
-    lines: tuple[bytes, ...]
-    count: int
-    stopped: bool = False
-    grace: float = STARTUP_GRACE
-
-    @classmethod
-    def of(cls, watch: StartupWatch | None, first_line: bytes | None, exc: BaseException) -> _Said | None:
-        if watch is not None and watch.said_count:
-            return cls(tuple(watch.said), watch.said_count, watch.stopped, watch.grace)
-        if isinstance(exc, ObserverError) and isinstance(exc.__cause__, NotAcp):
-            return cls((exc.__cause__.line,), 1)
-        return None
-
-    def words(self) -> str:
-        """``its only line on stdout: "…"``, or its first line and how many there were."""
-        which = "its only line" if self.count == 1 else f"the first of its {self.count} lines"
-        return f"{which} on stdout: {_quoted(self.lines[0])}"
-
-    def more(self) -> list[str]:
-        """The lines after the first, as hint lines."""
-        shown = [f"then: {_quoted(line)}" for line in self.lines[1:]]
-        left = self.count - len(self.lines)
-        return [*shown, f"(and {left} more line{'s' if left != 1 else ''})"] if left > 0 else shown
-
-
-def _quoted(line: bytes) -> str:
-    return f'"{one_line(line.decode("utf-8", "replace"), _LINE)}"'
-
-
 def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the order of the exit-status table
     exc: BaseException,
     agent: AgentSpec,
@@ -244,7 +126,7 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         first_line = watch.first_line
     if init is None:
         tail = stderr_tail if stderr_tail is not None else getattr(exc, "stderr_tail", None)
-        said = _Said.of(watch, first_line, exc)
+        said = said_of(watch, exc)
         started = _not_started(exc, agent, first_line, said, (startup_timeout, deadline_flag), tail)
         if started is not None:
             return started
@@ -270,11 +152,11 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
     return Explanation(Exit.AGENT_ERROR, message, hint)
 
 
-def _not_started(  # noqa: PLR0917  one return per way a start fails; the facts of one failed start
+def _not_started(  # noqa: PLR0917  the facts of one failed start
     exc: BaseException,
     agent: AgentSpec,
     first_line: bytes | None,
-    said: _Said | None,
+    said: Said | None,
     deadline: tuple[float | None, str],
     tail: bytes | None,
 ) -> Explanation | None:
@@ -282,49 +164,21 @@ def _not_started(  # noqa: PLR0917  one return per way a start fails; the facts 
 
     ``deadline`` is the startup timeout, if it is what passed, and the option that sets it."""
     startup_timeout, flag = deadline
-    launch = launch_of(agent)
-    timed_out = isinstance(exc, AgentTimeout) and startup_timeout is not None
-    if launch is not None and (isinstance(exc, AgentExited) or timed_out):
-        failure = launch_failure(launch, tail, agent)
-        if failure is not None:  # npx or uvx never started the agent: it is not installed, and says why
-            return Explanation(Exit.NOT_INSTALLED, failure.message, failure.hint)
-    if said is not None:
-        message = _said_message(exc, agent, said, startup_timeout)
-        return Explanation(Exit.AGENT_ERROR, message, [*said.more(), *_acp_hint(agent)])
+    named = start_failure(exc, agent, said=said, first_line=first_line, tail=tail, deadline=deadline)
+    if named is not None:
+        if named.kind == "runner":  # npx or uvx never started the agent: it is not installed, and says why
+            return Explanation(Exit.NOT_INSTALLED, named.message, named.hint)
+        more = _acp_hint(agent) if named.kind == "said" else []
+        return Explanation(Exit.AGENT_ERROR, named.message, [*named.hint, *more])
     if isinstance(exc, RequestError | AgentExited):
         not_acp = _not_acp(exc, first_line)
         if not_acp is not None:
             return Explanation(Exit.AGENT_ERROR, not_acp, _acp_hint(agent))
-    if timed_out:
-        assert startup_timeout is not None
-        if launch is not None and not first_line:
-            message = (
-                f"no answer to initialize in {startup_timeout:g} s: {launch.runner} may still have been downloading "
-                f"{launch.what}"
-            )
-            return Explanation(Exit.AGENT_ERROR, message, first_start_hint(launch, agent, flag))
+    if isinstance(exc, AgentTimeout) and startup_timeout is not None:
         message = f"{NOT_ACP}: no answer to initialize in {startup_timeout:g} s"
         more = [*_first_line(first_line), *_acp_hint(agent), f"(a slow first start? raise {flag})"]
         return Explanation(Exit.AGENT_ERROR, message, more)
     return None
-
-
-def _said_message(exc: BaseException, agent: AgentSpec, said: _Said, startup_timeout: float | None) -> str:
-    """The message for a program that wrote lines that are not JSON-RPC: how it ended, and its first line."""
-    if said.stopped:
-        return (
-            f"{agent.name} {NOT_ACP_WORDS}: still no answer to initialize {said.grace:g} s after a "
-            f"line that is not JSON-RPC (stopped); {said.words()}"
-        )
-    if isinstance(exc, AgentExited):
-        if exc.returncode is None:
-            return f"{agent.name} closed its output before answering initialize; {said.words()}"
-        return (
-            f"{agent.name} exited before answering initialize ({describe_returncode(exc.returncode)}); {said.words()}"
-        )
-    if isinstance(exc, AgentTimeout) and startup_timeout is not None:
-        return f"{agent.name} {NOT_ACP_WORDS}: no answer to initialize in {startup_timeout:g} s; {said.words()}"
-    return f"{agent.name} {NOT_ACP_WORDS}: its first line is not JSON-RPC; {said.words()}"
 
 
 def _cannot_start(agent: AgentSpec, cause: BaseException | None, cwd: str | os.PathLike[str] | None) -> str | None:

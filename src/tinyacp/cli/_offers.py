@@ -15,9 +15,9 @@ from typing import Any
 from .._messages import Initialize
 from .._observer import BaseObserver
 from .._records import AgentMessage, MessageKind
+from .._startup_watch import StartupWatch
 from ._agents import AgentSpec
 from ._display import one_line
-from ._explain import StartupWatch
 from ._features import newer_offers
 from ._session import auth_needs, raw_auth_methods
 

@@ -17,9 +17,9 @@ from .._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
 from .._observer import BaseObserver
 from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from .._records import AgentMessage, MessageKind, OutgoingMessage, Update
+from .._startup_watch import StartupWatch
 from ._display import Display, Styled, one_line
 from ._events import JsonEvents
-from ._explain import StartupWatch
 from ._questions import Questions
 from ._terminal import Asker, Interrupts
 
