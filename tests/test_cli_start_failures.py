@@ -16,6 +16,18 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import TIMEOUT, Cli, json_events
+from helpers.start_failures import (
+    KIMI_LINE,
+    NPM_EAI_AGAIN,
+    NPM_ENOTFOUND,
+    UV_DNS,
+    UV_NO_PYTHON,
+    UV_OFFLINE,
+    UV_OLD_PYTHON,
+    UV_PYTHON_DNS,
+    runner_first_on_path,
+    script,
+)
 from tinyacp import AgentExited, AgentTimeout
 from tinyacp._launch_failures import Launch, launch_failure, launch_of
 from tinyacp._records import AgentMessage, MessageKind
@@ -24,72 +36,10 @@ from tinyacp.cli._agents import BUILTIN_AGENTS, AgentSpec
 from tinyacp.cli._exit import Exit
 from tinyacp.cli._explain import explain
 
-KIMI_LINE = "kimi-cli is no longer maintained. Please migrate to Kimi Code: https://github.com/MoonshotAI/kimi-code"
-
-# What the real runners print on stderr without a network (see the module's docstring).
-NPM_ENOTFOUND = """\
-npm error code ENOTFOUND
-npm error syscall getaddrinfo
-npm error errno ENOTFOUND
-npm error network request to https://registry.npmjs.org/is-odd failed, reason: getaddrinfo ENOTFOUND registry.npmjs.org
-npm error network This is a problem related to network connectivity.
-"""
-NPM_EAI_AGAIN = """\
-npm error code EAI_AGAIN
-npm error syscall getaddrinfo
-npm error errno EAI_AGAIN
-npm error request to https://registry.npmjs.org/pkg failed, reason: getaddrinfo EAI_AGAIN registry.npmjs.org
-"""
-UV_DNS = """\
-error: Request failed after 3 retries in 12.6s
-  cause: Failed to fetch: https://pypi.org/simple/cowsay/
-  cause: error sending request for url (https://pypi.org/simple/cowsay/)
-  cause: client error (Connect)
-  cause: dns error
-  cause: error resolving DNS
-  cause: failed to lookup address information: Name or service not known
-"""
-UV_OFFLINE = """\
-error: No solution found when resolving tool dependencies
-  cause: Because cowsay==6.0 needs to be downloaded from a registry and you require cowsay==6.0, we can conclude \
-that your requirements are unsatisfiable.
-hint: Packages were unavailable because the network was disabled. When the network is disabled, registry packages \
-may only be read from the cache.
-"""
-# uv fetching a Python (from a mirror named by UV_PYTHON_INSTALL_MIRROR that does not resolve).
-UV_PYTHON_DNS = """\
-error: Request failed after 3 retries in 6.5s
-  cause: Failed to download `https://nonexistent.invalid/20240726/cpython-3.12.4%2B20240726-x86_64-unknown-linux-gnu-\
-install_only_stripped.tar.gz`
-  cause: error sending request for url (https://nonexistent.invalid/20240726/cpython-3.12.4%2B20240726-x86_64-unknown-\
-linux-gnu-install_only_stripped.tar.gz)
-  cause: client error (Connect)
-  cause: dns error
-  cause: error resolving DNS
-  cause: failed to lookup address information: Name or service not known
-"""
-UV_NO_PYTHON = "error: No interpreter found for Python 3.99 in managed installations or search path\n"
-UV_OLD_PYTHON = """\
-  \u00d7 No solution found when resolving dependencies:
-  \u2570\u2500\u25b6 Because the current Python version (3.11.1) does not satisfy Python>=3.13 and all versions of \
-bagels depend on Python>=3.13, we can conclude that all versions of bagels cannot be used.
-"""
-
-
-def script(path: Path, body: str) -> Path:
-    """A shell script at ``path``, executable."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return path
-
 
 def fake_runner(cli: Cli, name: str, stderr: str, status: int) -> dict[str, str]:
     """``name`` (npx, uvx) first on PATH: it prints ``stderr`` and exits with ``status``; the env to run with."""
-    bin_dir = cli.tmp / "bin"
-    (cli.tmp / f"{name}.err").write_text(stderr)
-    script(bin_dir / name, f"cat '{cli.tmp / f'{name}.err'}' >&2\nexit {status}\n")
-    return {**cli.env, "PATH": f"{bin_dir}{os.pathsep}{cli.env['PATH']}"}
+    return runner_first_on_path(cli.tmp / "bin", name, stderr, status, cli.env)
 
 
 def config(cli: Cli, name: str, command: list[str]) -> Path:

@@ -19,15 +19,17 @@ from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 import msgspec
 
 from .._bounds import MAX_SAFE_INT, check_count, check_kind, check_seconds, check_timeout
-from .._errors import BatchItemError
+from .._errors import AgentExited, BatchItemError
 from .._features import ClientFeatures
 from .._journal import JsonlJournal
+from .._launch_failures import start_failure
 from .._limits import TransferLimits, default_transfer_limits
 from .._messages import UsageUpdate
 from .._observer import BaseObserver, Observer
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
+from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
@@ -104,9 +106,11 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class AgentEntry(Protocol):
     """A named agent: its argv and the variables added to its environment (``tinyacp``'s registry entries). An
-    entry may also have ``allow_tools`` and ``deny_tools`` (tool names), added to the policy of its turns, and
+    entry may also have ``allow_tools`` and ``deny_tools`` (tool names), added to the policy of its turns,
     ``notes`` (what it does that a permission rule does not decide), warned about as :class:`AgentNoteWarning`
-    when the batch has a permission rule."""
+    when the batch has a permission rule, and ``launcher``, ``package`` and ``offline`` (how ``npx`` or ``uvx``
+    fetches it, and how to install it so that it starts offline), said in the record of a turn that could not
+    fetch it."""
 
     @property
     def command(self) -> Sequence[str]: ...
@@ -125,8 +129,10 @@ class TurnOptions(TypedDict, total=False):
         agent: the agent when an item names none: a name from ``agents`` (with more arguments after it, as in
             ``"demo --chunks 5"``), a command line, or an argv list. ``demo`` is always known.
         agents: names for agents: ``{name: argv}``, or entries with ``command`` and ``env`` (and optionally
-            ``allow_tools`` and ``deny_tools``, added to ``policy``'s tools for that agent's turns, and ``notes``,
-            warned about once as :class:`~tinyacp.batch.AgentNoteWarning` when ``policy`` has a rule).
+            ``allow_tools`` and ``deny_tools``, added to ``policy``'s tools for that agent's turns, ``notes``,
+            warned about once as :class:`~tinyacp.batch.AgentNoteWarning` when ``policy`` has a rule, and
+            ``launcher``, ``package`` and ``offline``, named in the error of a turn that ``npx`` or ``uvx`` could
+            not start).
         cwd: the session's working directory (default: the current directory of the call); an item's relative
             ``cwd`` is relative to it.
         mode, model, set, meta: the item fields' defaults (an item's ``set`` is merged over this one).
@@ -173,6 +179,8 @@ class TurnSettings:
     """The tools an agent's entry allows and denies by name, by the agent's name (from ``agents``)."""
     agent_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """What an agent's entry says it does that a permission rule does not decide, by the agent's name."""
+    agent_launch: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """An agent's entry's ``launcher``, ``package`` and ``offline``, by the agent's name (where one says any)."""
     cwd: str | None = None
     mode: str | None = None
     model: str | None = None
@@ -217,6 +225,9 @@ class TurnSettings:
         values["agent_notes"] = {
             name: tuple(getattr(spec, "notes", ())) for name, spec in entries.items() if getattr(spec, "notes", ())
         }
+        values["agent_launch"] = {
+            name: launch for name, spec in entries.items() if any(launch := _launch_of_entry(spec))
+        }
         # Made absolute here, where the call is: a turn may run on another node, in another directory.
         cwd = values.get("cwd")
         values["cwd"] = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
@@ -230,6 +241,13 @@ class TurnSettings:
         for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
             check_kind(name, getattr(settings, name), kind)
         return settings
+
+
+def _launch_of_entry(spec: Sequence[str] | AgentEntry) -> tuple[str, str, str]:
+    """An entry's ``launcher``, ``package`` and ``offline`` texts ("" for each it does not have)."""
+    texts = (getattr(spec, name, "") for name in ("launcher", "package", "offline"))
+    launcher, package, offline = (text if isinstance(text, str) else "" for text in texts)
+    return launcher, package, offline
 
 
 def _entry(spec: Sequence[str] | AgentEntry) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -247,6 +265,12 @@ class ResolvedAgent:
     name: str
     command: tuple[str, ...]
     env: dict[str, str]
+    launcher: str = ""
+    """How its entry says it starts (``npx``, ``uvx``, ``path``), or "" (then its command says)."""
+    package: str = ""
+    """The package ``npx`` or ``uvx`` fetches, as its entry says, or ""."""
+    offline: str = ""
+    """How to install it so that it starts offline, as its entry says, or ""."""
 
 
 def agent_of_item(item: Item, settings: TurnSettings) -> ResolvedAgent:
@@ -271,7 +295,7 @@ def agent_of_item(item: Item, settings: TurnSettings) -> ResolvedAgent:
     if known is None and words[0] == "demo":
         known = ((sys.executable, "-m", "tinyacp.demo"), {})
     if known is not None:
-        return ResolvedAgent(words[0], known[0] + tuple(words[1:]), known[1])
+        return ResolvedAgent(words[0], known[0] + tuple(words[1:]), known[1], *settings.agent_launch.get(words[0], ()))
     return ResolvedAgent(os.path.basename(words[0]), tuple(words), {})
 
 
@@ -353,8 +377,9 @@ def _timed(journal_dir: str, call: Callable[..., _T], *args: Any) -> _T:
 
 
 class _TurnJournal(BaseObserver):
-    """The turn's observer: its journal, counting what the record reports. The fsync'ed writes (the permission
-    decisions) go through :func:`_synced`."""
+    """The turn's observer: its journal, counting what the record reports, and watching the agent's first lines
+    (a program that prints a line that is not JSON-RPC is stopped after a grace, as the command stops it). The
+    fsync'ed writes (the permission decisions) go through :func:`_synced`."""
 
     def __init__(self, journal: JsonlJournal, journal_dir: str) -> None:
         self.journal = journal
@@ -365,15 +390,22 @@ class _TurnJournal(BaseObserver):
         self.allowed = 0
         self.rejected = 0
         self.usage: UsageUpdate | None = None
+        # Tolerant: a banner before JSON-RPC is the journal's to keep, not a failure of a turn that then goes on.
+        self.watch = StartupWatch(tolerant=True)
+        self.initialized = False
+        """Whether the agent answered ``initialize``: a failure before is a failure to start, named as such."""
+        self.stderr_tail: Callable[[], bytes | None] = _no_tail
 
     def on_update(self, update: Update) -> None:
         self._record_update(update)
+        self.watch.seen(update.raw)
         self.updates += 1
         if update.payload.__class__ is UsageUpdate:
             self.usage = update.payload
 
     def on_message(self, message: AgentMessage) -> None:
         self.journal.on_message(message)
+        self.watch.seen(message.raw, message)
 
     def on_send(self, message: OutgoingMessage) -> None:
         self.journal.on_send(message)
@@ -390,6 +422,10 @@ class _TurnJournal(BaseObserver):
             self.allowed += 1
         else:
             self.rejected += 1
+
+
+def _no_tail() -> bytes | None:
+    return None
 
 
 HOST = socket.gethostname()
@@ -427,7 +463,13 @@ async def _converse(
     options_to_set = {**(settings.set or {}), **(item.set or {})}
     meta = item.meta if item.meta is not None else settings.meta
     async with AsyncClient(options) as client:
-        await client.initialize(timeout=_remaining(deadline))
+        observer.watch.arm(client.kill)  # a first line that is not JSON-RPC: stopped after a grace, not the timeout
+        observer.stderr_tail = client.stderr_tail  # read after the teardown, when it is whole
+        try:
+            await client.initialize(timeout=_remaining(deadline))
+        finally:
+            observer.watch.disarm()
+        observer.initialized = True
         if item.fork is not None:
             session = await client.fork_session(item.fork, cwd, timeout=_remaining(deadline))
         else:
@@ -480,11 +522,36 @@ def _policy_of(agent: ResolvedAgent, settings: TurnSettings) -> PermissionPolicy
     )
 
 
-def _error(exc: BaseException) -> TurnError:
-    message = str(exc) or type(exc).__name__
+def _error(exc: BaseException, named: str | None = None) -> TurnError:
+    message = named or str(exc) or type(exc).__name__
     if len(message) > _MAX_MESSAGE:
         message = message[: _MAX_MESSAGE // 4] + "\n[…]\n" + message[-_MAX_MESSAGE // 2 :]
     return TurnError(type(exc).__name__, message)
+
+
+def _start_failure(
+    exc: BaseException, item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal | None
+) -> str | None:
+    """The error's message when the agent never answered ``initialize`` for a cause that can be named (the line a
+    program that is no ACP agent printed, with how it ended; why ``npx`` or ``uvx`` could not fetch it), in the
+    command's words: the cause on the first line, then what to do, then the error's own words and the agent's
+    stderr. None for any other failure."""
+    if observer is None or observer.initialized:
+        return None
+    tail = getattr(exc, "stderr_tail", None) or observer.stderr_tail()
+    timeout = item.timeout if item.timeout is not None else settings.timeout
+    said = said_of(observer.watch, exc)
+    named = start_failure(
+        exc, agent, said=said, first_line=observer.watch.first_line, tail=tail, deadline=(timeout, "the turn's timeout")
+    )
+    if named is None:
+        return None
+    lines = [named.message, *named.hint]
+    if named.kind != "said":  # the said lines' message says how the program ended already
+        lines.append(exc.message if isinstance(exc, AgentExited) else str(exc))
+    if tail:
+        lines.append("--- agent stderr (tail) ---\n" + tail.decode("utf-8", "replace"))
+    return "\n".join(lines)
 
 
 async def turn(
@@ -508,7 +575,7 @@ async def turn(
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
         result = await _converse(item, agent, settings, observer, begun)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
-        error = _error(exc)
+        error = _error(exc, _start_failure(exc, item, agent, settings, observer))
     finally:
         if journal is not None:
             try:

@@ -38,6 +38,8 @@ _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_ENGINE = 3
 _EXIT_INTERRUPTED = 130
+_REASON = 240
+"""How much of a failed item's reason a summary line shows."""
 
 
 class ProgressLine:
@@ -132,7 +134,9 @@ def failure_lines(summary: Any, command: list[str]) -> list[str]:
         return []
     lines = ["failed:"]
     for failure in summary.failures:
-        lines.append(f"  {one_line(str(failure.id), 40)}: {one_line(failure.reason, 160)}")
+        # Room for a start failure's cause whole: the line a program printed (kimi-cli's "no longer maintained"
+        # is 99 characters), with how it ended.
+        lines.append(f"  {one_line(str(failure.id), 40)}: {one_line(failure.reason, _REASON)}")
         lines.append(f"    journal: {_shown_path(failure.journal)}")
     more = summary.failed - len(summary.failures)
     if more > 0:
