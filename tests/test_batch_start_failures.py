@@ -329,3 +329,31 @@ def test_the_command_names_an_npx_start_without_the_network_with_the_config_entr
     )
     (record,) = records(out)
     assert error_lines(record)[1] == f"to start it offline: {ODD_OFFLINE}"
+
+
+def test_the_preflight_names_a_program_that_prints_a_line_and_does_not_wait_for_its_deadline(
+    tmp_path: Path, work: Path
+) -> None:
+    kimi = old_kimi(tmp_path, "exec sleep 100")
+    items = [{"id": "a", "prompt": "hi", "mode": "code"}]  # a mode: the agent is asked what it offers first
+    started = time.monotonic()
+    with pytest.raises(tinyacp.BatchItemError) as caught:
+        run_batch(items, tmp_path / "out", agent=str(kimi), cwd=work, timeout=TURN_TIMEOUT)
+    assert time.monotonic() - started < STARTUP_GRACE + 30
+    assert str(caught.value) == (
+        "agent 'old-kimi' could not be asked which modes, models and options it offers (item 'a' asks one): "
+        "AgentExited: old-kimi does not speak ACP on stdout: still no answer to initialize "
+        f'{STARTUP_GRACE:g} s after a line that is not JSON-RPC (stopped); its only line on stdout: "{KIMI_LINE}"'
+    )
+
+
+def test_the_preflight_names_an_npx_start_without_the_network(tmp_path: Path, work: Path, offline_path: Path) -> None:
+    fake(offline_path, "npx", NPM_ENOTFOUND, 1)
+    items = [{"id": "a", "prompt": "hi", "model": "m"}]
+    with pytest.raises(tinyacp.BatchItemError) as caught:
+        run_batch(items, tmp_path / "out", agent="npx -y is-odd@3.0.1", cwd=work, timeout=TURN_TIMEOUT)
+    assert str(caught.value).splitlines() == [
+        "agent 'npx' could not be asked which modes, models and options it offers (item 'a' asks one): AgentExited: "
+        "npx could not fetch is-odd@3.0.1: no network (getaddrinfo ENOTFOUND registry.npmjs.org)",
+        NPM_DEFAULT_HINT,
+    ]

@@ -28,7 +28,15 @@ from .._messages import SessionState
 from .._permissions import has_rules
 from .._requests import config_params, mode_params, model_params
 from ._items import ConfigValue, Item
-from ._turn import ResolvedAgent, TurnSettings, agent_of_item, agent_options
+from ._turn import (
+    ResolvedAgent,
+    StartObserver,
+    TurnSettings,
+    agent_of_item,
+    agent_options,
+    initialize_watched,
+    start_failure_of,
+)
 
 __all__ = ["AgentNoteWarning", "ItemFieldWarning", "Preflight"]
 
@@ -177,15 +185,18 @@ class Preflight:
         Raises:
             BatchItemError: the agent could not be started, failed, or did not answer in time.
         """
+        observer = StartObserver()  # the probe is no turn's: no journal, but a start failure is named as a turn's
         try:
-            return _probe(asked.agent, asked.cwd, self.settings)
+            return _probe(asked.agent, asked.cwd, self.settings, observer)
         except (TinyAcpError, OSError) as exc:
             if self._elsewhere and isinstance(exc, SpawnError):
                 return None  # not installed where the batch is driven: its turns will tell
             first = asked.values[next(iter(asked.values))][0][0]
+            named = start_failure_of(exc, asked.agent, observer, _probe_timeout(self.settings))
+            why = [named.message, *named.hint] if named is not None else [_first_line(exc)]
             raise BatchItemError(
                 f"agent {asked.agent.name!r} could not be asked which modes, models and options it offers "
-                f"(item {first} asks one): {type(exc).__name__}: {_first_line(exc)}"
+                f"(item {first} asks one): {type(exc).__name__}: " + "\n".join(why)
             ) from exc
 
 
@@ -240,7 +251,11 @@ def _first_line(exc: BaseException) -> str:
     return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
-def _probe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionState:
+def _probe_timeout(settings: TurnSettings) -> float:
+    return settings.timeout if settings.timeout is not None else PROBE_TIMEOUT
+
+
+def _probe(agent: ResolvedAgent, cwd: str, settings: TurnSettings, observer: StartObserver) -> SessionState:
     """Start ``agent``, open a session in ``cwd``, and return what it offers; the agent is torn down after.
 
     In an event loop of its own; in a thread of its own when the plan is read from inside a running loop (an
@@ -253,24 +268,22 @@ def _probe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionSta
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case, a file checked before the engine starts: Ctrl-C reaches the probe
-        return asyncio.run(_aprobe(agent, cwd, settings))
+        return asyncio.run(_aprobe(agent, cwd, settings, observer))
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tinyacp-preflight") as pool:
-        return pool.submit(asyncio.run, _aprobe(agent, cwd, settings)).result()
+        return pool.submit(asyncio.run, _aprobe(agent, cwd, settings, observer)).result()
 
 
-async def _aprobe(agent: ResolvedAgent, cwd: str, settings: TurnSettings) -> SessionState:
+async def _aprobe(agent: ResolvedAgent, cwd: str, settings: TurnSettings, observer: StartObserver) -> SessionState:
     from .._async_client import AsyncClient
-    from .._observer import BaseObserver
 
-    timeout = settings.timeout if settings.timeout is not None else PROBE_TIMEOUT
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + _probe_timeout(settings)
 
     def left() -> float:
         return max(0.0, deadline - asyncio.get_running_loop().time())
 
-    options = agent_options(agent, settings, cwd, BaseObserver())  # the probe is no turn's: no journal
+    options = agent_options(agent, settings, cwd, observer)
     async with AsyncClient(options) as client:
-        await client.initialize(timeout=left())
+        await initialize_watched(client, observer, left())
         session = await client.new_session(cwd, timeout=left())
         state = client.session_state(session.id)
         with contextlib.suppress(TinyAcpError, OSError):  # leave nothing behind in an agent that can say so

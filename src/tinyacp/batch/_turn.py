@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -22,9 +22,9 @@ from .._bounds import MAX_SAFE_INT, check_count, check_kind, check_seconds, chec
 from .._errors import AgentExited, BatchItemError
 from .._features import ClientFeatures
 from .._journal import JsonlJournal
-from .._launch_failures import start_failure
+from .._launch_failures import StartFailure, start_failure
 from .._limits import TransferLimits, default_transfer_limits
-from .._messages import UsageUpdate
+from .._messages import Initialize, UsageUpdate
 from .._observer import BaseObserver, Observer
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
@@ -32,6 +32,9 @@ from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usag
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
+
+if TYPE_CHECKING:
+    from .._async_client import AsyncClient
 
 __all__ = [
     "PermissionCounts",
@@ -376,12 +379,94 @@ def _timed(journal_dir: str, call: Callable[..., _T], *args: Any) -> _T:
         _sync_seconds[journal_dir] = 0.8 * _sync_seconds.get(journal_dir, took) + 0.2 * took
 
 
-class _TurnJournal(BaseObserver):
-    """The turn's observer: its journal, counting what the record reports, and watching the agent's first lines
-    (a program that prints a line that is not JSON-RPC is stopped after a grace, as the command stops it). The
-    fsync'ed writes (the permission decisions) go through :func:`_synced`."""
+class StartObserver(BaseObserver):
+    """An observer that watches the agent's first lines on stdout (a program that prints a line that is not
+    JSON-RPC is stopped after a grace, as the command stops it) and keeps what names a failure to start (see
+    :func:`initialize_watched` and :func:`start_failure_of`): a turn's, and the preflight's probe's."""
+
+    def __init__(self) -> None:
+        # Tolerant: a banner before JSON-RPC is the journal's to keep, not a failure of a turn that then goes on.
+        self.watch = StartupWatch(tolerant=True)
+        self.initialized = False
+        """Whether the agent answered ``initialize``: a failure before is a failure to start, named as such."""
+        self.stderr_tail: Callable[[], bytes | None] = _no_tail
+        """The client's stderr tail (read after the teardown, when it is whole)."""
+
+    def tail_of(self, exc: BaseException) -> bytes | None:
+        """The agent's last stderr bytes: the error's own, else the client's."""
+        return getattr(exc, "stderr_tail", None) or self.stderr_tail()
+
+    def on_update(self, update: Update) -> None:
+        self.watch.seen(update.raw)
+
+    def on_message(self, message: AgentMessage) -> None:
+        self.watch.seen(message.raw, message)
+
+
+def _no_tail() -> bytes | None:
+    return None
+
+
+async def initialize_watched(client: AsyncClient, observer: StartObserver, timeout: float | None) -> Initialize:
+    """``initialize``, with ``observer``'s watch armed to stop a program that prints a line that is not JSON-RPC.
+
+    Raises:
+        TinyAcpError: as :meth:`tinyacp.AsyncClient.initialize`.
+    """
+    observer.watch.arm(client.kill)  # a first line that is not JSON-RPC: stopped after a grace, not the timeout
+    observer.stderr_tail = client.stderr_tail
+    try:
+        init = await client.initialize(timeout=timeout)
+    finally:
+        observer.watch.disarm()
+    observer.initialized = True
+    return init
+
+
+def start_failure_of(
+    exc: BaseException, agent: ResolvedAgent, observer: StartObserver, timeout: float | None
+) -> StartFailure | None:
+    """Why the agent never answered ``initialize``, when the cause can be named (the line a program that is no ACP
+    agent printed, with how it ended; why ``npx`` or ``uvx`` could not fetch it), in the command's words; None for
+    any other failure. ``timeout`` is the deadline ``initialize`` had."""
+    if observer.initialized:
+        return None
+    said = said_of(observer.watch, exc)
+    first_line = observer.watch.first_line
+    tail = observer.tail_of(exc)
+    return start_failure(exc, agent, said=said, first_line=first_line, tail=tail, deadline=(timeout, _DEADLINE))
+
+
+def _turn_error(
+    exc: BaseException, item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal | None
+) -> TurnError:
+    """The record's error. For a failure to start that can be named (:func:`start_failure_of`): the cause on the
+    first line, then what to do, then the error's own words and the agent's stderr."""
+    timeout = item.timeout if item.timeout is not None else settings.timeout
+    named = start_failure_of(exc, agent, observer, timeout) if observer is not None else None
+    if named is None or observer is None:
+        return _error(exc)
+    lines = [named.message, *named.hint]
+    if named.kind != "said":  # the said lines' message says how the program ended already
+        lines.append(exc.message if isinstance(exc, AgentExited) else str(exc))
+    tail = observer.tail_of(exc)
+    if tail:
+        lines.append(_TAIL + tail.decode("utf-8", "replace"))
+    return _error(exc, "\n".join(lines))
+
+
+_DEADLINE = "the turn's timeout"
+"""What sets the deadline of ``initialize`` in a batch, as a start failure's hint names it."""
+_TAIL = "--- agent stderr (tail) ---\n"
+"""The heading of the agent's stderr in a message, as :class:`~tinyacp.AgentExited` writes it."""
+
+
+class _TurnJournal(StartObserver):
+    """The turn's observer: its journal, counting what the record reports, and the watch of
+    :class:`StartObserver`. The fsync'ed writes (the permission decisions) go through :func:`_synced`."""
 
     def __init__(self, journal: JsonlJournal, journal_dir: str) -> None:
+        super().__init__()
         self.journal = journal
         self.flush = journal.flush
         self._record_update = journal.on_update
@@ -390,11 +475,6 @@ class _TurnJournal(BaseObserver):
         self.allowed = 0
         self.rejected = 0
         self.usage: UsageUpdate | None = None
-        # Tolerant: a banner before JSON-RPC is the journal's to keep, not a failure of a turn that then goes on.
-        self.watch = StartupWatch(tolerant=True)
-        self.initialized = False
-        """Whether the agent answered ``initialize``: a failure before is a failure to start, named as such."""
-        self.stderr_tail: Callable[[], bytes | None] = _no_tail
 
     def on_update(self, update: Update) -> None:
         self._record_update(update)
@@ -422,10 +502,6 @@ class _TurnJournal(BaseObserver):
             self.allowed += 1
         else:
             self.rejected += 1
-
-
-def _no_tail() -> bytes | None:
-    return None
 
 
 HOST = socket.gethostname()
@@ -463,13 +539,7 @@ async def _converse(
     options_to_set = {**(settings.set or {}), **(item.set or {})}
     meta = item.meta if item.meta is not None else settings.meta
     async with AsyncClient(options) as client:
-        observer.watch.arm(client.kill)  # a first line that is not JSON-RPC: stopped after a grace, not the timeout
-        observer.stderr_tail = client.stderr_tail  # read after the teardown, when it is whole
-        try:
-            await client.initialize(timeout=_remaining(deadline))
-        finally:
-            observer.watch.disarm()
-        observer.initialized = True
+        await initialize_watched(client, observer, _remaining(deadline))
         if item.fork is not None:
             session = await client.fork_session(item.fork, cwd, timeout=_remaining(deadline))
         else:
@@ -529,31 +599,6 @@ def _error(exc: BaseException, named: str | None = None) -> TurnError:
     return TurnError(type(exc).__name__, message)
 
 
-def _start_failure(
-    exc: BaseException, item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal | None
-) -> str | None:
-    """The error's message when the agent never answered ``initialize`` for a cause that can be named (the line a
-    program that is no ACP agent printed, with how it ended; why ``npx`` or ``uvx`` could not fetch it), in the
-    command's words: the cause on the first line, then what to do, then the error's own words and the agent's
-    stderr. None for any other failure."""
-    if observer is None or observer.initialized:
-        return None
-    tail = getattr(exc, "stderr_tail", None) or observer.stderr_tail()
-    timeout = item.timeout if item.timeout is not None else settings.timeout
-    said = said_of(observer.watch, exc)
-    named = start_failure(
-        exc, agent, said=said, first_line=observer.watch.first_line, tail=tail, deadline=(timeout, "the turn's timeout")
-    )
-    if named is None:
-        return None
-    lines = [named.message, *named.hint]
-    if named.kind != "said":  # the said lines' message says how the program ended already
-        lines.append(exc.message if isinstance(exc, AgentExited) else str(exc))
-    if tail:
-        lines.append("--- agent stderr (tail) ---\n" + tail.decode("utf-8", "replace"))
-    return "\n".join(lines)
-
-
 async def turn(
     item: Item, journal_dir: Path, settings: TurnSettings, attempt: int, node: str | None = None
 ) -> TurnRecord:
@@ -575,7 +620,7 @@ async def turn(
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
         result = await _converse(item, agent, settings, observer, begun)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
-        error = _error(exc, _start_failure(exc, item, agent, settings, observer))
+        error = _turn_error(exc, item, agent, settings, observer)
     finally:
         if journal is not None:
             try:
