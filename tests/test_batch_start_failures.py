@@ -28,9 +28,8 @@ from helpers.cli import Cli
 from helpers.start_failures import (
     KIMI_LINE,
     NPM_ENOTFOUND,
-    UV_DNS,
-    UV_NO_PYTHON,
-    UV_OFFLINE,
+    UVX_COWSAY_FAILURES,
+    UVX_COWSAY_IDS,
     runner_first_on_path,
     script,
 )
@@ -218,28 +217,8 @@ def test_run_batch_names_a_start_without_the_network_with_the_entry_s_offline_wo
 
 @pytest.mark.parametrize(
     ("stderr", "first", "hint"),
-    [
-        (
-            UV_DNS,
-            "uvx could not fetch cowsay==6.0: no network (failed to lookup address information: Name or service not "
-            "known)",
-            "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
-            "file (`tinyacp agents` names the file)",
-        ),
-        (
-            UV_OFFLINE,
-            "uvx could not fetch cowsay==6.0: the network is disabled (UV_OFFLINE) and uv's cache does not have it",
-            "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
-            "file (`tinyacp agents` names the file)",
-        ),
-        (
-            UV_NO_PYTHON,
-            "uvx found no Python that cowsay==6.0 can use (No interpreter found for Python 3.99 in managed "
-            "installations or search path)",
-            "install one with `uv python install 3.99` (it needs the network once), or give uvx --python VERSION",
-        ),
-    ],
-    ids=["dns", "uv-offline", "no-python"],
+    UVX_COWSAY_FAILURES,
+    ids=UVX_COWSAY_IDS,
 )
 def test_a_turn_through_uvx_that_cannot_fetch_says_why(  # noqa: PLR0917  the fixtures, then the case
     tmp_path: Path, work: Path, offline_path: Path, stderr: str, first: str, hint: str

@@ -21,10 +21,10 @@ from helpers.start_failures import (
     NPM_EAI_AGAIN,
     NPM_ENOTFOUND,
     UV_DNS,
-    UV_NO_PYTHON,
-    UV_OFFLINE,
     UV_OLD_PYTHON,
     UV_PYTHON_DNS,
+    UVX_COWSAY_FAILURES,
+    UVX_COWSAY_IDS,
     runner_first_on_path,
     script,
 )
@@ -285,28 +285,8 @@ def test_an_npm_package_missing_from_the_registry_is_said_so() -> None:
 
 @pytest.mark.parametrize(
     ("stderr", "expected", "first_hint"),
-    [
-        (
-            UV_DNS,
-            "uvx could not fetch cowsay==6.0: no network (failed to lookup address information: Name or service not "
-            "known)",
-            "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
-            "file (`tinyacp agents` names the file)",
-        ),
-        (
-            UV_OFFLINE,
-            "uvx could not fetch cowsay==6.0: the network is disabled (UV_OFFLINE) and uv's cache does not have it",
-            "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
-            "file (`tinyacp agents` names the file)",
-        ),
-        (
-            UV_NO_PYTHON,
-            "uvx found no Python that cowsay==6.0 can use (No interpreter found for Python 3.99 in managed "
-            "installations or search path)",
-            "install one with `uv python install 3.99` (it needs the network once), or give uvx --python VERSION",
-        ),
-    ],
-    ids=["dns", "offline", "no-python"],
+    UVX_COWSAY_FAILURES,
+    ids=UVX_COWSAY_IDS,
 )
 def test_a_uvx_start_that_fails_says_why(cli: Cli, stderr: str, expected: str, first_hint: str) -> None:
     env = fake_runner(cli, "uvx", stderr, 2)

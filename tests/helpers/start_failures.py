@@ -58,6 +58,30 @@ UV_OLD_PYTHON = """\
 bagels depend on Python>=3.13, we can conclude that all versions of bagels cannot be used.
 """
 
+UVX_COWSAY_FAILURES = [
+    (
+        UV_DNS,
+        "uvx could not fetch cowsay==6.0: no network (failed to lookup address information: Name or service not known)",
+        "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
+        "file (`tinyacp agents` names the file)",
+    ),
+    (
+        UV_OFFLINE,
+        "uvx could not fetch cowsay==6.0: the network is disabled (UV_OFFLINE) and uv's cache does not have it",
+        "to start it offline: uv tool install cowsay==6.0, then make its program the agent's command in the config "
+        "file (`tinyacp agents` names the file)",
+    ),
+    (
+        UV_NO_PYTHON,
+        "uvx found no Python that cowsay==6.0 can use (No interpreter found for Python 3.99 in managed "
+        "installations or search path)",
+        "install one with `uv python install 3.99` (it needs the network once), or give uvx --python VERSION",
+    ),
+]
+"""What ``uvx cowsay==6.0`` is named for when uvx fails each of these ways: (its stderr, the message, the first
+hint line)."""
+UVX_COWSAY_IDS = ["dns", "offline", "no-python"]
+
 
 def script(path: Path, body: str) -> Path:
     """A shell script at ``path``, executable."""
