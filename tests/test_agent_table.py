@@ -318,3 +318,13 @@ def test_a_built_in_agent_that_fails_as_it_starts_is_shown_with_what_it_needs(cl
     assert done.returncode == 1, err
     assert "fast-agent needs uv and a Python 3.12 or newer" in err and "FAST_AGENT_MODEL" in err
     assert "No model configured" in err
+
+
+def test_an_npx_or_uvx_agent_without_its_runner_says_which_runner_and_package(cli: Cli) -> None:
+    empty = cli.tmp / "no-runners"
+    empty.mkdir()
+    done = cli.run("prompt", "--agent", "kimi", "--no-journal", "hi", env=dict(cli.env, PATH=str(empty)))
+    err = done.stderr.decode()
+    assert done.returncode == 7, err
+    assert "kimi cannot start: 'uvx' was not found on PATH (it runs kimi-cli@1.51.0)" in err
+    assert "to install kimi: install uv (https://docs.astral.sh/uv/)" in err

@@ -181,6 +181,12 @@ def _not_started(  # noqa: PLR0917  the facts of one failed start
     return None
 
 
+def _not_on_path(agent: AgentSpec, program: str) -> str:
+    if agent.launcher in ("npx", "uvx") and agent.package:  # the runner is missing, not the agent
+        return f"{agent.name} cannot start: {program!r} was not found on PATH (it runs {agent.package})"
+    return f"{agent.name} is not installed: {program!r} was not found on PATH"
+
+
 def _cannot_start(agent: AgentSpec, cause: BaseException | None, cwd: str | os.PathLike[str] | None) -> str | None:
     """Why the program could not be started, in words that fit what it is; None to keep the error's own."""
     program = agent.command[0]
@@ -194,9 +200,7 @@ def _cannot_start(agent: AgentSpec, cause: BaseException | None, cwd: str | os.P
     )
     if isinstance(cause, FileNotFoundError):
         if os.sep not in program:
-            return (
-                f"{agent.name} is not installed: {program!r} was not found on PATH" if agent.program() is None else None
-            )
+            return _not_on_path(agent, program) if agent.program() is None else None
         if not os.path.lexists(where):
             return f"cannot start the agent: {program} does not exist{relative}"
         return f"cannot start the agent: {program} names an interpreter (its #! line) that does not exist{relative}"
