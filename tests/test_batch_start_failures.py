@@ -173,6 +173,14 @@ def offline_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     yield bin_dir
 
 
+def gone(line: str, status: int) -> bool:
+    """Whether ``line`` is the turn's own words for an agent that exited with ``status`` before answering. The
+    runner exits at once, so the client meets either its closed stdin (writing initialize) or its closed stdout,
+    and on a loaded machine may see that before the exit is reaped, when there is no status to name yet."""
+    said = line.removesuffix(f" (exit code {status})")
+    return said in ("the agent closed its output before answering", "the agent closed its input")
+
+
 def fake(bin_dir: Path, name: str, stderr: str, status: int) -> None:
     runner_first_on_path(bin_dir, name, stderr, status, {})
 
@@ -182,11 +190,11 @@ def test_a_turn_through_npx_without_the_network_says_so_and_how_to_start_it_offl
 ) -> None:
     fake(offline_path, "npx", NPM_ENOTFOUND, 1)
     lines = error_lines(turn(tmp_path, work, "npx -y is-odd@3.0.1"))
-    assert lines[:3] == [
+    assert lines[:2] == [
         "npx could not fetch is-odd@3.0.1: no network (getaddrinfo ENOTFOUND registry.npmjs.org)",
         NPM_DEFAULT_HINT,
-        "the agent closed its output before answering (exit code 1)",
     ]
+    assert gone(lines[2], 1)
     assert lines[3] == "--- agent stderr (tail) ---" and "npm error network This is a problem" in lines[-1]
 
 
@@ -226,7 +234,7 @@ def test_a_turn_through_uvx_that_cannot_fetch_says_why(  # noqa: PLR0917  the fi
     fake(offline_path, "uvx", stderr, 2)
     lines = error_lines(turn(tmp_path, work, "uvx cowsay==6.0"))
     assert lines[:2] == [first, hint]
-    assert "the agent closed its output before answering (exit code 2)" in lines
+    assert any(gone(line, 2) for line in lines), lines
 
 
 def test_a_slow_first_start_through_a_runner_names_the_download_and_the_turn_s_timeout(
