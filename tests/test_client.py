@@ -38,6 +38,7 @@ from helpers import (
     AsyncFacade,
     Background,
     ClientLike,
+    Flood,
     MakeClient,
     MakeScripted,
     Recorder,
@@ -68,7 +69,6 @@ TIMEOUT = 20.0
 
 UPDATE_EXAMPLES = ACP / "examples" / "session_update_examples.jsonl"
 REPORT_AGENT = AGENTS / "report_agent.py"
-BACKPRESSURE_AGENT = AGENTS / "backpressure_agent.py"
 PROC_AGENT = AGENTS / "proc_agent.py"
 
 # The permission options of released agents (REAL_AGENTS.md): (allow_once, allow_always, reject_once) ids.
@@ -1303,35 +1303,25 @@ def test_async_prompt_stream_yields_this_turns_updates_in_order_then_the_result(
 
 
 def test_async_prompt_stream_does_not_read_while_the_consumer_holds_back(tmp_path: Path) -> None:
-    status_path = tmp_path / "flood.status"
-    count = 5000  # about 700 KB: ten times what the pipe and our line buffer hold together
-    reader_limits = tinyacp.ReaderLimits(max_line=8192)
-    transfer_limits = tinyacp.TransferLimits(max_update_bytes=8192)
-    recorder = Recorder()
-
-    def status() -> list[str]:
-        return status_path.read_text().split() if status_path.exists() else ["starting"]
+    flood = Flood(tmp_path)  # about 700 KB: ten times what the pipe and our line buffer hold together
 
     async def main() -> None:
-        command = [sys.executable, str(BACKPRESSURE_AGENT), str(status_path), str(count)]
-        options = {"observer": recorder, "reader_limits": reader_limits, "transfer_limits": transfer_limits}
-        async with async_client(command, **options) as client:
+        async with async_client(flood.command, **flood.options()) as client:
             await client.initialize()
             session = await client.new_session(tmp_path)
             async with client.prompt_stream(session.id, "flood") as stream:
                 first = await anext(stream)
 
                 # The consumer holds on to the first update; the agent fills the pipe and gets stuck.
-                await until(lambda: status()[0] == "stuck", timeout=TIMEOUT, what="the agent to get stuck")
-                written, line_length, pipe_size = map(int, status()[1:])
-                assert written <= pipe_size + reader_limits.capacity + line_length
-                assert recorder.updates == [first]
+                await until(lambda: flood.status()[0] == "stuck", timeout=TIMEOUT, what="the agent to get stuck")
+                assert flood.held_back()
+                assert flood.recorder.updates == [first]
 
                 rest = [item async for item in stream]
-            assert len(rest) == count - 1
-            assert stream.result.chunk_count == count
-            assert stream.result.text == "".join(f"{n:08d}" for n in range(count))
-        assert status()[0] == "done"
+            assert len(rest) == flood.count - 1
+            assert stream.result.chunk_count == flood.count
+            assert stream.result.text == "".join(f"{n:08d}" for n in range(flood.count))
+        assert flood.status()[0] == "done"
 
     run_async(main)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,11 @@ from typing import Any
 import pytest
 
 import tinyacp
-from helpers import AGENTS, MakeScripted, Recorder, chunk, end_turn, handshake, wait_for
+from helpers import Flood, MakeScripted, Recorder, chunk, end_turn, handshake, wait_for
 from tinyacp import ClientBusy, PromptMedia, PromptText, StopReason, UnsupportedContent, UsageError
 from tinyacp._process import _live_group_members
 
 TIMEOUT = 20.0
-BACKPRESSURE_AGENT = AGENTS / "backpressure_agent.py"
 
 
 def update(payload: dict[str, Any], session: str = "s1") -> dict[str, Any]:
@@ -196,33 +194,22 @@ def test_sync_close_while_a_stream_was_left_open_tears_down_without_waiting(
 
 
 def test_sync_prompt_stream_does_not_read_while_the_consumer_holds_back(tmp_path: Path) -> None:
-    status_path = tmp_path / "flood.status"
-    count = 5000  # about 700 KB: ten times what the pipe and our line buffer hold together
-    reader_limits = tinyacp.ReaderLimits(max_line=8192)
-    transfer_limits = tinyacp.TransferLimits(max_update_bytes=8192)
-    recorder = Recorder()
-
-    def status() -> list[str]:
-        return status_path.read_text().split() if status_path.exists() else ["starting"]
-
-    command = [sys.executable, str(BACKPRESSURE_AGENT), str(status_path), str(count)]
-    options = {"observer": recorder, "reader_limits": reader_limits, "transfer_limits": transfer_limits}
-    with sync_client(command, **options) as client:
+    flood = Flood(tmp_path)  # about 700 KB: ten times what the pipe and our line buffer hold together
+    with sync_client(flood.command, **flood.options()) as client:
         client.initialize()
         session = client.new_session(tmp_path)
         with client.prompt_stream(session.id, "flood") as stream:
             first = next(stream)
 
             # The consumer holds on to the first update; the agent fills the pipe and gets stuck.
-            wait_for(lambda: status()[0] == "stuck", timeout=TIMEOUT, what="the agent to get stuck")
-            written, line_length, pipe_size = map(int, status()[1:])
-            assert written <= pipe_size + reader_limits.capacity + line_length
-            assert recorder.updates == [first]
+            wait_for(lambda: flood.status()[0] == "stuck", timeout=TIMEOUT, what="the agent to get stuck")
+            assert flood.held_back()
+            assert flood.recorder.updates == [first]
 
             rest = list(stream)
-        assert len(rest) == count - 1
-        assert stream.result.chunk_count == count
-    assert status()[0] == "done"
+        assert len(rest) == flood.count - 1
+        assert stream.result.chunk_count == flood.count
+    assert flood.status()[0] == "done"
 
 
 # ----------------------------------------------------------------------------------------------------------------

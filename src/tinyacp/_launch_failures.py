@@ -162,7 +162,7 @@ def launch_of(agent: StartedAgent) -> Launch | None:
     words = tuple(agent.command)
     runner = os.path.basename(words[0]) if words else ""
     if runner == "pnpm" and words[1:2] == ("dlx",):
-        runner, words = "pnpm dlx", ("pnpx", *words[2:])  # pnpx is pnpm's own name for pnpm dlx
+        runner = "pnpm dlx"
     launcher, package = launcher_of(words)
     if launcher == "path":
         if agent.launcher not in ("npx", "uvx"):

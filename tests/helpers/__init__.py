@@ -302,3 +302,34 @@ class AsyncFacade:
 ClientLike = tinyacp.Client | AsyncFacade
 MakeClient = Callable[..., ClientLike]
 MakeScripted = Callable[..., Scripted]
+
+
+class Flood:
+    """The back-pressure agent's flood of ``count`` updates (about 140 bytes each), with the limits that make it
+    far larger than the pipe and the client's line buffer together; ``status()`` is what the agent says of itself
+    (``starting``, ``writing``, ``stuck WRITTEN LINE_LENGTH PIPE_SIZE``, ``done``)."""
+
+    def __init__(self, tmp_path: Path, count: int = 5000) -> None:
+        self.count = count
+        self.status_path = tmp_path / "flood.status"
+        self.reader_limits = tinyacp.ReaderLimits(max_line=8192)
+        self.transfer_limits = tinyacp.TransferLimits(max_update_bytes=8192)
+        self.recorder = Recorder()
+        self.command = [sys.executable, str(AGENTS / "backpressure_agent.py"), str(self.status_path), str(count)]
+
+    def options(self) -> dict[str, Any]:
+        """The client's options for the flood: the recorder and the limits."""
+        return {
+            "observer": self.recorder,
+            "reader_limits": self.reader_limits,
+            "transfer_limits": self.transfer_limits,
+        }
+
+    def status(self) -> list[str]:
+        return self.status_path.read_text().split() if self.status_path.exists() else ["starting"]
+
+    def held_back(self) -> bool:
+        """Whether what the agent wrote while stuck fits in the pipe, the line buffer and one line: the client did
+        not read while the consumer held back."""
+        written, line_length, pipe_size = map(int, self.status()[1:])
+        return written <= pipe_size + self.reader_limits.capacity + line_length

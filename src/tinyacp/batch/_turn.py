@@ -478,14 +478,16 @@ class _TurnJournal(StartObserver):
 
     def on_update(self, update: Update) -> None:
         self._record_update(update)
-        self.watch.seen(update.raw)
+        if not self.initialized:  # the watch is over once the agent answered: nothing more per update
+            self.watch.seen(update.raw)
         self.updates += 1
         if update.payload.__class__ is UsageUpdate:
             self.usage = update.payload
 
     def on_message(self, message: AgentMessage) -> None:
         self.journal.on_message(message)
-        self.watch.seen(message.raw, message)
+        if not self.initialized:
+            self.watch.seen(message.raw, message)
 
     def on_send(self, message: OutgoingMessage) -> None:
         self.journal.on_send(message)

@@ -306,9 +306,9 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         raise ConfigError(f"{where}.id: {table.id!r} is not the table's name ({name!r}): leave it out, or rename")
     if table.command is not None and table.distribution is not None:
         raise ConfigError(f"{where}: give a command or a distribution, not both")
-    base = builtin = BUILTIN_AGENTS.get(name)
-    command, origin, env = _entry_command(where, table, base)
-    base = base or origin
+    builtin = BUILTIN_AGENTS.get(name)
+    command, origin, env = _entry_command(where, table, builtin)
+    base = builtin or origin  # where the texts the table leaves out come from
     texts = {
         key: value if value is not None else (getattr(base, key) if base is not None else "")
         for key, value in (

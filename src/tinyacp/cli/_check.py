@@ -99,8 +99,9 @@ def check_exit_status(rows: list[dict[str, Any]]) -> Exit:
 
 
 def _downloads(spec: AgentSpec) -> bool:
-    """Whether the agent's first start fetches a package (``npx``, ``uvx``), by its entry or by its command."""
-    return spec.launcher in DOWNLOADERS or os.path.basename(spec.command[0]) in DOWNLOADERS
+    """Whether the agent's first start fetches a package (``npx``, ``uvx``): its entry's launcher, which a command
+    line of one's own gets from its first word (``bunx`` and ``pnpm dlx`` included)."""
+    return spec.launcher in DOWNLOADERS
 
 
 def _choose(
