@@ -137,6 +137,7 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._options import Options, StderrTarget
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
+    from ._trace_context import TraceContext
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -228,6 +229,7 @@ _LAZY: dict[str, str] = {
     "ToolCallStatus": "._messages",
     "ToolCallUpdate": "._messages",
     "ToolKind": "._messages",
+    "TraceContext": "._trace_context",
     "TransferLimits": "._limits",
     "TurnUsage": "._messages",
     "UnknownUpdate": "._messages",
@@ -349,6 +351,7 @@ __all__ = [
     "ToolCallStatus",
     "ToolCallUpdate",
     "ToolKind",
+    "TraceContext",
     "TransferLimitExceeded",
     "TransferLimits",
     "TurnUsage",

@@ -15,6 +15,7 @@ from ._messages import ClientInfo
 from ._observer import Observer
 from ._permissions import PermissionPolicy
 from ._process import StderrTarget
+from ._trace_context import TraceContext
 from ._version import __version__
 from .reader import ReaderLimits, default_reader_limits
 
@@ -57,6 +58,10 @@ class Options:
             are stopped at teardown too: SIGTERM, SIGKILL after half of ``kill_grace``. The client's ``pid``
             is then the supervisor's; it exits as the agent did. It costs one more Python process per agent:
             about 20 ms more to start and 5 MB of private memory (measured in RELIABILITY.md).
+        trace_context: the trace the agent's work joins (:class:`~tinyacp.TraceContext`): its ``traceparent``,
+            ``tracestate`` and ``baggage`` go into every request's ``_meta`` and into the agent's environment
+            (``TRACEPARENT``…), as docs/traces.md says. None: the span active in the caller when the
+            OpenTelemetry API is loaded, else none. A call's own ``meta`` with a ``traceparent`` wins for that call.
 
     Raises:
         ValueError: an empty command; an epoch that is not an int from 1 to 2**53 - 1; a grace or timeout
@@ -64,8 +69,9 @@ class Options:
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
         TypeError: ``command`` is a single string rather than an argv sequence, or ``features``,
-            ``reader_limits`` or ``transfer_limits`` is not a :class:`~tinyacp.ClientFeatures`,
-            :class:`~tinyacp.ReaderLimits` or :class:`~tinyacp.TransferLimits`.
+            ``reader_limits``, ``transfer_limits`` or ``trace_context`` is not a
+            :class:`~tinyacp.ClientFeatures`, :class:`~tinyacp.ReaderLimits`, :class:`~tinyacp.TransferLimits` or
+            :class:`~tinyacp.TraceContext`.
     """
 
     command: Sequence[str]
@@ -83,6 +89,7 @@ class Options:
     timeout: float | None = None
     cancel_grace: float = 5.0
     supervise: bool = False
+    trace_context: TraceContext | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str | bytes):
@@ -98,6 +105,8 @@ class Options:
             ("transfer_limits", TransferLimits),
         ):
             check_kind(name, getattr(self, name), kind)
+        if self.trace_context is not None:
+            check_kind("trace_context", self.trace_context, TraceContext)
         if self.stderr == subprocess.DEVNULL:
             object.__setattr__(self, "stderr", "discard")
         for name in ("kill_grace", "cancel_grace"):

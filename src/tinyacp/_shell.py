@@ -48,6 +48,7 @@ from ._options import Options, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
 from ._requests import Meta
+from ._trace_context import agent_env, process_context, request_tracer
 from .reader import LineReader
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class ShellBase:
             features=options.features,
             has_observer=options.observer is not None,
         )
+        self._core.trace = request_tracer(options.trace_context, getattr(options.observer, "trace_request", None))
         # The line buffer exists before the agent does: memory is budgeted first.
         reader = LineReader(None, options.reader_limits)
         self._closed = False
@@ -121,7 +123,7 @@ class ShellBase:
         self._proc = AgentProcess.spawn(
             options.command,
             cwd=options.cwd,
-            env=options.env,
+            env=agent_env(options.env, process_context(options.trace_context, options.observer)),
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
@@ -417,6 +419,9 @@ class ShellBase:
         self._closed = True
         self._core.end_call()
         self._proc.terminate(self.options.kill_grace)
+        exited = getattr(self.options.observer, "trace_exit", None)
+        if callable(exited):  # a tracing observer ends the process's span (tinyacp.otel)
+            exited(self._proc.returncode)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.
