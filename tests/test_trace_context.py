@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from tests.helpers import AGENTS, Recorder, pid_alive
 
 import tinyacp
+from helpers import AGENTS, Recorder, pid_alive
 from tinyacp._trace_context import agent_env, merged_meta
 
 REPORT_AGENT = AGENTS / "report_agent.py"
@@ -97,14 +97,13 @@ def test_an_inherited_traceparent_is_replaced_by_the_context(monkeypatch: pytest
 
 
 def test_the_callers_active_span_is_sent_when_opentelemetry_is_loaded() -> None:
-    pytest.importorskip("opentelemetry.sdk", reason="the test extra installs opentelemetry-sdk")
     code = f"""
 import json, sys
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 import tinyacp
-sys.path.insert(0, {str(AGENTS.parents[1])!r})
-from tests.helpers import Recorder
+sys.path.insert(0, {str(AGENTS.parent)!r})
+from helpers import Recorder
 tracer = TracerProvider().get_tracer("t")
 recorder = Recorder()
 options = tinyacp.Options(command=[sys.executable, {str(REPORT_AGENT)!r}], observer=recorder)

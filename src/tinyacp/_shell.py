@@ -123,7 +123,7 @@ class ShellBase:
         self._proc = AgentProcess.spawn(
             options.command,
             cwd=options.cwd,
-            env=agent_env(options.env, process_context(options.trace_context, options.observer)),
+            env=agent_env(options.env, process_context(options.trace_context, options.observer, options.command)),
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
@@ -421,7 +421,7 @@ class ShellBase:
         self._proc.terminate(self.options.kill_grace)
         exited = getattr(self.options.observer, "trace_exit", None)
         if callable(exited):  # a tracing observer ends the process's span (tinyacp.otel)
-            exited(self._proc.returncode)
+            exited(self._proc.returncode, self._failure)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.

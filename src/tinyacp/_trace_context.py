@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -183,12 +183,13 @@ def agent_env(env: Mapping[str, str] | None, context: TraceContext | None) -> Ma
     return base
 
 
-def process_context(explicit: TraceContext | None, observer: object) -> TraceContext | None:
+def process_context(explicit: TraceContext | None, observer: object, command: Sequence[str]) -> TraceContext | None:
     """The context the agent's process starts with: the tracing observer's span for the process
-    (``trace_process()``), else the explicit context, else the caller's active span (OpenTelemetry loaded)."""
+    (``trace_process(command)``), else the explicit context, else the caller's active span (OpenTelemetry
+    loaded)."""
     hook = getattr(observer, "trace_process", None)
     if callable(hook):
-        found = hook()
+        found = hook(command)
         if isinstance(found, TraceContext):
             return found
     return explicit if explicit is not None else TraceContext.current()

@@ -1,0 +1,113 @@
+"""Runs as traces in a real backend: Arize Phoenix started on loopback (tests/helpers/traces.py), read back through
+its REST API. The spans' names, parentage and attributes follow the GenAI semantic conventions; no secret and, by
+default, no prompt text is stored."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+import tinyacp
+from helpers import pid_alive
+from helpers.traces import Phoenix, by_name, new_project, parent_of, stored_text
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "What is in this directory? zebra-quartz-prompt"
+SECRET = "sk-never-stored-7f3a9c"
+CALLER = tinyacp.TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
+
+def provider(phoenix: Phoenix, project: str) -> Any:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    made = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
+    made.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.traces_endpoint, timeout=10)))
+    return made
+
+
+def demo_run(phoenix: Phoenix, project: str, **tracing: Any) -> tinyacp.PromptResult:
+    """One turn of the demo agent (a read it is allowed, a login with a secret key), traced into ``project``."""
+    from tinyacp.otel import TracingObserver
+
+    made = provider(phoenix, project)
+    traced = TracingObserver(tinyacp.BaseObserver(), tracer_provider=made, **tracing)
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"], observer=traced, policy=tinyacp.PermissionPolicy(kinds=["read"])
+    )
+    with tinyacp.Client(options) as client:
+        pid = client.pid
+        client.initialize(timeout=60)
+        client.authenticate("demo-api-key", meta={"api-key": tinyacp.Secret(SECRET)}, timeout=60)
+        session = client.new_session(".", timeout=60)
+        result = client.prompt(session.id, PROMPT, timeout=60)
+    assert not pid_alive(pid)
+    made.shutdown()
+    return result
+
+
+def test_a_run_is_one_trace_of_genai_spans(phoenix: Phoenix) -> None:
+    project = new_project()
+    result = demo_run(phoenix, project)
+    spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "agent process" for s in found))
+    named = by_name(spans)
+    assert set(named) >= {"agent process", "initialize", "authenticate", "session/new", "invoke_agent tinyacp-demo"}
+    process = named["agent process"]
+    assert process["parent_id"] is None
+    assert len({span["context"]["trace_id"] for span in spans}) == 1
+    for name in ("initialize", "authenticate", "session/new", "invoke_agent tinyacp-demo"):
+        assert parent_of(named[name], spans) is process, name
+    turn = named["invoke_agent tinyacp-demo"]
+    assert turn["span_kind"] == "AGENT"  # Phoenix reads the GenAI conventions' operation as its own span kind
+    attributes = turn["attributes"]
+    assert attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert attributes["gen_ai.agent.name"] == "tinyacp-demo"
+    assert attributes["gen_ai.conversation.id"] == result.session_id
+    assert attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert result.usage is not None
+    assert attributes["gen_ai.usage.input_tokens"] == result.usage.input_tokens
+    assert attributes["gen_ai.usage.output_tokens"] == result.usage.output_tokens
+    assert attributes["tinyacp.cost.currency"] == "USD"
+    tools = [span for span in spans if span["name"].startswith("execute_tool ")]
+    assert tools
+    for tool in tools:
+        assert parent_of(tool, spans) is turn
+        assert tool["span_kind"] == "TOOL", tool
+        assert tool["attributes"]["gen_ai.operation.name"] == "execute_tool"
+        assert tool["attributes"]["gen_ai.tool.call.id"]
+        assert tool["attributes"]["tinyacp.tool.kind"] == "read"
+        assert tool["attributes"]["tinyacp.tool.status"] == "completed"
+    decisions = [event for tool in tools for event in tool["events"] if event["name"] == "permission"]
+    assert decisions
+    assert decisions[0]["attributes"]["tinyacp.permission.decided_by"] == "policy"
+    assert decisions[0]["attributes"]["tinyacp.permission.option_kind"] == "allow_once"
+    assert process["attributes"]["process.exit.code"] in (0, -15)
+    stored = stored_text(spans)
+    assert SECRET not in stored
+    assert "zebra-quartz-prompt" not in stored
+    assert result.text[:40] not in stored
+
+
+def test_content_is_captured_only_when_asked_and_never_a_secret(phoenix: Phoenix) -> None:
+    project = new_project()
+    result = demo_run(phoenix, project, capture_content=True)
+    spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "agent process" for s in found))
+    turn = by_name(spans)["invoke_agent tinyacp-demo"]
+    assert "zebra-quartz-prompt" in turn["attributes"]["gen_ai.input.messages"]
+    assert result.text[:40] in turn["attributes"]["gen_ai.output.messages"]
+    assert SECRET not in stored_text(spans)
+
+
+def test_the_process_joins_the_callers_trace(phoenix: Phoenix) -> None:
+    project = new_project()
+    demo_run(phoenix, project, parent=CALLER)
+    spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "agent process" for s in found))
+    process = by_name(spans)["agent process"]
+    assert process["context"]["trace_id"] == CALLER.trace_id
+    assert process["parent_id"] == CALLER.span_id
+    assert {span["context"]["trace_id"] for span in spans} == {CALLER.trace_id}
