@@ -5,6 +5,7 @@ default, no prompt text is stored."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,3 +112,62 @@ def test_the_process_joins_the_callers_trace(phoenix: Phoenix) -> None:
     assert process["context"]["trace_id"] == CALLER.trace_id
     assert process["parent_id"] == CALLER.span_id
     assert {span["context"]["trace_id"] for span in spans} == {CALLER.trace_id}
+
+
+def journal_run(path: Path) -> tinyacp.PromptResult:
+    """One demo turn recorded in a journal, with no tracing at all."""
+    journal = tinyacp.JsonlJournal(path)
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"],
+        epoch=journal.begin_epoch(),
+        observer=journal,
+        policy=tinyacp.PermissionPolicy(kinds=["read"]),
+    )
+    with journal, tinyacp.Client(options) as client:
+        client.initialize(timeout=60)
+        session = client.new_session(".", timeout=60)
+        return client.prompt(session.id, PROMPT, timeout=60)
+
+
+def test_an_exported_journal_gives_the_same_spans_every_time(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tinyacp.otel import export_journal
+
+    path = tmp_path / "run.jsonl"
+    journal_run(path)
+    seen = []
+    for _ in range(2):
+        exporter = InMemorySpanExporter()
+        trace_id = export_journal(path, exporter)
+        spans = exporter.get_finished_spans()
+        seen.append(
+            (trace_id, sorted((s.name, s.context.span_id, s.parent and s.parent.span_id, s.start_time) for s in spans))
+        )
+    assert seen[0] == seen[1]
+    assert len(seen[0][1]) >= 5
+
+
+def test_an_exported_journal_is_the_runs_spans_at_the_recorded_times(
+    phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from tinyacp.otel import export_journal
+
+    project = new_project()
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+    path = tmp_path / "run.jsonl"
+    result = journal_run(path)
+    trace_id = export_journal(path, OTLPSpanExporter(endpoint=phoenix.traces_endpoint, timeout=10))
+    spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "journal run.jsonl" for s in found))
+    named = by_name(spans)
+    assert {span["context"]["trace_id"] for span in spans} == {trace_id}
+    assert parent_of(named["agent process"], spans) is named["journal run.jsonl"]
+    turn = named["invoke_agent tinyacp-demo"]
+    assert parent_of(turn, spans) is named["agent process"]
+    assert turn["attributes"]["gen_ai.conversation.id"] == result.session_id
+    records = tinyacp.JsonlJournal.read(path)
+    prompt = next(r for r in records if r.get("method") == "session/prompt" and r.get("dir") == "out")
+    assert turn["start_time"].startswith(prompt["ts"][:19])
+    assert "zebra-quartz-prompt" not in stored_text(spans)

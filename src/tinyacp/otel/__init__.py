@@ -44,6 +44,8 @@ __all__ = [
     "MAX_CAPTURED_CHARS",
     "MAX_EVENTS",
     "TracingObserver",
+    "export_batch",
+    "export_journal",
 ]
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -245,3 +247,39 @@ def _version() -> str:
     from .._version import __version__
 
     return __version__
+
+
+def export_journal(
+    path: str | os.PathLike[str], exporter: Any, *, capture_content: bool = False, service_name: str = "tinyacp"
+) -> str:
+    """Send a journal's spans to ``exporter`` (an OpenTelemetry ``SpanExporter``), at the recorded times, with
+    ids derived from the journal: the same journal always gives the same spans (docs/traces.md says how).
+
+    Returns:
+        The trace's id (32 hex characters).
+
+    Raises:
+        UsageError: ``path`` is not a file.
+        OSError: it cannot be read.
+    """
+    from ._export import export_journal as export
+
+    return export(path, exporter, capture_content=capture_content, service_name=service_name)
+
+
+def export_batch(
+    directory: str | os.PathLike[str], exporter: Any, *, capture_content: bool = False, service_name: str = "tinyacp"
+) -> str:
+    """Send a batch directory's spans to ``exporter``: ``batch {name}``, a ``turn {id}`` span per record of its
+    ``results.jsonl`` over that attempt's spans, ids derived from the files (docs/traces.md).
+
+    Returns:
+        The trace's id (32 hex characters).
+
+    Raises:
+        UsageError: the directory has no ``results.jsonl``.
+        OSError: a file cannot be read.
+    """
+    from ._export import export_batch as export
+
+    return export(directory, exporter, capture_content=capture_content, service_name=service_name)
