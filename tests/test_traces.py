@@ -4,7 +4,11 @@ default, no prompt text is stored."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,7 @@ import tinyacp
 from helpers import pid_alive
 from helpers.traces import Phoenix, by_name, new_project, parent_of, stored_text
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # Phoenix takes 20 s or more to start under load
 
 PROMPT = "What is in this directory? zebra-quartz-prompt"
 SECRET = "sk-never-stored-7f3a9c"
@@ -171,3 +175,80 @@ def test_an_exported_journal_is_the_runs_spans_at_the_recorded_times(
     prompt = next(r for r in records if r.get("method") == "session/prompt" and r.get("dir") == "out")
     assert turn["start_time"].startswith(prompt["ts"][:19])
     assert "zebra-quartz-prompt" not in stored_text(spans)
+
+
+def batch_spans(phoenix: Phoenix, project: str, out: Path, turns: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The batch's spans once every turn's process span arrived, and its records."""
+    from tinyacp.batch import read_results
+
+    records = list(read_results(out / "results.jsonl"))
+    assert len(records) == turns
+    spans = phoenix.wait_spans(
+        project,
+        lambda found: (
+            sum(s["name"] == "agent process" for s in found) == turns
+            and any(s["name"].startswith("batch ") for s in found)
+        ),
+        timeout=90,
+    )
+    return spans, records
+
+
+def check_batch_trace(spans: list[dict[str, Any]], records: list[Any], out: Path) -> None:
+    """One trace: ``batch {name}``, a ``turn {id}`` per record, each over its agent's process and turn."""
+    root = by_name(spans)[f"batch {out.name}"]
+    assert root["parent_id"] is None
+    trace_id = root["context"]["trace_id"]
+    assert {span["context"]["trace_id"] for span in spans} == {trace_id}
+    assert {record.trace_id for record in records} == {trace_id}
+    for record in records:
+        turn = by_name(spans)[f"turn {record.id}"]
+        assert parent_of(turn, spans) is root
+        assert turn["attributes"]["tinyacp.item.id"] == str(record.id)
+        process = next(s for s in spans if s["name"] == "agent process" and parent_of(s, spans) is turn)
+        invoke = next(s for s in spans if s["name"] == "invoke_agent tinyacp-demo" and parent_of(s, spans) is process)
+        assert invoke["attributes"]["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert "zebra-quartz-prompt" not in stored_text(spans)
+
+
+def test_a_local_batch_is_one_trace(phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyacp.batch import run_batch
+    from tinyacp.otel import TraceExport
+
+    project = new_project()
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+    out = tmp_path / "local-batch"
+    items = [{"id": f"item-{n}", "prompt": f"{PROMPT} {n}"} for n in range(3)]
+    summary = run_batch(items, out, agent="demo", concurrency=2, trace=TraceExport(endpoint=phoenix.url), timeout=60)
+    assert summary.all_ok
+    spans, records = batch_spans(phoenix, project, out, 3)
+    check_batch_trace(spans, records, out)
+
+
+def test_a_ray_batch_is_one_trace(phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.environ.get("TINYACP_REQUIRE_RAY") != "1":  # CI sets it: there a missing Ray is a failure, not a skip
+        pytest.importorskip("ray", reason='the Ray engine needs the ray extra: pip install -e ".[test,ray]"')
+    from tinyacp.batch import run_batch
+    from tinyacp.otel import TraceExport
+
+    project = new_project()
+    # The workers of the cluster the batch starts inherit this environment: their spans go to the same project.
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    short = Path(tempfile.mkdtemp(prefix="tinyacp-ray-"))  # Ray's socket paths may not pass 107 bytes
+    monkeypatch.setenv("RAY_TMPDIR", str(short))
+    out = tmp_path / "ray-batch"
+    items = [{"id": f"item-{n}", "prompt": f"{PROMPT} {n}"} for n in range(3)]
+    # ray.init, in the local cluster the engine starts for the batch, sets a SIGTERM handler it leaves behind.
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        summary = run_batch(
+            items, out, agent="demo", engine="ray", concurrency=2, trace=TraceExport(endpoint=phoenix.url), timeout=60
+        )
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+        shutil.rmtree(short, ignore_errors=True)
+    assert summary.all_ok
+    spans, records = batch_spans(phoenix, project, out, 3)
+    assert all(record.node for record in records)
+    check_batch_trace(spans, records, out)

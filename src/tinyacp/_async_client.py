@@ -315,6 +315,7 @@ class AsyncClient(ShellBase):
         if self._reaping is None and not self._proc.closed:
             self._reaping = asyncio.ensure_future(self._terminate())
         await self._reaped()
+        self._trace_exit()
 
     async def _terminate(self) -> None:
         """``terminate()`` with the wait for the agent's exit on the event loop (which reads its stderr meanwhile):

@@ -419,8 +419,12 @@ class ShellBase:
         self._closed = True
         self._core.end_call()
         self._proc.terminate(self.options.kill_grace)
+        self._trace_exit()
+
+    def _trace_exit(self) -> None:
+        """The agent is gone: a tracing observer (:mod:`tinyacp.otel`) ends the process's span."""
         exited = getattr(self.options.observer, "trace_exit", None)
-        if callable(exited):  # a tracing observer ends the process's span (tinyacp.otel)
+        if callable(exited):
             exited(self._proc.returncode, self._failure)
 
     def kill(self) -> None:

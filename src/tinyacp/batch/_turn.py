@@ -35,6 +35,7 @@ from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
 if TYPE_CHECKING:
     from .._async_client import AsyncClient
+    from ..otel._config import TraceExport
 
 __all__ = [
     "PermissionCounts",
@@ -105,6 +106,8 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
     agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
     answer came from another model says so."""
+    trace_id: str | None = None
+    """The trace of the attempt (32 hex characters) when the batch exported spans (``trace``)."""
 
 
 class AgentEntry(Protocol):
@@ -150,6 +153,9 @@ class TurnOptions(TypedDict, total=False):
         features: the newer parts of ACP the turns opt in to, as in :class:`tinyacp.Options` (default: notices
             and compaction, so that warnings stay out of the reply).
         attempt: the attempt number to record (default 1).
+        trace: export each turn's spans, a ``turn {id}`` span over its client's, as a
+            :class:`tinyacp.otel.TraceExport` says (``pip install "tinyacp[otel]"``); :func:`run_batch` puts the
+            turns under one ``batch {name}`` span. Default: none.
     """
 
     agent: str | Sequence[str] | None
@@ -170,6 +176,7 @@ class TurnOptions(TypedDict, total=False):
     supervise: bool
     features: ClientFeatures
     attempt: int
+    trace: TraceExport | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,6 +206,7 @@ class TurnSettings:
     sync_journal: bool = False
     supervise: bool = False
     features: ClientFeatures = field(default_factory=ClientFeatures)
+    trace: TraceExport | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
@@ -243,6 +251,10 @@ class TurnSettings:
             check_seconds(name, getattr(settings, name))
         for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
             check_kind(name, getattr(settings, name), kind)
+        if settings.trace is not None:
+            from ..otel._config import TraceExport
+
+            check_kind("trace", settings.trace, TraceExport)
         return settings
 
 
@@ -527,7 +539,7 @@ def _remaining(deadline: float) -> float | None:
 
 
 async def _converse(
-    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int, *, traced: Any = None
 ) -> PromptResult:
     from .._async_client import AsyncClient
 
@@ -535,7 +547,7 @@ async def _converse(
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     base = settings.cwd or os.getcwd()
     cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
-    options = agent_options(agent, settings, cwd, observer, epoch)
+    options = agent_options(agent, settings, cwd, observer if traced is None else traced.observer(observer), epoch)
     mode = item.mode if item.mode is not None else settings.mode
     model = item.model if item.model is not None else settings.model
     options_to_set = {**(settings.set or {}), **(item.set or {})}
@@ -613,6 +625,7 @@ async def turn(
     epoch: int | None = None
     result: PromptResult | None = None
     error: TurnError | None = None
+    traced = _turn_trace(settings, item, attempt, agent)
     try:
         where = str(journal_dir)
         if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
@@ -620,7 +633,7 @@ async def turn(
         else:
             opened, begun = _open_journal(journal_dir, path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
-        result = await _converse(item, agent, settings, observer, begun)
+        result = await _converse(item, agent, settings, observer, begun, traced=traced)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _turn_error(exc, item, agent, settings, observer)
     finally:
@@ -634,6 +647,8 @@ async def turn(
     elif result is not None and result.overflow is not None:
         error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
     stop_reason = str(result.stop_reason) if result is not None else None
+    if traced is not None:
+        traced.end(None if error is None else (error.type, error.message), stop_reason)
     return TurnRecord(
         id=item.id,
         ok=error is None and stop_reason == "end_turn",
@@ -656,7 +671,17 @@ async def turn(
         host=HOST,
         agent=agent.name,
         node=node,
+        trace_id=traced.trace_id if traced is not None else None,
     )
+
+
+def _turn_trace(settings: TurnSettings, item: Item, attempt: int, agent: ResolvedAgent) -> Any:
+    """The attempt's ``turn`` span when the batch exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return None
+    from ._trace import TurnTrace
+
+    return TurnTrace(settings.trace, item.id, attempt, agent.name)
 
 
 async def arun_turn(

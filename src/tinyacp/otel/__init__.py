@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ._config import TraceExport, export_wanted
 from ._spans import MAX_ATTRIBUTE_LENGTH, MAX_CAPTURED_CHARS, MAX_EVENTS, PROCESS, SpanModel, cut
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ __all__ = [
     "MAX_ATTRIBUTE_LENGTH",
     "MAX_CAPTURED_CHARS",
     "MAX_EVENTS",
+    "TraceExport",
     "TracingObserver",
     "export_batch",
     "export_journal",
+    "export_wanted",
 ]
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -259,15 +259,13 @@ def export_batch(
         UsageError: the directory has no ``results.jsonl``.
         OSError: a file cannot be read.
     """
-    from ..batch._results import read_results
-
     base = Path(directory)
     results = base / "results.jsonl"
     _check(results, "batch directory (no results.jsonl)")
     trace_id = bytes.fromhex(journal_trace_id(results))
     out = _Exporter(exporter, trace_id, service_name)
     try:
-        records = list(read_results(results))
+        records = _results(results)
         spans = [(record, _journal_of(base, record.journal)) for record in records]
         times = [_times(path) for _, path in spans if path is not None]
         first = min((t[0] for t in times if t[0]), default=0)
@@ -281,7 +279,36 @@ def export_batch(
     return trace_id.hex()
 
 
-def _turn(out: _Exporter, root: trace.Span, number: int, record: Any, path: Path | None, *, capture: bool) -> None:
+class _Record(msgspec.Struct):
+    """What the spans of a batch need of a record of ``results.jsonl``."""
+
+    id: str | int
+    ok: bool = False
+    stop_reason: str | None = None
+    journal: str = ""
+    epoch: int | None = None
+    attempt: int = 1
+    error: _Error | None = None
+
+
+class _Error(msgspec.Struct):
+    type: str = "Error"
+    message: str = ""
+
+
+def _results(path: Path) -> list[_Record]:
+    """The readable records of a results file, in order (a torn or unreadable line is left out)."""
+    found = []
+    for line in iter_journal(path):
+        if line.record is not None:
+            try:
+                found.append(msgspec.convert(line.record, _Record))
+            except msgspec.ValidationError:
+                continue
+    return found
+
+
+def _turn(out: _Exporter, root: trace.Span, number: int, record: _Record, path: Path | None, *, capture: bool) -> None:
     where = f"turn:{number}"
     attributes: Attributes = {
         "tinyacp.item.id": cut(str(record.id)),
