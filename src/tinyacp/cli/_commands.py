@@ -24,19 +24,19 @@ from .._messages import Initialize, SystemPrompt
 from .._observer import BaseObserver
 from .._options import Options
 from ..reader import ReaderLimits
-from ._agents import AgentSettings, AgentSpec, Config, load_config, resolve_agent
-from ._attachments import Attachment, read_attachment
-from ._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
-from ._display import isatty, one_line, print_error, sanitize
-from ._exit import OUTCOME_WORDS, Exit, SettingUnavailable, UsageProblem
-from ._explain import explain, stderr_lines
-from ._features import COMMAND_FEATURES, permission_policy, providers_of, rule_notes
-from ._index import SessionIndex
-from ._mcp import McpConfigError, read_mcp_config
-from ._offers import InitializeAnswer, auth_method_line, initialize_report, session_capability_names, yes
-from ._run import PromptSettings, run_prompt
-from ._session import SessionPlan, open_session, raw_auth_methods
-from ._text import text_argument, utf8_or_escaped
+from .agents._explain import explain, stderr_lines
+from .agents._offers import InitializeAnswer, auth_method_line, initialize_report, session_capability_names, yes
+from .agents._resolve import AgentSettings, AgentSpec, Config, load_config, resolve_agent
+from .agents._session import SessionPlan, open_session, raw_auth_methods
+from .run._attachments import Attachment, read_attachment
+from .run._mcp import McpConfigError, read_mcp_config
+from .run._prompt import PromptSettings, run_prompt
+from .shared._dirs import UnsafeDirectory, journal_dir, new_private_file, private_dir
+from .shared._display import isatty, one_line, print_error, sanitize
+from .shared._exit import OUTCOME_WORDS, Exit, SettingUnavailable, UsageProblem
+from .shared._features import COMMAND_FEATURES, permission_policy, providers_of, rule_notes
+from .shared._index import SessionIndex
+from .shared._text import text_argument, utf8_or_escaped
 
 __all__ = ["cmd_agents", "cmd_chat", "cmd_probe", "cmd_prompt", "cmd_sessions", "cmd_show"]
 
@@ -237,7 +237,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """``tinyacp chat``: many turns in one session, on a terminal."""
     if not (isatty(sys.stdin) and isatty(sys.stderr)):
         raise UsageProblem("tinyacp chat needs a terminal; in a script, use `tinyacp prompt` (one turn per run)")
-    from ._chat import run_chat
+    from .run._chat import run_chat
 
     return run_chat(_run_settings(args, "", chat=True))
 
@@ -406,7 +406,7 @@ def _session_lines(session: dict[str, Any] | None) -> list[str]:
 
 def cmd_agents(args: argparse.Namespace) -> int:
     """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
-    from ._agent_list import print_agents
+    from .agents._list import print_agents
 
     return print_agents(_config(args), args.format)
 
@@ -482,8 +482,8 @@ def _agent_sessions(
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``tinyacp show JOURNAL|last|SESSION_ID``."""
-    from ._journals import resolve_journal, show_note
-    from ._show import show
+    from .journals._journals import resolve_journal, show_note
+    from .journals._show import show
 
     path, note = resolve_journal(args.journal)
     show_note(note)

@@ -1,6 +1,6 @@
 """The terminal side of a run: asking the person whether a tool call may run, and Ctrl-C, SIGTERM, SIGHUP.
 
-Shared by ``tinyacp prompt`` and ``tinyacp chat`` (whose :class:`~tinyacp.cli._chat.ChatInterrupts` extends
+Shared by ``tinyacp prompt`` and ``tinyacp chat`` (whose :class:`~tinyacp.cli.run._chat.ChatInterrupts` extends
 :class:`Interrupts` for its input line).
 """
 
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from .._client import Client
-from .._errors import TinyAcpError
-from .._permissions import PermissionRequest
-from ._display import Display, Styled, one_line, tool_output_lines, tool_words
-from ._exit import Exit
+from ..._client import Client
+from ..._errors import TinyAcpError
+from ..._permissions import PermissionRequest
+from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
+from ..shared._exit import Exit
 
 __all__ = ["Asker", "Interrupts"]
 

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._dirs import check_private, journal_dir
-from ._display import one_line
-from ._exit import UsageProblem
-from ._index import SessionEntry, SessionIndex
+from ..shared._dirs import check_private, journal_dir
+from ..shared._display import one_line
+from ..shared._exit import UsageProblem
+from ..shared._index import SessionEntry, SessionIndex
 
 __all__ = ["JournalFile", "cmd_journals", "parse_age", "resolve_journal", "show_note"]
 

@@ -28,7 +28,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO, NamedTuple, TextIO
 
-from .._messages import (
+from ..._messages import (
     AgentMessageChunk,
     AgentThoughtChunk,
     CompactionSummaryChunk,
@@ -49,10 +49,10 @@ from .._messages import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from .._permissions import PermissionRequest
-from .._process import signals_blocked
-from .._records import Update
-from .._sanitize import one_line, sanitize, shown  # the one sanitizer, the batch's records' too
+from ..._permissions import PermissionRequest
+from ..._process import signals_blocked
+from ..._records import Update
+from ..._sanitize import one_line, sanitize, shown  # the one sanitizer, the batch's records' too
 
 __all__ = [
     "Display",

@@ -23,14 +23,14 @@ from typing import Any, TextIO
 
 import msgspec
 
-from .._errors import BatchEngineError, BatchError
-from .._files import not_regular
-from .._process import signals_blocked
-from ._agents import Config, load_config, resolve_agent
-from ._display import fit, isatty, one_line, print_error, sanitize
-from ._exit import UsageProblem
-from ._features import COMMAND_FEATURES, permission_policy
-from ._text import utf8_or_escaped
+from ..._errors import BatchEngineError, BatchError
+from ..._files import not_regular
+from ..._process import signals_blocked
+from ..agents._resolve import Config, load_config, resolve_agent
+from ..shared._display import fit, isatty, one_line, print_error, sanitize
+from ..shared._exit import UsageProblem
+from ..shared._features import COMMAND_FEATURES, permission_policy
+from ..shared._text import utf8_or_escaped
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
@@ -239,7 +239,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     """Run the batch the arguments describe; the records go to stdout as they are written with ``--format json``."""
-    from ..batch import AgentNoteWarning, ItemFieldWarning, run_batch
+    from ...batch import AgentNoteWarning, ItemFieldWarning, run_batch
 
     config = load_config(args.config)
     check_arguments(args, config)
@@ -278,7 +278,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
 
 
 def _say_warning(message: Warning | str, category: type[Warning] = UserWarning, *_: object, **__: object) -> None:
-    from ..batch import AgentNoteWarning
+    from ...batch import AgentNoteWarning
 
     # A note is what the agent does, said before it matters (as `prompt` says it), not a fault of the batch.
     kind = "" if issubclass(category, AgentNoteWarning) else "warning: "

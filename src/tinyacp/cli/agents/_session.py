@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._client import Client
-from .._errors import AuthRequired, NotAdvertised, SessionNotFound
-from .._messages import AnyMcpServer, AuthMethod, Initialize, Session, SessionState, SystemPrompt
-from ._agents import AgentSpec
-from ._display import one_line
-from ._exit import SettingUnavailable
-from ._index import SessionIndex
+from ..._client import Client
+from ..._errors import AuthRequired, NotAdvertised, SessionNotFound
+from ..._messages import AnyMcpServer, AuthMethod, Initialize, Session, SessionState, SystemPrompt
+from ..shared._display import one_line
+from ..shared._exit import SettingUnavailable
+from ..shared._index import SessionIndex
+from ._resolve import AgentSpec
 
 __all__ = [
     "SessionPlan",

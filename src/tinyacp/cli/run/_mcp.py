@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._files import read_regular
-from .._messages import (
+from ..._files import read_regular
+from ..._messages import (
     AnyMcpServer,
     EnvVariable,
     HttpHeader,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._elicitation import ElicitationReply, ElicitationRequest
-from ._display import Display, Styled, one_line
+from ..._elicitation import ElicitationReply, ElicitationRequest
+from ..shared._display import Display, Styled, one_line
 from ._terminal import Asker
 
 __all__ = ["Field", "Questions", "fields_of", "parse"]

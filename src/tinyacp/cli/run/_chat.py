@@ -15,17 +15,17 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-from .._client import Client
-from .._errors import AgentTimeout, ProtocolViolation, RequestError, TinyAcpError
-from ._dirs import private_dir, state_dir
-from ._display import one_line
-from ._exit import Exit, SettingUnavailable, UsageProblem
+from ..._client import Client
+from ..._errors import AgentTimeout, ProtocolViolation, RequestError, TinyAcpError
+from ..agents._session import fork_session, offered_lines, set_one
+from ..shared._dirs import private_dir, state_dir
+from ..shared._display import one_line
+from ..shared._exit import Exit, SettingUnavailable, UsageProblem
+from ..shared._text import text_argument
+from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result
-from ._run import Deadline, PromptRun, PromptSettings
-from ._run_observer import RunObserver
-from ._session import fork_session, offered_lines, set_one
+from ._prompt import Deadline, PromptRun, PromptSettings
 from ._terminal import Interrupts
-from ._text import text_argument
 
 __all__ = ["ChatRun", "run_chat"]
 

@@ -13,10 +13,10 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
-from .._client import Client
-from .._errors import TinyAcpError
-from .._features import ClientFeatures
-from .._permissions import PermissionPolicy, has_rules
+from ..._client import Client
+from ..._errors import TinyAcpError
+from ..._features import ClientFeatures
+from ..._permissions import PermissionPolicy, has_rules
 
 __all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
 

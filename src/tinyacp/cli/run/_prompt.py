@@ -1,8 +1,8 @@
 """One ``tinyacp prompt`` run: start the agent, open the session, one turn, the report; ``tinyacp chat`` extends it.
 
-The pieces it wires live beside it: the observer (:mod:`tinyacp.cli._run_observer`), the person's terminal
-(:mod:`tinyacp.cli._terminal`), the JSON events (:mod:`tinyacp.cli._events`), how the run ended
-(:mod:`tinyacp.cli._outcome`) and the files sent with the prompt (:mod:`tinyacp.cli._attachments`).
+The pieces it wires live beside it: the observer (:mod:`tinyacp.cli.run._observer`), the person's terminal
+(:mod:`tinyacp.cli.run._terminal`), the JSON events (:mod:`tinyacp.cli.run._events`), how the run ended
+(:mod:`tinyacp.cli.run._outcome`) and the files sent with the prompt (:mod:`tinyacp.cli.run._attachments`).
 """
 
 from __future__ import annotations
@@ -16,31 +16,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from .._client import Client
-from .._errors import RequestError, TinyAcpError
-from .._files import open_output
-from .._journal import JsonlJournal
-from .._limits import TransferLimits
-from .._messages import Initialize, PromptContent
-from .._options import Options
-from .._permissions import PermissionPolicy
-from .._records import PromptResult
-from ..reader import ReaderLimits
-from ._agents import AgentSpec
+from ..._client import Client
+from ..._errors import RequestError, TinyAcpError
+from ..._files import open_output
+from ..._journal import JsonlJournal
+from ..._limits import TransferLimits
+from ..._messages import Initialize, PromptContent
+from ..._options import Options
+from ..._permissions import PermissionPolicy
+from ..._records import PromptResult
+from ...reader import ReaderLimits
+from ..agents._explain import explain, stderr_lines
+from ..agents._resolve import AgentSpec
+from ..agents._session import SessionPlan, apply_settings, open_session, raw_auth_methods
+from ..shared._display import Display, one_line
+from ..shared._exit import Exit, SettingUnavailable
+from ..shared._features import COMMAND_FEATURES
+from ..shared._index import SessionIndex
+from ..shared._usage import usage_result
 from ._attachments import Attachment, prompt_with_attachments
-from ._display import Display, one_line
 from ._events import JsonEvents
-from ._exit import Exit, SettingUnavailable
-from ._explain import explain, stderr_lines
-from ._features import COMMAND_FEATURES
-from ._index import SessionIndex
 from ._mcp import check_transports
+from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
-from ._run_observer import RunObserver
-from ._session import SessionPlan, apply_settings, open_session, raw_auth_methods
 from ._terminal import Asker, Interrupts
-from ._usage import usage_result
 
 __all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
 

@@ -1,7 +1,7 @@
 """The typed shape of ``config.toml``: one struct per table, unknown keys refused.
 
 A new key is one new field here (default ``None``: not set in the file), then read where the entry becomes an
-:class:`~tinyacp.cli._agents.AgentSpec`. The file's own words stay in the messages: every error names the key
+:class:`~tinyacp.cli.agents._resolve.AgentSpec`. The file's own words stay in the messages: every error names the key
 and the table it is in (``agents.claude.mode``), and an unknown key gets the closest known ones.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ._agent_table import Distribution
+from ._table import Distribution
 
 __all__ = ["AgentTable", "ConfigFile", "typed"]
 

@@ -12,16 +12,16 @@ import argparse
 import os
 import sys
 
-from ._display import one_line, print_error
-from ._exit import Exit
+from ..shared._display import one_line, print_error
+from ..shared._exit import Exit
 
 __all__ = ["cmd_view"]
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     """``tinyacp view``."""
-    from .. import view
-    from ._dirs import journal_dir
+    from ... import view
+    from ..shared._dirs import journal_dir
 
     source = args.path if args.path is not None else journal_dir()
     if args.path is None and not source.is_dir():

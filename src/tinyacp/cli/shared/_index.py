@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .._files import open_regular
+from ..._files import open_regular
 from ._dirs import private_dir, state_dir
 
 __all__ = ["NotIndexed", "SessionEntry", "SessionIndex"]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import (
+from ..._errors import (
     AgentExited,
     AgentTimeout,
     AuthRequired,
@@ -25,12 +25,12 @@ from .._errors import (
     UsageError,
     describe_returncode,
 )
-from .._launch_failures import NOT_ACP_WORDS, Said, start_failure
-from .._messages import Initialize
-from .._startup_watch import StartupWatch, said_of
-from ._agents import BUILTIN_AGENTS, AgentSpec
-from ._display import one_line
-from ._exit import Exit, SettingUnavailable
+from ..._launch_failures import NOT_ACP_WORDS, Said, start_failure
+from ..._messages import Initialize
+from ..._startup_watch import StartupWatch, said_of
+from ..shared._display import one_line
+from ..shared._exit import Exit, SettingUnavailable
+from ._resolve import BUILTIN_AGENTS, AgentSpec
 from ._session import auth_needs
 
 __all__ = ["Explanation", "data_lines", "explain", "stderr_lines"]

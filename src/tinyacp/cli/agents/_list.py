@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ._agents import DEMO, AgentSpec, Config
-from ._dirs import default_config_path
-from ._display import sanitize
+from ..shared._dirs import default_config_path
+from ..shared._display import sanitize
+from ._resolve import DEMO, AgentSpec, Config
 
 __all__ = ["agent_rows", "node_major", "print_agents", "state_of"]
 

@@ -18,7 +18,7 @@ How an entry starts (:func:`start`):
 - a ``command`` of the entry's own wins over its distribution: a program on ``PATH``.
 
 The config file's ``[agents.NAME]`` tables take the same keys (``version``, ``distribution``, ``notes``, …): see
-:mod:`tinyacp.cli._agents`.
+:mod:`tinyacp.cli.agents._resolve`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 import msgspec
 
-from .._launch_failures import launcher_of  # read where a batch turn reads it too
+from ..._launch_failures import launcher_of  # read where a batch turn reads it too
 
 __all__ = [
     "BinaryTarget",

@@ -7,7 +7,7 @@ open permission requests, is capped too).
 A journal is input like any other: a line that is not a record, or a record this renderer cannot make sense of, is
 shown raw (sanitized and cut) and the rendering goes on; the exit status is 0 whenever the file could be read,
 2 when it could not. Everything the journal holds is sanitized in one place before it is written
-(:meth:`_Renderer.put`, with :func:`tinyacp.cli._display.sanitize`); the journal itself keeps the raw bytes.
+(:meth:`_Renderer.put`, with :func:`tinyacp.cli.shared._display.sanitize`); the journal itself keeps the raw bytes.
 ``--format json`` writes strict JSON (RFC 8259): ASCII only, no ``NaN`` or ``Infinity``.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .._journal import JournalLine, iter_journal, line_message
-from .._messages import PlanEntry
-from ._display import one_line, plan_lines, sanitize, shown, tool_output_lines
+from ..._journal import JournalLine, iter_journal, line_message
+from ..._messages import PlanEntry
+from ..shared._display import one_line, plan_lines, sanitize, shown, tool_output_lines
 
 __all__ = ["render_json", "render_text", "show"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._messages import Initialize
-from .._observer import BaseObserver
-from .._records import AgentMessage, MessageKind
-from .._startup_watch import StartupWatch
-from ._agents import AgentSpec
-from ._display import one_line
-from ._features import newer_offers
+from ..._messages import Initialize
+from ..._observer import BaseObserver
+from ..._records import AgentMessage, MessageKind
+from ..._startup_watch import StartupWatch
+from ..shared._display import one_line
+from ..shared._features import newer_offers
+from ._resolve import AgentSpec
 from ._session import auth_needs, raw_auth_methods
 
 __all__ = [

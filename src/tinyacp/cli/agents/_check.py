@@ -26,8 +26,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .._async_client import AsyncClient
-from .._errors import (
+from ..._async_client import AsyncClient
+from ..._errors import (
     AgentExited,
     AgentTimeout,
     AuthRequired,
@@ -36,15 +36,15 @@ from .._errors import (
     SpawnError,
     TinyAcpError,
 )
-from .._launch_failures import NOT_ACP_WORDS
-from .._options import Options
-from .._startup_watch import NotAcp
-from ._agents import AgentSpec, Config, load_config, resolve_agent
-from ._display import one_line, sanitize, wants_color
-from ._exit import Exit
+from ..._launch_failures import NOT_ACP_WORDS
+from ..._options import Options
+from ..._startup_watch import NotAcp
+from ..shared._display import one_line, sanitize, wants_color
+from ..shared._exit import Exit
+from ..shared._features import COMMAND_FEATURES
 from ._explain import NOT_ACP, explain, stderr_lines
-from ._features import COMMAND_FEATURES
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
+from ._resolve import AgentSpec, Config, load_config, resolve_agent
 
 __all__ = ["check_exit_status", "cmd_check"]
 

@@ -85,8 +85,8 @@ def usage_error(message: str, *, prog: str = "tinyacp", usage: str | None = None
 
 def usage_result(out: BinaryIO, message: str, epoch: int = 1) -> None:
     """The ``result`` event of a run stopped by a usage error before it began."""
-    from ._events import JsonEvents
-    from ._outcome import Outcome
+    from ..run._events import JsonEvents
+    from ..run._outcome import Outcome
 
     outcome = Outcome(int(Exit.USAGE), error=message, error_type="UsageError")
     events = JsonEvents(out, epoch=epoch)

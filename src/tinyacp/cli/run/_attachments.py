@@ -8,8 +8,8 @@ import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._files import read_regular
-from .._messages import (
+from ..._files import read_regular
+from ..._messages import (
     PromptBlobResource,
     PromptCapabilities,
     PromptContent,

@@ -1,11 +1,11 @@
 """The agents the ``tinyacp`` command knows by name, and the user's config file that adds or overrides them.
 
 A name stands for an argv that is run directly, never through a shell. The config file is TOML, in the
-platform's config directory (see :mod:`tinyacp.cli._dirs`)::
+platform's config directory (see :mod:`tinyacp.cli.shared._dirs`)::
 
     default_agent = "claude"            # what `tinyacp prompt` runs without --agent (default: demo)
 
-    [agents.qwen]                       # the ACP registry's shape (see tinyacp.cli._agent_table)
+    [agents.qwen]                       # the ACP registry's shape (see tinyacp.cli.agents._table)
     version = "0.24.4"
     distribution = { npx = { package = "@qwen-code/qwen-code@0.24.4", args = ["--acp"] } }
     notes = ["its first option writes a rule into the project"]   # said when started with a permission rule
@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._constants import SYSTEM_PROMPT_MODES
-from .._files import read_regular
-from ._agent_table import TableEntry, TableError, launcher_of, start
-from ._dirs import default_config_path
-from ._exit import UsageProblem
+from ..._constants import SYSTEM_PROMPT_MODES
+from ..._files import read_regular
+from ..shared._dirs import default_config_path
+from ..shared._exit import UsageProblem
+from ._table import TableEntry, TableError, launcher_of, start
 
 if TYPE_CHECKING:
     from ._config import AgentTable
@@ -172,8 +172,8 @@ class AgentSpec:
 
 
 def _builtin_agents() -> tuple[dict[str, AgentSpec], dict[str, str]]:
-    """The demo agent, then the table's agents (:mod:`tinyacp.cli._agent_table`); and their other names."""
-    from ._agent_table import read_table
+    """The demo agent, then the table's agents (:mod:`tinyacp.cli.agents._table`); and their other names."""
+    from ._table import read_table
 
     agents = {
         DEMO: AgentSpec(
@@ -277,7 +277,7 @@ _MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
 def _config(path: Path, document: dict[str, Any]) -> Config:
-    """The config of a parsed file, read into the typed tables of :mod:`tinyacp.cli._config`."""
+    """The config of a parsed file, read into the typed tables of :mod:`tinyacp.cli.agents._config`."""
     from ._config import AgentTable, ConfigFile, typed
 
     where = f"config file {path}"

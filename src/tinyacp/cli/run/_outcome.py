@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._messages import StopReason, TurnUsage, UsageUpdate
-from .._records import PromptResult
-from ._display import one_line
-from ._exit import Exit
+from ..._messages import StopReason, TurnUsage, UsageUpdate
+from ..._records import PromptResult
+from ..shared._display import one_line
+from ..shared._exit import Exit
 
 __all__ = ["Outcome", "outcome_of_result", "usage_words"]
 

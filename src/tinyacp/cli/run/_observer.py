@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from .._elicitation import ElicitationReply, ElicitationRequest
-from .._journal import JsonlJournal
-from .._limits import TransferLimits
-from .._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
-from .._observer import BaseObserver
-from .._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
-from .._records import AgentMessage, MessageKind, OutgoingMessage, Update
-from .._startup_watch import StartupWatch
-from ._display import Display, Styled, one_line
+from ..._elicitation import ElicitationReply, ElicitationRequest
+from ..._journal import JsonlJournal
+from ..._limits import TransferLimits
+from ..._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
+from ..._observer import BaseObserver
+from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
+from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
+from ..._startup_watch import StartupWatch
+from ..shared._display import Display, Styled, one_line
 from ._events import JsonEvents
 from ._questions import Questions
 from ._terminal import Asker, Interrupts
