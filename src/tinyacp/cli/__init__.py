@@ -256,12 +256,12 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
     content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
     content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
     _add_run_options(prompt, chat=False)
-    prompt.set_defaults(handler=_lazy("_commands", "cmd_prompt"))
+    prompt.set_defaults(handler=_lazy("run._command", "cmd_prompt"))
 
 
 def _chat_options(chat: argparse.ArgumentParser) -> None:
     _add_run_options(chat, chat=True)
-    chat.set_defaults(handler=_lazy("_commands", "cmd_chat"))
+    chat.set_defaults(handler=_lazy("run._command", "cmd_chat"))
 
 
 def _probe_options(probe: argparse.ArgumentParser) -> None:
@@ -274,7 +274,7 @@ def _probe_options(probe: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"per agent call (default {_PROBE_TIMEOUT:g}: an npx cold start)",
     )
-    probe.set_defaults(handler=_lazy("_commands", "cmd_probe"))
+    probe.set_defaults(handler=_lazy("agents._probe", "cmd_probe"))
 
 
 def _sessions_options(sessions: argparse.ArgumentParser) -> None:
@@ -286,7 +286,7 @@ def _sessions_options(sessions: argparse.ArgumentParser) -> None:
         "--limit", type=_positive, metavar="N", help="only the first N of each list (this machine's: the most recent)"
     )
     sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
-    sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
+    sessions.set_defaults(handler=_lazy("sessions._sessions", "cmd_sessions"))
 
 
 _CHECK_TIMEOUT = 30.0
@@ -339,7 +339,7 @@ def _agents_or_check(args: argparse.Namespace) -> int:
         ]
         if given:
             raise UsageProblem(f"{given[0]} is an option of --check")
-        return _lazy("_commands", "cmd_agents")(args)
+        return _lazy("agents._list", "cmd_agents")(args)
     return _lazy("agents._check", "cmd_check")(args)
 
 
@@ -351,7 +351,7 @@ def _show_options(show: argparse.ArgumentParser) -> None:
         help="a journal file; `last`: the latest journal; a session id: the latest journal of that session",
     )
     show.add_argument("--format", choices=("text", "json"), default="text")
-    show.set_defaults(handler=_lazy("_commands", "cmd_show"))
+    show.set_defaults(handler=_lazy("journals._show", "cmd_show"))
 
 
 def _journals_options(journals: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ starting it shows (its version, its login methods, what it offers) is ``tinyacp 
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -16,9 +17,9 @@ from typing import Any
 
 from ..shared._dirs import default_config_path
 from ..shared._display import sanitize
-from ._resolve import DEMO, AgentSpec, Config
+from ._resolve import DEMO, AgentSpec, Config, load_config
 
-__all__ = ["agent_rows", "node_major", "print_agents", "state_of"]
+__all__ = ["agent_rows", "cmd_agents", "node_major", "print_agents", "state_of"]
 
 
 @cache
@@ -120,3 +121,8 @@ def print_agents(config: Config, form: str) -> int:
 
 def _title(row: dict[str, Any]) -> str:
     return f"{row['name']} {row['version']}" if row["version"] else row["name"]
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """``tinyacp agents``: the agents known by name, whether each can be started, how to install it."""
+    return print_agents(load_config(args.config), args.format)

@@ -13,9 +13,11 @@ shown raw (sanitized and cut) and the rendering goes on; the exit status is 0 wh
 
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -23,8 +25,9 @@ from typing import Any, TextIO
 from ..._journal import JournalLine, iter_journal, line_message
 from ..._messages import PlanEntry
 from ..shared._display import one_line, plan_lines, sanitize, shown, tool_output_lines
+from ._journals import resolve_journal, show_note
 
-__all__ = ["render_json", "render_text", "show"]
+__all__ = ["cmd_show", "render_json", "render_text", "show"]
 
 EXIT_OK = 0
 EXIT_UNREADABLE = 2
@@ -454,3 +457,10 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
         what = "ignored" if fmt == "json" else "shown raw"
         print(f"tinyacp: unreadable (torn) lines {what}: {skipped}", file=err)
     return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``tinyacp show JOURNAL|last|SESSION_ID``."""
+    path, note = resolve_journal(args.journal)
+    show_note(note)
+    return show(path, args.format, sys.stdout, sys.stderr)

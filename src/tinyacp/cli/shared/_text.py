@@ -7,9 +7,11 @@ raised ``UnicodeEncodeError`` deep in a run; they are refused here, as the same 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ._exit import UsageProblem
 
-__all__ = ["text_argument", "utf8_or_escaped"]
+__all__ = ["text_argument", "utf8_or_escaped", "working_directory"]
 
 
 def utf8_or_escaped(text: str) -> str:
@@ -36,3 +38,21 @@ def text_argument(what: str, value: str | None, why: str = "ACP sends text as UT
         byte = ord(bad) - 0xDC00 if 0xDC80 <= ord(bad) <= 0xDCFF else None  # how surrogateescape keeps a byte
         where = f"byte 0x{byte:02x} at character {exc.start}" if byte is not None else f"character {exc.start}"
         raise UsageProblem(f"{what} is not UTF-8 text ({where}); {why}") from None
+
+
+def working_directory(value: str) -> Path:
+    """``--cwd`` (``.`` when not given) as the absolute directory the agent is started in and ACP names.
+
+    Raises:
+        UsageProblem: the directory cannot be resolved, is not a directory, or its name is not UTF-8 (ACP sends
+            the directory as text).
+    """
+    try:
+        cwd = Path(value).resolve()
+    except OSError as exc:  # the working directory was removed under us
+        raise UsageProblem(f"the working directory cannot be used: {exc.strerror or exc}") from None
+    if not cwd.is_dir():
+        raise UsageProblem(f"--cwd {utf8_or_escaped(value)}: not a directory")
+    what = "--cwd" if value != "." else "the working directory"
+    text_argument(f"{what} {utf8_or_escaped(str(cwd))}: its name", str(cwd), "ACP sends the directory as text")
+    return cwd
