@@ -3,7 +3,7 @@
 One JSON object per line (JSON Lines), written in the order the client saw or wrote each line. Every line carries
 ``type`` and ``epoch``; the kinds are::
 
-    {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
+    {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}      (a traced run adds "trace_id":"<32 hex>")
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
@@ -147,7 +147,7 @@ class JsonlJournal(BaseObserver):
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self, *, durable: bool = True) -> int:
+    def begin_epoch(self, *, durable: bool = True, trace_id: str | None = None) -> int:
         """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
         new file).
 
@@ -159,6 +159,8 @@ class JsonlJournal(BaseObserver):
                 fsync, a permission decision's, since an fsync covers every record before it. Until then a crash
                 of the machine may lose it together with every later record of the epoch, and the epoch's number
                 would be given again. ``sync=True`` fsyncs it all the same.
+            trace_id: the run's OpenTelemetry trace id (32 hex characters), kept in the epoch record as
+                ``trace_id`` so that a reader of the journal finds the run's trace.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -177,7 +179,9 @@ class JsonlJournal(BaseObserver):
                         f"{self.path} has no epoch left: its last is {epoch - 1}, and a client takes at most "
                         f"{MAX_SAFE_INT}; start a new journal"
                     )
-                record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                record: dict[str, Any] = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                if trace_id is not None:
+                    record["trace_id"] = trace_id
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
 from .._trace_context import TraceContext
-from ..otel import TracingObserver
 from ..otel._config import TraceExport
+from ..otel._observer import TracingObserver
 from ..otel._provider import flush, make_provider, shutdown
 from ..otel._sink import root_context
 from ..otel._spans import cut

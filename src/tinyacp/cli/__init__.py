@@ -416,6 +416,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    _add_otel_option(parser)
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
@@ -437,6 +438,15 @@ def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
     rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
     rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
     rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call but a --deny-tool")
+
+
+def _add_otel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--otel-endpoint",
+        metavar="URL",
+        help="export the run's OpenTelemetry spans over OTLP/HTTP to URL (default: as the OTEL_* variables say; "
+        'needs pip install "tinyacp[otel]"; see docs/traces.md)',
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
@@ -488,6 +498,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
     record.add_argument("--no-journal", action="store_true", help="keep no journal")
     record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
+    _add_otel_option(parser)
     timing = parser.add_argument_group("time")
     what = "deadline of each turn" if chat else "deadline of the whole run"
     timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=what)

@@ -31,6 +31,7 @@ from ..shared._display import fit, isatty, one_line, print_error, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import COMMAND_FEATURES, permission_policy
 from ..shared._text import utf8_or_escaped
+from ..shared._trace import trace_export
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
 
@@ -243,6 +244,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
 
     config = load_config(args.config)
     check_arguments(args, config)
+    trace = trace_export(args)
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -274,6 +276,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
             sync_journal=args.sync_journal,
             policy=permission_policy(args),
             features=COMMAND_FEATURES,
+            trace=trace,
         )
 
 

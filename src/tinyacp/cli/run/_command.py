@@ -24,6 +24,7 @@ from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
+from ..shared._trace import trace_export
 from ._attachments import Attachment, read_attachment
 from ._mcp import McpConfigError, read_mcp_config
 from ._prompt import PromptSettings, run_prompt
@@ -130,6 +131,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         agent_key=agent.key,
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
+        trace=trace_export(args),
     )
 
 

@@ -25,6 +25,7 @@ from ..._messages import Initialize, PromptContent
 from ..._options import Options
 from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
+from ...otel._config import TraceExport
 from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
@@ -33,6 +34,7 @@ from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._index import SessionIndex
+from ..shared._trace import CommandTrace
 from ..shared._usage import usage_result
 from ._attachments import Attachment, prompt_with_attachments
 from ._events import JsonEvents
@@ -78,12 +80,15 @@ class PromptSettings:
     startup_timeout: float | None = 120.0
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
+    trace: TraceExport | None = None
+    """Where the run's spans go (``--otel-endpoint``, the OTEL_* variables); None: no export."""
 
 
 class PromptRun:
     """One run of ``tinyacp prompt``."""
 
     interrupts_class: type[Interrupts] = Interrupts
+    span_name = "tinyacp prompt"
 
     def __init__(self, settings: PromptSettings, *, stdin_fd: int, stdout: BinaryIO, stderr: TextIO) -> None:
         self.settings = settings
@@ -98,12 +103,14 @@ class PromptRun:
         self.init: Initialize | None = None
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
+        self.trace: CommandTrace | None = None
+        """The run's span, when spans are exported."""
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch()
+            self.epoch = self.journal.begin_epoch(trace_id=self.trace.trace_id if self.trace is not None else None)
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -117,6 +124,21 @@ class PromptRun:
     def run(self) -> int:
         """Run and return the exit status."""
         settings = self.settings
+        if settings.trace is not None:
+            self.trace = CommandTrace(settings.trace, self.span_name)
+        try:
+            code = self._run()
+        except BaseException as exc:
+            if self.trace is not None:
+                self.trace.end(-1, type(exc).__name__)
+            raise
+        if self.trace is not None:
+            self.trace.end(code, None if code == Exit.OK else self.error_type)
+        return code
+
+    def _run(self) -> int:
+        settings = self.settings
+        self.error_type: str | None = None
         if settings.journal is not None and not self._open_journal(settings.journal):
             return int(Exit.USAGE)
         if settings.json:
@@ -168,6 +190,7 @@ class PromptRun:
         elif settings.fail_on_reject and outcome.code == Exit.OK and observer.rejected:
             outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
+        self.error_type = outcome.error_type
         return outcome.code
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
@@ -265,7 +288,7 @@ class PromptRun:
             cwd=settings.cwd,
             env=env,
             epoch=self.epoch,
-            observer=observer,
+            observer=observer if self.trace is None else self.trace.observer(observer),
             policy=settings.policy,
             reader_limits=settings.reader_limits,
             transfer_limits=settings.transfer_limits,
