@@ -240,6 +240,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "directory, a journal or a directory of journals: an overview per agent, a table of the turns that sorts "
         "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first.",
     )
+    commands.add(
+        "export",
+        _export_options,
+        help="send a journal or a batch's directory to an OpenTelemetry backend as traces (OTLP/HTTP)",
+        description="Send what a journal (or each journal of a batch's directory) recorded as the spans a traced "
+        "run makes, with the recorded times; ids are derived from the files, so the same journal always gives "
+        "the same spans. See docs/traces.md.",
+    )
     commands.add("replay", _replay_options, help="be a recorded agent: replay a journal's agent side (a test double)")
     commands.add_parser(
         "demo-agent",
@@ -388,6 +396,20 @@ def _view_options(view: argparse.ArgumentParser) -> None:
         help="text of each turn's transcript kept in the page (default 256K; the page says what it cut)",
     )
     view.set_defaults(handler=_lazy("journals._view", "cmd_view"))
+
+
+def _export_options(export: argparse.ArgumentParser) -> None:
+    export.add_argument("path", type=Path, metavar="JOURNAL|BATCH_DIR", help="a journal, or a batch's --out directory")
+    export.add_argument(
+        "--otlp",
+        required=True,
+        metavar="URL",
+        help="the backend's OTLP/HTTP endpoint (http://HOST:4318, or …/v1/traces)",
+    )
+    export.add_argument(
+        "--capture-content", action="store_true", help="put the prompts' and replies' text in the spans (default: no)"
+    )
+    export.set_defaults(handler=_lazy("journals._export", "cmd_export"))
 
 
 def _replay_options(replayer: argparse.ArgumentParser) -> None:

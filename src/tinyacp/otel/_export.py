@@ -27,11 +27,12 @@ import msgspec
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanKind
 
 from .._errors import UsageError
+from .._files import open_regular_binary
 from .._journal import iter_journal
 from ._sink import OtelSink
 from ._spans import Attributes, SpanModel, cut
@@ -39,6 +40,8 @@ from ._spans import Attributes, SpanModel, cut
 __all__ = ["export_batch", "export_journal", "journal_trace_id"]
 
 _PREFIX: Final = b"tinyacp-trace\0"
+_MAX_QUEUE: Final = 1 << 16
+"""Spans of one export waiting to go out, at most: a journal of more tool calls than this loses the rest."""
 _decode = msgspec.json.Decoder().decode
 
 
@@ -110,7 +113,9 @@ class _Exporter:
     def __init__(self, exporter: SpanExporter, trace_id: bytes, service_name: str) -> None:
         self.ids = _KeyedIds()
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}), id_generator=self.ids)
-        self.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(exporter, max_queue_size=1 << 16, schedule_delay_millis=200)
+        )
         self.tracer = self.provider.get_tracer("tinyacp.export")
         self.trace_id = trace_id
 
@@ -279,6 +284,11 @@ def export_batch(
     return trace_id.hex()
 
 
+class _Error(msgspec.Struct):
+    type: str = "Error"
+    message: str = ""
+
+
 class _Record(msgspec.Struct):
     """What the spans of a batch need of a record of ``results.jsonl``."""
 
@@ -291,19 +301,17 @@ class _Record(msgspec.Struct):
     error: _Error | None = None
 
 
-class _Error(msgspec.Struct):
-    type: str = "Error"
-    message: str = ""
-
-
 def _results(path: Path) -> list[_Record]:
     """The readable records of a results file, in order (a torn or unreadable line is left out)."""
+    decode = msgspec.json.Decoder(_Record).decode
     found = []
-    for line in iter_journal(path):
-        if line.record is not None:
+    with open_regular_binary(path) as file:
+        for line in file:
+            if not line.endswith(b"\n"):
+                break  # a torn tail
             try:
-                found.append(msgspec.convert(line.record, _Record))
-            except msgspec.ValidationError:
+                found.append(decode(line))
+            except (msgspec.DecodeError, RecursionError):
                 continue
     return found
 
