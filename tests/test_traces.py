@@ -4,6 +4,7 @@ default, no prompt text is stored."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import pytest
 
 import tinyacp
 from helpers import pid_alive
+from helpers.cli import Cli
 from helpers.traces import Phoenix, by_name, new_project, parent_of, stored_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # Phoenix takes 20 s or more to start under load
@@ -252,3 +254,98 @@ def test_a_ray_batch_is_one_trace(phoenix: Phoenix, tmp_path: Path, monkeypatch:
     spans, records = batch_spans(phoenix, project, out, 3)
     assert all(record.node for record in records)
     check_batch_trace(spans, records, out)
+
+
+def test_the_command_joins_the_traceparent_it_was_started_with(phoenix: Phoenix, cli: Cli, tmp_path: Path) -> None:
+    project = new_project()
+    journal = tmp_path / "run.jsonl"
+    env = {**cli.env, **phoenix.project_env(project), "TRACEPARENT": CALLER.traceparent}
+    done = cli.run("prompt", "--yes", "--journal", str(journal), PROMPT, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "tinyacp prompt" for s in found))
+    named = by_name(spans)
+    run = named["tinyacp prompt"]
+    assert run["context"]["trace_id"] == CALLER.trace_id
+    assert run["parent_id"] == CALLER.span_id
+    assert parent_of(named["agent process"], spans) is run
+    assert parent_of(named["invoke_agent tinyacp-demo"], spans) is named["agent process"]
+    assert run["attributes"]["process.exit.code"] == 0
+    first = tinyacp.JsonlJournal.read(journal)[0]
+    assert first["type"] == "epoch"
+    assert first["trace_id"] == CALLER.trace_id
+    assert "zebra-quartz-prompt" not in stored_text(spans)
+
+
+def test_the_command_exports_to_the_endpoint_flag_and_a_batch_is_one_trace(
+    phoenix: Phoenix, cli: Cli, tmp_path: Path
+) -> None:
+    project = new_project()
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": n, "prompt": f"{PROMPT} {n}"}) + "\n" for n in range(2)))
+    out = tmp_path / "cli-batch"
+    env = {**cli.env, "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}"}
+    done = cli.run("batch", str(items), "--out", str(out), "--agent", "demo", "--otel-endpoint", phoenix.url, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    spans, records = batch_spans(phoenix, project, out, 2)
+    check_batch_trace(spans, records, out)
+
+
+def test_a_backend_that_is_down_costs_one_warning_and_never_fails_the_run(cli: Cli, tmp_path: Path) -> None:
+    journal = tmp_path / "run.jsonl"
+    env = {**cli.env, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+    done = cli.run("prompt", "--yes", "--journal", str(journal), "hello", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == cli.expected_reply("hello")
+    warnings = [line for line in done.stderr.decode().splitlines() if "spans could not be sent" in line]
+    assert len(warnings) == 1, done.stderr.decode()
+    assert len(tinyacp.JsonlJournal.read(journal)[0]["trace_id"]) == 32
+
+
+def test_export_of_a_batch_directory_sends_its_spans_and_says_the_trace(
+    phoenix: Phoenix, cli: Cli, tmp_path: Path
+) -> None:
+    from tinyacp.batch import run_batch
+
+    project = new_project()
+    out = tmp_path / "old-batch"
+    items = [{"id": f"old-{n}", "prompt": f"{PROMPT} {n}"} for n in range(2)]
+    assert run_batch(items, out, agent="demo", timeout=60).all_ok  # no tracing then
+    env = {**cli.env, "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}"}
+    done = cli.run("export", str(out), "--otlp", phoenix.url, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    trace_id = done.stdout.decode().split()[1].rstrip(":")
+    spans = phoenix.wait_spans(project, lambda found: sum(s["name"] == "agent process" for s in found) == 2)
+    assert {span["context"]["trace_id"] for span in spans} == {trace_id}
+    root = by_name(spans)[f"batch {out.name}"]
+    for n in range(2):
+        turn = by_name(spans)[f"turn old-{n}"]
+        assert parent_of(turn, spans) is root
+        process = next(s for s in spans if s["name"] == "agent process" and parent_of(s, spans) is turn)
+        assert any(s["name"] == "invoke_agent tinyacp-demo" and parent_of(s, spans) is process for s in spans)
+    assert "zebra-quartz-prompt" not in stored_text(spans)
+
+
+def test_export_refuses_what_is_no_journal_and_a_backend_that_is_down(cli: Cli, tmp_path: Path) -> None:
+    done = cli.run("export", str(tmp_path / "missing.jsonl"), "--otlp", "http://127.0.0.1:4318")
+    assert done.returncode == 2
+    assert b"no such journal" in done.stderr
+    done = cli.run("export", str(tmp_path), "--otlp", "http://127.0.0.1:4318")
+    assert done.returncode == 2
+    assert b"without results.jsonl" in done.stderr
+    done = cli.run("export", str(tmp_path), "--otlp", "ftp://x")
+    assert done.returncode == 2
+    journal = tmp_path / "run.jsonl"
+    journal_run(journal)
+    done = cli.run("export", str(journal), "--otlp", f"http://127.0.0.1:{closed_port()}")
+    assert done.returncode == 1
+    assert b"did not take" in done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
