@@ -349,3 +349,51 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_a_batch_trace_reads_as_a_tree_in_the_backends_page(
+    phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page docs/traces.md shows: Phoenix's own view of a batch's trace, in headless Chromium. With
+    ``TINYACP_TRACE_SCREENSHOT=PATH`` the screenshot is also written to PATH (how docs/img/trace-batch.png is made)."""
+    from tinyacp.batch import run_batch
+    from tinyacp.otel import TraceExport
+
+    executable = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        executable = None
+    if executable is None:
+        if os.environ.get("TINYACP_REQUIRE_BROWSER") == "1":
+            pytest.fail("the screenshot of a trace needs Chromium and Playwright (TINYACP_REQUIRE_BROWSER=1)")
+        pytest.skip("the screenshot of a trace needs Chromium and Playwright")
+    from benchmarks.view import CHROMIUM_ARGS
+
+    project = new_project()
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+    out = tmp_path / "nightly-review"
+    items = [{"id": f"review-{n}", "prompt": f"Review part {n} of this directory"} for n in range(2)]
+    policy = tinyacp.PermissionPolicy(kinds=["read"])
+    assert run_batch(
+        items, out, agent="demo", policy=policy, trace=TraceExport(endpoint=phoenix.url), timeout=60
+    ).all_ok
+    spans, records = batch_spans(phoenix, project, out, 2)
+    project_id = next(p["id"] for p in phoenix.projects() if p["name"] == project)
+    url = f"{phoenix.url}/projects/{project_id}/traces/{records[0].trace_id}"
+    shot = tmp_path / "trace-batch.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url, timeout=60_000)
+            for name in ("batch nightly-review", "turn review-0", "turn review-1"):
+                page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
+            page.get_by_text("execute_tool", exact=False).first.wait_for(timeout=60_000)
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    wanted = os.environ.get("TINYACP_TRACE_SCREENSHOT")
+    if wanted:
+        shutil.copyfile(shot, wanted)

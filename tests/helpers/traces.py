@@ -60,6 +60,11 @@ class Phoenix:
         self.proc = proc
         self.workdir = workdir
 
+    def projects(self) -> list[dict[str, Any]]:
+        """The projects (``name``, ``id``) as the REST API lists them."""
+        found: list[dict[str, Any]] = _get(f"{self.url}/v1/projects")["data"]
+        return found
+
     def spans(self, project: str) -> list[dict[str, Any]]:
         """Every span the project holds, as Phoenix's REST API gives them (``/v1/projects/{name}/spans``)."""
         found: list[dict[str, Any]] = []
