@@ -378,7 +378,7 @@ def test_a_batch_trace_reads_as_a_tree_in_the_backends_page(
     assert run_batch(
         items, out, agent="demo", policy=policy, trace=TraceExport(endpoint=phoenix.url), timeout=60
     ).all_ok
-    spans, records = batch_spans(phoenix, project, out, 2)
+    _, records = batch_spans(phoenix, project, out, 2)
     project_id = next(p["id"] for p in phoenix.projects() if p["name"] == project)
     url = f"{phoenix.url}/projects/{project_id}/traces/{records[0].trace_id}"
     shot = tmp_path / "trace-batch.png"
