@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "tinyacp"
-SUB_PACKAGES = {"batch/": PACKAGE / "batch", "cli/": PACKAGE / "cli"}
+SUB_PACKAGES = {"batch/": PACKAGE / "batch", "cli/": PACKAGE / "cli", "demo/": PACKAGE / "demo"}
 
 
 def code_map(text: str) -> dict[Path, list[str]]:
