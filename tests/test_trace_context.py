@@ -183,3 +183,30 @@ def test_agent_env_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert inherited is not None
     assert "BAGGAGE" not in inherited
     assert inherited["TRACEPARENT"] == PARENT
+
+
+def test_the_demo_agent_says_which_trace_it_joined_both_ways(tmp_path: Any) -> None:
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"], observer=tinyacp.BaseObserver(), trace_context=CONTEXT
+    )
+    with tinyacp.Client(options) as client:
+        client.initialize(timeout=30)
+        session = client.new_session(str(tmp_path), timeout=30)
+        result = client.prompt(session.id, "hi", timeout=30)
+        # A call's own traceparent wins in _meta; the environment keeps the client's.
+        other = client.prompt(session.id, "again", meta={"traceparent": OTHER}, timeout=30)
+    trace_id, span_id = CONTEXT.trace_id, CONTEXT.span_id
+    assert f"Joined trace {trace_id} (from _meta, parent span {span_id})\n" in result.text
+    assert f"Started in trace {trace_id} (from TRACEPARENT, parent span {span_id})\n" in result.text
+    assert "Joined trace 11111111111111111111111111111111 (from _meta, parent span 2222222222222222)" in other.text
+    assert f"Started in trace {trace_id} (from TRACEPARENT" in other.text
+
+
+def test_the_demo_agent_says_nothing_of_a_trace_it_did_not_get(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    options = tinyacp.Options(command=[sys.executable, "-m", "tinyacp.demo"], observer=tinyacp.BaseObserver())
+    with tinyacp.Client(options) as client:
+        client.initialize(timeout=30)
+        session = client.new_session(str(tmp_path), timeout=30)
+        result = client.prompt(session.id, "hi", meta={"traceparent": "not-a-traceparent"}, timeout=30)
+    assert "trace" not in result.text.lower()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -24,7 +25,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # Phoenix takes 20 s 
 
 PROMPT = "What is in this directory? zebra-quartz-prompt"
 SECRET = "sk-never-stored-7f3a9c"
-CALLER = tinyacp.TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
+
+def new_caller() -> tinyacp.TraceContext:
+    """A caller's trace of its own: Phoenix files a trace under the project that first received it, so two tests
+    never share one."""
+    return tinyacp.TraceContext(f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01")
 
 
 def provider(phoenix: Phoenix, project: str) -> Any:
@@ -94,6 +100,10 @@ def test_a_run_is_one_trace_of_genai_spans(phoenix: Phoenix) -> None:
     assert decisions[0]["attributes"]["tinyacp.permission.decided_by"] == "policy"
     assert decisions[0]["attributes"]["tinyacp.permission.option_kind"] == "allow_once"
     assert process["attributes"]["process.exit.code"] in (0, -15)
+    # The context reached the agent both ways: the turn's span in the prompt's _meta, the process's in its env.
+    trace_id = process["context"]["trace_id"]
+    assert f"Joined trace {trace_id} (from _meta, parent span {turn['context']['span_id']})" in result.text
+    assert f"Started in trace {trace_id} (from TRACEPARENT, parent span {process['context']['span_id']})" in result.text
     stored = stored_text(spans)
     assert SECRET not in stored
     assert "zebra-quartz-prompt" not in stored
@@ -112,12 +122,13 @@ def test_content_is_captured_only_when_asked_and_never_a_secret(phoenix: Phoenix
 
 def test_the_process_joins_the_callers_trace(phoenix: Phoenix) -> None:
     project = new_project()
-    demo_run(phoenix, project, parent=CALLER)
+    caller = new_caller()
+    demo_run(phoenix, project, parent=caller)
     spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "agent process" for s in found))
     process = by_name(spans)["agent process"]
-    assert process["context"]["trace_id"] == CALLER.trace_id
-    assert process["parent_id"] == CALLER.span_id
-    assert {span["context"]["trace_id"] for span in spans} == {CALLER.trace_id}
+    assert process["context"]["trace_id"] == caller.trace_id
+    assert process["parent_id"] == caller.span_id
+    assert {span["context"]["trace_id"] for span in spans} == {caller.trace_id}
 
 
 def journal_run(path: Path) -> tinyacp.PromptResult:
@@ -259,20 +270,27 @@ def test_a_ray_batch_is_one_trace(phoenix: Phoenix, tmp_path: Path, monkeypatch:
 def test_the_command_joins_the_traceparent_it_was_started_with(phoenix: Phoenix, cli: Cli, tmp_path: Path) -> None:
     project = new_project()
     journal = tmp_path / "run.jsonl"
-    env = {**cli.env, **phoenix.project_env(project), "TRACEPARENT": CALLER.traceparent}
+    caller = new_caller()
+    env = {**cli.env, **phoenix.project_env(project), "TRACEPARENT": caller.traceparent}
     done = cli.run("prompt", "--yes", "--journal", str(journal), PROMPT, env=env)
     assert done.returncode == 0, done.stderr.decode()
     spans = phoenix.wait_spans(project, lambda found: any(s["name"] == "tinyacp prompt" for s in found))
     named = by_name(spans)
     run = named["tinyacp prompt"]
-    assert run["context"]["trace_id"] == CALLER.trace_id
-    assert run["parent_id"] == CALLER.span_id
+    assert run["context"]["trace_id"] == caller.trace_id
+    assert run["parent_id"] == caller.span_id
     assert parent_of(named["agent process"], spans) is run
     assert parent_of(named["invoke_agent tinyacp-demo"], spans) is named["agent process"]
     assert run["attributes"]["process.exit.code"] == 0
+    reply = done.stdout.decode()
+    process, turn = named["agent process"], named["invoke_agent tinyacp-demo"]
+    assert f"Joined trace {caller.trace_id} (from _meta, parent span {turn['context']['span_id']})" in reply
+    assert (
+        f"Started in trace {caller.trace_id} (from TRACEPARENT, parent span {process['context']['span_id']})" in reply
+    )
     first = tinyacp.JsonlJournal.read(journal)[0]
     assert first["type"] == "epoch"
-    assert first["trace_id"] == CALLER.trace_id
+    assert first["trace_id"] == caller.trace_id
     assert "zebra-quartz-prompt" not in stored_text(spans)
 
 
@@ -295,10 +313,11 @@ def test_a_backend_that_is_down_costs_one_warning_and_never_fails_the_run(cli: C
     env = {**cli.env, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
     done = cli.run("prompt", "--yes", "--journal", str(journal), "hello", env=env)
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout.decode() == cli.expected_reply("hello")
+    trace_id = tinyacp.JsonlJournal.read(journal)[0]["trace_id"]
+    assert done.stdout.decode().startswith(f"You said: hello\nJoined trace {trace_id} (from _meta")
     warnings = [line for line in done.stderr.decode().splitlines() if "spans could not be sent" in line]
     assert len(warnings) == 1, done.stderr.decode()
-    assert len(tinyacp.JsonlJournal.read(journal)[0]["trace_id"]) == 32
+    assert len(trace_id) == 32
 
 
 def test_export_of_a_batch_directory_sends_its_spans_and_says_the_trace(

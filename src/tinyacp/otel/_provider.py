@@ -25,10 +25,10 @@ __all__ = ["EXPORT_TIMEOUT", "MAX_QUEUE", "SHUTDOWN_WAIT", "make_provider", "shu
 MAX_QUEUE: Final = 2048
 """Spans waiting to go out, at most (the SDK's default): a run makes a few per turn and one per tool call."""
 
-EXPORT_TIMEOUT: Final = 3.0
+EXPORT_TIMEOUT: Final = 5.0
 """Seconds one export may take, retries included."""
 
-SHUTDOWN_WAIT: Final = 3.0
+SHUTDOWN_WAIT: Final = 5.0
 """Seconds the end of a run waits for the last spans to go out."""
 
 _log = logging.getLogger("tinyacp.otel")
