@@ -194,9 +194,17 @@ def _one(directory: Path, pattern: str) -> Path:
 
 
 def package_files() -> list[str]:
-    """The package's files as git has them (``tinyacp/...``): what a clean clone builds from."""
-    listed = _run(["git", "-C", ROOT, "ls-files", "-z", f"src/{PACKAGE}"])
-    return sorted(name.removeprefix("src/") for name in listed.split("\0") if name)
+    """The package's files (``tinyacp/...``) as git has them, what a clean clone builds from; outside a git checkout
+    (an unpacked sdist), every file under ``src/tinyacp`` but bytecode."""
+    if (ROOT / ".git").exists():
+        listed = _run(["git", "-C", ROOT, "ls-files", "-z", f"src/{PACKAGE}"])
+        return sorted(name.removeprefix("src/") for name in listed.split("\0") if name)
+    src = ROOT / "src"
+    return sorted(
+        path.relative_to(src).as_posix()
+        for path in (src / PACKAGE).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    )
 
 
 def check_archives(sdist: Path, wheel: Path, from_sdist: Path) -> None:
