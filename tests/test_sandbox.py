@@ -270,3 +270,13 @@ def test_a_missing_writable_directory_or_program_is_refused_before_anything_star
     )
     with pytest.raises(tinyacp.SpawnError, match="no-such-agent-here"):
         tinyacp.Client(options)
+
+
+def test_the_journal_says_the_epoch_was_sandboxed_and_how(tmp_path: Path) -> None:
+    how = {"kind": "bubblewrap", "bwrap": ["--unshare-user", "--unshare-net"], "writable": ["/w"], "network": False}
+    with tinyacp.JsonlJournal(tmp_path / "run.jsonl") as journal:
+        journal.begin_epoch()
+        journal.begin_epoch(sandbox=how)
+    first, second = (json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines())
+    assert "sandbox" not in first
+    assert second["type"] == "epoch" and second["epoch"] == 2 and second["sandbox"] == how

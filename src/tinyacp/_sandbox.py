@@ -21,6 +21,9 @@ What the sandbox is made of (:func:`bwrap_args`), and why:
   a Docker or D-Bus socket there would be a way out), then the writable roots bound read-write: the agent's cwd
   and ``writable``.
 - ``--unshare-net`` when the network is cut: loopback only, inside.
+
+Any program is wrapped the same way: :func:`plan` (checked, for a real start: ``network_default=False`` and the
+agent's roots for a served terminal command) or :func:`wrap` (pure, the argv alone).
 """
 
 from __future__ import annotations
@@ -261,7 +264,7 @@ def check_within(cwd: str, additional_directories: Sequence[str], roots: Sequenc
 
 
 def prepare_roots(
-    sandbox: Bubblewrap, cwd: str | os.PathLike[str] | None
+    sandbox: Bubblewrap, cwd: str | os.PathLike[str] | None, roots: Sequence[str] = ()
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """Where the program starts, what bwrap binds writable, and where a session may be asked for.
 
@@ -278,7 +281,7 @@ def prepare_roots(
             (bwrap could not bind it).
     """
     start = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
-    named = writable_roots(sandbox, cwd=start)
+    named = writable_roots(sandbox, cwd=start, roots=[os.path.abspath(root) for root in roots])
     for root in named:
         if not os.path.isdir(root):
             raise SandboxUnavailable(f"the sandbox's writable directory {root!r} does not exist or is not a directory")
@@ -347,6 +350,7 @@ def plan(
     *,
     cwd: str | os.PathLike[str] | None,
     env: Mapping[str, str] | None = None,
+    roots: Sequence[str] = (),
     network_default: bool = True,
 ) -> Plan:
     """Check that ``sandbox`` can be made here and decide the command that starts ``argv`` inside it.
@@ -356,6 +360,8 @@ def plan(
         argv: the program and its arguments.
         cwd: its working directory (None: ours).
         env: its environment (None: ours), whose ``PATH`` finds a bare program name.
+        roots: more writable directories besides ``cwd`` and ``sandbox.writable`` (a served command gets the
+            agent's roots this way).
         network_default: what ``network=None`` means here: True for an agent, False for a served command.
 
     Raises:
@@ -365,7 +371,7 @@ def plan(
     """
     network = network_on(sandbox, network_default)
     path = check_available(network=network)
-    start, bound, allowed = prepare_roots(sandbox, cwd)
+    start, bound, allowed = prepare_roots(sandbox, cwd, roots)
     _find_program(argv[0], start, env)
     uid, gid = ids()
     real = Bubblewrap(bound[1:], sandbox.readable, sandbox.network, sandbox.private_tmp, sandbox.extra_args)
