@@ -18,7 +18,11 @@ import tinyacp
 from benchmarks.run import child_env, median_range, ms, table
 from tinyacp import _sandbox
 
-ROWS = (("no sandbox", None), ("Bubblewrap()", tinyacp.Bubblewrap()), ("network off", tinyacp.Bubblewrap(network=False)))
+ROWS = (
+    ("no sandbox", None),
+    ("Bubblewrap()", tinyacp.Bubblewrap()),
+    ("network off", tinyacp.Bubblewrap(network=False)),
+)
 
 
 def start(sandbox: tinyacp.Bubblewrap | None, cwd: str) -> tuple[float, float]:
