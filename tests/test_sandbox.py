@@ -8,13 +8,14 @@ as root where the suite does (CI machines often do): the agent must stay confine
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,45 @@ def test_the_journal_says_the_epoch_was_sandboxed_and_how(tmp_path: Path) -> Non
     first, second = (json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines())
     assert "sandbox" not in first
     assert second["type"] == "epoch" and second["epoch"] == 2 and second["sandbox"] == how
+
+
+def test_a_batch_runs_its_turns_in_the_sandbox_and_records_the_exact_bwrap_options(
+    bwrap: str, work: Path, tmp_path: Path
+) -> None:
+    from tinyacp.batch import run_batch
+
+    state = tmp_path / "agent-state"
+    state.mkdir()
+
+    @dataclasses.dataclass(frozen=True)
+    class Entry:
+        command: tuple[str, ...] = tuple(AGENT)
+        env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+        sandbox_writable: tuple[str, ...] = (str(state),)
+
+    probes = json.dumps([{"op": "write", "path": str(state / "s.txt")}, {"op": "write", "path": "/etc/x"}])
+    summary = run_batch(
+        [{"id": "one", "prompt": probes}],
+        tmp_path / "out",
+        agent="probe",
+        agents={"probe": Entry()},
+        cwd=str(work),
+        sandbox=tinyacp.Bubblewrap(network=False),
+    )
+    assert summary.all_ok
+    record = json.loads((tmp_path / "out" / "results.jsonl").read_text())
+    assert json.loads(record["text"]) == [{"ok": True}, {"ok": False, "error": "EROFS"}]
+    options = record["sandbox"]
+    assert options[:2] == ["--unshare-user", "--uid"] and "--unshare-net" in options
+    assert ["--bind", str(state), str(state)] == options[options.index(str(state)) - 1 : options.index(str(state)) + 2]
+
+
+def test_a_batch_without_bwrap_is_refused_before_its_first_turn(
+    monkeypatch: pytest.MonkeyPatch, work: Path, tmp_path: Path
+) -> None:
+    from tinyacp.batch import run_batch
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
+        run_batch([{"id": "one", "prompt": "[]"}], tmp_path / "out", agent=AGENT, sandbox=tinyacp.Bubblewrap())
+    assert not (tmp_path / "out" / "results.jsonl").exists()
