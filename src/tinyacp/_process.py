@@ -113,8 +113,10 @@ class AgentProcess:
         exit_fd: int | None,
         wake_fds: tuple[int, int],
         stderr_tail: _StderrTail | None,
+        sandboxed: bool = False,
     ) -> None:
         """Take ownership of a started process and its fds; use :meth:`spawn` instead."""
+        self._sandboxed = sandboxed
         self._proc = proc
         self._argv0 = argv0
         self.pid = proc.pid
@@ -249,6 +251,7 @@ class AgentProcess:
             exit_fd=exit_fd,
             wake_fds=(wake_r, wake_w),
             stderr_tail=tail,
+            sandboxed=sandbox is not None,
         )
 
     def __repr__(self) -> str:
@@ -378,7 +381,9 @@ class AgentProcess:
 
         Closes stdin, sends SIGTERM (and SIGCONT) to the group, waits up to ``grace`` seconds for every
         member to exit, sends SIGKILL to the group and waits a few seconds more, then reaps the agent and
-        closes our fds. Safe to call from several threads (the others wait for the first) and more than
+        closes our fds. In bubblewrap (``spawn(sandbox=...)``) the grace comes before SIGTERM: bwrap does not
+        pass signals on, and its death kills everything inside at once, so the agent gets ``grace`` seconds to
+        end on the end of its input instead. Safe to call from several threads (the others wait for the first) and more than
         once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
         re-raises. Only an agent stuck in the kernel after SIGKILL can keep it waiting longer.
 
@@ -397,6 +402,9 @@ class AgentProcess:
                 return self._returncode_after_close()
             try:
                 self._close_stdin()
+                if self._sandboxed:  # the grace goes to the end of input: SIGTERM kills bwrap and all inside
+                    self._wait_group_gone(grace)
+                    grace = 0.0
                 if not self._group_gone_for_good():
                     _log.debug("stopping pid %d: stdin closed, SIGTERM to its group, %.1f s of grace", self.pid, grace)
                     self._signal_quietly(signal.SIGTERM)
@@ -425,11 +433,14 @@ class AgentProcess:
 
     def begin_terminate(self) -> None:
         """The first step of :meth:`terminate`, which never blocks: close stdin, and SIGTERM (and SIGCONT) the group
-        unless it is gone. For a shell that waits for the exit itself (``exit_fd``), then calls :meth:`terminate`
+        unless it is gone (in bubblewrap, not yet: see :meth:`terminate`). For a shell that waits for the exit itself (``exit_fd``), then calls :meth:`terminate`
         or :meth:`terminate_if_gone`."""
         if self._closed:
             return
         self._close_stdin()
+        if self._sandboxed:
+            _log.debug("stopping pid %d: stdin closed (in bubblewrap: SIGTERM only after the grace)", self.pid)
+            return
         if not self._group_gone_for_good():
             _log.debug("stopping pid %d: stdin closed, SIGTERM to its group", self.pid)
             self._signal_quietly(signal.SIGTERM)
