@@ -23,9 +23,9 @@ import pytest
 
 import tinyacp
 from helpers import AGENTS, ClientLike, wait_for
-from tinyacp import _sandbox
+from helpers.sandbox import SANDBOX_AGENT, require_bwrap
 
-AGENT = [sys.executable, str(AGENTS / "sandbox_agent.py")]
+AGENT = SANDBOX_AGENT
 TURN = 90.0
 """A turn's deadline: a probe may run a program (30 s at most); the machine may be loaded."""
 
@@ -33,12 +33,7 @@ TURN = 90.0
 @pytest.fixture(scope="module")
 def bwrap() -> str:
     """bwrap's path; skipped without it, failed without it under ``TINYACP_REQUIRE_BWRAP=1``."""
-    try:
-        return _sandbox.check_available(network=False)
-    except tinyacp.SandboxUnavailable as exc:
-        if os.environ.get("TINYACP_REQUIRE_BWRAP") == "1":  # CI sets it: there a missing bwrap is a failure
-            pytest.fail(f"the sandbox tests need bwrap (TINYACP_REQUIRE_BWRAP=1): {exc}")
-        pytest.skip(f"the sandbox tests need bwrap: {exc}")
+    return require_bwrap()
 
 
 @pytest.fixture

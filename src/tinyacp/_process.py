@@ -383,8 +383,8 @@ class AgentProcess:
         member to exit, sends SIGKILL to the group and waits a few seconds more, then reaps the agent and
         closes our fds. In bubblewrap (``spawn(sandbox=...)``) the grace comes before SIGTERM: bwrap does not
         pass signals on, and its death kills everything inside at once, so the agent gets ``grace`` seconds to
-        end on the end of its input instead. Safe to call from several threads (the others wait for the first) and more than
-        once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
+        end on the end of its input instead. Safe to call from several threads (the others wait for the first)
+        and more than once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
         re-raises. Only an agent stuck in the kernel after SIGKILL can keep it waiting longer.
 
         Args:
@@ -433,8 +433,8 @@ class AgentProcess:
 
     def begin_terminate(self) -> None:
         """The first step of :meth:`terminate`, which never blocks: close stdin, and SIGTERM (and SIGCONT) the group
-        unless it is gone (in bubblewrap, not yet: see :meth:`terminate`). For a shell that waits for the exit itself (``exit_fd``), then calls :meth:`terminate`
-        or :meth:`terminate_if_gone`."""
+        unless it is gone (in bubblewrap, not yet: see :meth:`terminate`). For a shell that waits for the exit
+        itself (``exit_fd``), then calls :meth:`terminate` or :meth:`terminate_if_gone`."""
         if self._closed:
             return
         self._close_stdin()

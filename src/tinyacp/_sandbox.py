@@ -28,6 +28,7 @@ agent's roots for a served terminal command) or :func:`wrap` (pure, the argv alo
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -336,12 +337,23 @@ class Plan:
         options: bwrap's options alone, as a record says how the run was sandboxed.
         allowed: where a session may be asked (each writable root under the caller's name and its real one).
         network: whether the network is shared.
+        writable: the directories bound writable, by their real paths (the working directory first).
     """
 
     argv: tuple[str, ...]
     options: tuple[str, ...]
     allowed: tuple[str, ...]
     network: bool
+    writable: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, object]:
+        """How the program was sandboxed, as JSON values: what a journal's epoch record or a report says."""
+        return {
+            "kind": "bubblewrap",
+            "bwrap": list(self.options),
+            "writable": list(self.writable),
+            "network": self.network,
+        }
 
 
 def plan(
@@ -352,6 +364,7 @@ def plan(
     env: Mapping[str, str] | None = None,
     roots: Sequence[str] = (),
     network_default: bool = True,
+    find_program: bool = True,
 ) -> Plan:
     """Check that ``sandbox`` can be made here and decide the command that starts ``argv`` inside it.
 
@@ -363,29 +376,37 @@ def plan(
         roots: more writable directories besides ``cwd`` and ``sandbox.writable`` (a served command gets the
             agent's roots this way).
         network_default: what ``network=None`` means here: True for an agent, False for a served command.
+        find_program: check that ``argv[0]`` can be found (a caller that reports a missing program its own way
+            leaves it to the start).
 
     Raises:
         SandboxUnavailable: bwrap cannot run here, or a writable directory is missing (see
             :func:`check_available`, :func:`prepare_roots`).
-        SpawnError: the program is not found (bwrap would only say so on its stderr).
+        SpawnError: the program is not found (bwrap would only say so on its stderr), with ``find_program``.
     """
     network = network_on(sandbox, network_default)
     path = check_available(network=network)
     start, bound, allowed = prepare_roots(sandbox, cwd, roots)
-    _find_program(argv[0], start, env)
+    if find_program:
+        _find_program(argv[0], start, env)
     uid, gid = ids()
     real = Bubblewrap(bound[1:], sandbox.readable, sandbox.network, sandbox.private_tmp, sandbox.extra_args)
     options = bwrap_args(real, cwd=bound[0], network=network, uid=uid, gid=gid)
-    return Plan((path, *options, "--", *argv), tuple(options), allowed, network)
+    return Plan((path, *options, "--", *argv), tuple(options), allowed, network, bound)
 
 
 def _find_program(program: str, cwd: str, env: Mapping[str, str] | None) -> None:
-    """Raise :class:`~tinyacp.SpawnError` when ``program`` cannot be found as execvp would look it up."""
+    """Raise :class:`~tinyacp.SpawnError` when ``program`` cannot be found as execvp would look it up, with the
+    OSError that starting it would have met as its ``__cause__``."""
     if os.sep in program:
-        found = os.path.join(cwd, program)
-        ok = os.path.isfile(found) and os.access(found, os.X_OK)
+        found: str | None = os.path.join(cwd, program)
     else:
         search = (env if env is not None else os.environ).get("PATH", os.defpath)
-        ok = shutil.which(program, path=search) is not None
-    if not ok:
-        raise SpawnError(f"cannot start the agent {program!r} in the sandbox: no such program (or not executable)")
+        found = shutil.which(program, mode=os.F_OK, path=search)
+    if found is None or not os.path.exists(found):
+        cause: OSError = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    elif os.path.isdir(found) or not os.access(found, os.X_OK):
+        cause = PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    else:
+        return
+    raise SpawnError(f"cannot start the agent {program!r} in the sandbox: {cause.strerror}") from cause

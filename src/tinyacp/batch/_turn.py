@@ -604,11 +604,17 @@ def agent_options(
 
 
 def _sandbox_of(agent: ResolvedAgent, settings: TurnSettings) -> Bubblewrap | None:
-    """The batch's sandbox, with the directories the agent's entry needs writable added to its own."""
+    """The batch's sandbox, with the directories the agent's entry needs writable added to its own.
+
+    Raises:
+        OSError: a state directory cannot be created (the turn's error).
+    """
     sandbox = settings.sandbox
     extra = settings.agent_writable.get(agent.name)
     if sandbox is None or not extra:
         return sandbox
+    for path in extra:  # its state directories, made where the turn runs (private), as the command makes them
+        os.makedirs(path, mode=0o700, exist_ok=True)
     writable = (*sandbox.writable, *extra)
     return Bubblewrap(writable, sandbox.readable, sandbox.network, sandbox.private_tmp, sandbox.extra_args)
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..._errors import SandboxUnavailable
 from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ...reader import ReaderLimits
@@ -23,10 +26,14 @@ from ..shared._display import isatty, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
+from ..shared._sandbox import sandbox_of_args
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ._attachments import Attachment, read_attachment
 from ._mcp import McpConfigError, read_mcp_config
 from ._prompt import PromptSettings, run_prompt
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap, Plan
 
 __all__ = ["cmd_chat", "cmd_prompt"]
 
@@ -106,6 +113,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
     policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
     for line in rule_notes(agent.name, agent.notes, policy):
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
+    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     return PromptSettings(
         agent=agent,
         text=text,
@@ -130,7 +138,24 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         agent_key=agent.key,
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
+        sandbox=sandbox,
+        sandbox_plan=sandbox_plan,
     )
+
+
+def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bubblewrap | None, Plan | None]:
+    """The run's sandbox (``--sandbox``, or the agent's config entry) and how bwrap will start it, decided before
+    the journal's first record, which says so; a sandbox that cannot be made here starts no agent."""
+    env = {**os.environ, **agent.env}
+    sandbox = sandbox_of_args(args, agent.sandbox, env)
+    if sandbox is None:
+        return None, None
+    from ..._sandbox import plan
+
+    try:  # a missing program is left to the start, which names it as every run does
+        return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
 
 
 def _check_texts(args: argparse.Namespace, text: str) -> None:

@@ -25,6 +25,7 @@ from ..._messages import Initialize, PromptContent
 from ..._options import Options
 from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
+from ..._sandbox import Bubblewrap, Plan
 from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
@@ -33,6 +34,7 @@ from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._index import SessionIndex
+from ..shared._sandbox import describe as describe_sandbox
 from ..shared._usage import usage_result
 from ._attachments import Attachment, prompt_with_attachments
 from ._events import JsonEvents
@@ -78,6 +80,10 @@ class PromptSettings:
     startup_timeout: float | None = 120.0
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
+    sandbox: Bubblewrap | None = None
+    """The agent's sandbox (``--sandbox``), or None."""
+    sandbox_plan: Plan | None = None
+    """How bwrap starts it, as the live line and the journal's epoch record say."""
 
 
 class PromptRun:
@@ -103,7 +109,8 @@ class PromptRun:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch()
+            plan = self.settings.sandbox_plan
+            self.epoch = self.journal.begin_epoch(sandbox=plan.record() if plan is not None else None)
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -146,6 +153,8 @@ class PromptRun:
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
+        if settings.sandbox_plan is not None:
+            self.display.info(describe_sandbox(settings.sandbox_plan))
         interrupts.install()
         journal_error: OSError | None = None
         try:
@@ -273,6 +282,7 @@ class PromptRun:
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
+            sandbox=settings.sandbox,
         )
         return Client(options)
 
