@@ -200,7 +200,7 @@ def _builtin_agents() -> tuple[dict[str, AgentSpec], dict[str, str]]:
             key_env=("TINYACP_DEMO_API_KEY",),
             launcher="python",
             offline="it comes with tinyacp",
-            # Where it keeps its sessions (tinyacp.demo.default_state_dir), writable in the sandbox.
+            # Where it keeps its sessions (tinyacp.demo._store.default_state_dir), writable in the sandbox.
             sandbox=SandboxFields(
                 writable=["$TINYACP_DEMO_STATE_DIR|$XDG_STATE_HOME/tinyacp-demo|~/.local/state/tinyacp-demo"]
             ),
