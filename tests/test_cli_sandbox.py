@@ -79,6 +79,18 @@ def test_prompt_sandbox_confines_the_agent_and_the_live_line_and_journal_say_how
     options = sandbox["bwrap"]
     assert options[:2] == ["--unshare-user", "--uid"]
     assert ["--bind", str(cli.work), str(cli.work)] == options[options.index("--bind") : options.index("--bind") + 3]
+    shown = cli.run("show", str(journal))
+    assert f"· in a sandbox (bubblewrap): writable {cli.work}; network shared" in shown.stdout.decode()
+
+
+def test_the_json_session_event_says_how_the_run_is_sandboxed(bwrap: str, cli: Cli) -> None:
+    done = cli.run("prompt", "--agent-command", AGENT, "--sandbox", "--format", "json", "--no-journal", "[]")
+    assert done.returncode == 0, done.stderr.decode()
+    session = json.loads(done.stdout.splitlines()[0])
+    assert session["type"] == "session"
+    assert session["sandbox"]["kind"] == "bubblewrap" and "--unshare-user" in session["sandbox"]["bwrap"]
+    plain = cli.run("prompt", "--agent-command", AGENT, "--format", "json", "--no-journal", "[]")
+    assert json.loads(plain.stdout.splitlines()[0])["sandbox"] is None
 
 
 def test_sandbox_network_off_and_writable_imply_the_sandbox(

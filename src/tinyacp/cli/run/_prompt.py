@@ -316,7 +316,9 @@ class PromptRun:
             f"{self.settings.cwd}"
         )
         if self.events is not None:
-            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal)
+            plan = self.settings.sandbox_plan
+            sandbox = plan.record() if plan is not None else None
+            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal, sandbox=sandbox)
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         display = self.display
