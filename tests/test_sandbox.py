@@ -24,6 +24,7 @@ import pytest
 import tinyacp
 from helpers import AGENTS, ClientLike, wait_for
 from helpers.sandbox import SANDBOX_AGENT, require_bwrap
+from tinyacp import _sandbox
 
 AGENT = SANDBOX_AGENT
 TURN = 90.0
@@ -318,3 +319,24 @@ def test_a_batch_without_bwrap_is_refused_before_its_first_turn(
     with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
         run_batch([{"id": "one", "prompt": "[]"}], tmp_path / "out", agent=AGENT, sandbox=tinyacp.Bubblewrap())
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_a_symlinked_root_is_bound_at_its_real_path_and_a_session_is_taken_under_either_name(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    cwd, bound, allowed = _sandbox.prepare_roots(tinyacp.Bubblewrap(), link)
+    assert cwd == str(link)
+    assert bound == (str(real),)
+    assert set(allowed) == {str(link), str(real)}
+    _sandbox.check_within(str(link / "sub"), [str(real / "x")], allowed)
+    with pytest.raises(tinyacp.OutsideSandbox):
+        _sandbox.check_within(str(tmp_path), (), allowed)
+
+
+def test_bubblewrap_pickles_for_a_batch_on_other_nodes() -> None:
+    import pickle
+
+    sandbox = tinyacp.Bubblewrap(writable=["/srv/out"], network=False, extra_args=["--setenv", "A", "1"])
+    assert pickle.loads(pickle.dumps(sandbox)) == sandbox
