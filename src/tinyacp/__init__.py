@@ -40,9 +40,11 @@ from ._errors import (
     MissingDurableObserver,
     NotAdvertised,
     ObserverError,
+    OutsideSandbox,
     ProtocolViolation,
     ReaderExhaustion,
     RequestError,
+    SandboxUnavailable,
     SessionNotFound,
     SpawnError,
     TinyAcpError,
@@ -137,6 +139,7 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._options import Options, StderrTarget
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
+    from ._sandbox import Bubblewrap
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -151,6 +154,7 @@ _LAZY: dict[str, str] = {
     "AvailableCommand": "._messages",
     "AvailableCommandsUpdate": "._messages",
     "BaseObserver": "._observer",
+    "Bubblewrap": "._sandbox",
     "Client": "._client",
     "ClientFeatures": "._features",
     "ClientInfo": "._messages",
@@ -261,6 +265,7 @@ __all__ = [
     "BatchError",
     "BatchItemError",
     "BatchStorageError",
+    "Bubblewrap",
     "Client",
     "ClientBusy",
     "ClientClosed",
@@ -298,6 +303,7 @@ __all__ = [
     "ObserverError",
     "Options",
     "OutgoingMessage",
+    "OutsideSandbox",
     "Overflow",
     "OverflowKind",
     "PermissionOption",
@@ -326,6 +332,7 @@ __all__ = [
     "ReaderExhaustion",
     "ReaderLimits",
     "RequestError",
+    "SandboxUnavailable",
     "Secret",
     "Session",
     "SessionInfo",

@@ -216,6 +216,9 @@ class Conversation:
         client_info: sent in ``initialize``.
         has_observer: whether updates and permission requests can be recorded at all.
         features: the newer parts of ACP advertised in ``initialize`` and acted on.
+        sandbox_roots: the sandbox's writable roots (None: no sandbox); ``session/new``, ``load``, ``resume`` and
+            ``fork`` asked in a directory outside them raise :class:`~tinyacp.OutsideSandbox` before anything is
+            written.
 
     Raises:
         ValueError: ``max_update_bytes`` is larger than the reader's line limit.
@@ -231,6 +234,7 @@ class Conversation:
         client_info: ClientInfo,
         has_observer: bool,
         features: ClientFeatures = DEFAULT_FEATURES,
+        sandbox_roots: Sequence[str] | None = None,
     ) -> None:
         if transfer_limits.max_update_bytes > reader_limits.max_line:
             raise ValueError(
@@ -243,6 +247,8 @@ class Conversation:
         self.client_info = client_info
         self.has_observer = has_observer
         self.features = features
+        self.sandbox_roots = None if sandbox_roots is None else tuple(sandbox_roots)
+        """Where the sandboxed agent may write (None: no sandbox): a session asked elsewhere is refused."""
         self.seq = 0
         """The seq of the last update received."""
         self.agent: Initialize | None = None
@@ -301,6 +307,7 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
         return self._request("session/new", params, lambda raw: self._opened(raw, None))
 
@@ -328,6 +335,7 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
         message = self._request("session/load", params, lambda raw: self._loaded(raw, session_id))
         self._loading = session_id
@@ -358,6 +366,7 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
         return self._request("session/resume", params, lambda raw: self._opened(raw, session_id))
 
@@ -386,6 +395,7 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
         return self._request("session/fork", params, lambda raw: self._opened(raw, None), refusal=refusal, force=force)
 

@@ -4,12 +4,15 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
 ``type`` and ``epoch``; the kinds are::
 
     {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
+    {"type":"epoch","epoch":3,"ts":"…","sandbox":{"kind":"bubblewrap","bwrap":["--unshare-user",…],…}}
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
      "id":0,"len":412,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"invalid","detail":"not JSON","line":"hello"}
     {"type":"decision","epoch":2,"ts":"…","id":0,"decided_by":"policy","outcome":{…},"reason":"…"}
+
+An epoch whose agent ran in a sandbox says so and how in its ``sandbox`` object (``begin_epoch(sandbox=...)``).
 
 ``dir`` is ``in`` (the agent wrote it) or ``out`` (the client wrote it). ``kind`` is what the client made of the
 line: ``update``, ``permission_request`` or a :class:`~tinyacp.MessageKind` value for the agent's lines;
@@ -47,7 +50,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -155,7 +158,7 @@ class JsonlJournal(BaseObserver):
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self, *, durable: bool = True) -> int:
+    def begin_epoch(self, *, durable: bool = True, sandbox: Mapping[str, Any] | None = None) -> int:
         """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
         new file).
 
@@ -167,6 +170,9 @@ class JsonlJournal(BaseObserver):
                 fsync, a permission decision's, since an fsync covers every record before it. Until then a crash
                 of the machine may lose it together with every later record of the epoch, and the epoch's number
                 would be given again. ``sync=True`` fsyncs it all the same.
+            sandbox: how the epoch's agent is sandboxed (JSON values: what bwrap was given, which directories are
+                writable, the network), recorded as the epoch record's ``sandbox``: whoever reads the journal
+                knows what the agent could touch. None: nothing is said.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -185,7 +191,9 @@ class JsonlJournal(BaseObserver):
                         f"{self.path} has no epoch left: its last is {epoch - 1}, and a client takes at most "
                         f"{MAX_SAFE_INT}; start a new journal"
                     )
-                record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                record: dict[str, Any] = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                if sandbox is not None:
+                    record["sandbox"] = dict(sandbox)
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)

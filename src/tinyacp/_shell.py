@@ -105,6 +105,11 @@ class ShellBase:
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
         callbacks = resolve_callbacks(require_observer(options))
+        plan = None
+        if options.sandbox is not None:  # checked before anything starts: never an unsandboxed run
+            from ._sandbox import plan as sandbox_plan
+
+            plan = sandbox_plan(options.sandbox, options.command, cwd=options.cwd, env=options.env)
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,
@@ -113,6 +118,7 @@ class ShellBase:
             client_info=options.client_info,
             features=options.features,
             has_observer=options.observer is not None,
+            sandbox_roots=None if plan is None else plan.allowed,
         )
         # The line buffer exists before the agent does: memory is budgeted first.
         reader = LineReader(None, options.reader_limits)
@@ -126,6 +132,7 @@ class ShellBase:
             supervise=options.supervise,
             kill_grace=options.kill_grace,
             tail_thread=tail_thread,
+            sandbox=plan,
         )
         self._driver = CallDriver(
             self._core,

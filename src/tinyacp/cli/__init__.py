@@ -325,6 +325,11 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--concurrency", type=_concurrency, default=4, metavar="N", help="with --check: agents at once (default 4)"
     )
+    check.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="with --check: start each agent in the sandbox (bubblewrap, Linux), with its table's defaults",
+    )
     agents.set_defaults(handler=_agents_or_check, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
 
 
@@ -337,6 +342,7 @@ def _agents_or_check(args: argparse.Namespace) -> int:
                 ("--all", args.all),
                 ("--timeout", args.timeout),
                 ("--agent-command", args.agent_command),
+                ("--sandbox", args.sandbox),
             )
             if value
         ]
@@ -422,7 +428,30 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
+    _add_sandbox_options(parser)
     parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
+
+
+def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """``--sandbox`` and its options, shared by ``prompt``, ``chat`` and ``batch``."""
+    box = parser.add_argument_group(
+        "sandbox (Linux, bubblewrap: the agent writes only in its cwd, its state directories and --writable)"
+    )
+    which = box.add_mutually_exclusive_group()
+    which.add_argument("--sandbox", action="store_true", help="run the agent in the sandbox")
+    which.add_argument("--no-sandbox", action="store_true", help="not in the sandbox, whatever config.toml says")
+    box.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        help="the agent's network in the sandbox (default: on, it must reach its model; off: loopback only)",
+    )
+    box.add_argument(
+        "--writable",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another directory the sandboxed agent may write in (repeatable; implies --sandbox)",
+    )
 
 
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
@@ -523,6 +552,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         "-q", "--quiet", action="store_true", help="show nothing on stderr but errors and how a failed turn ended"
     )
     shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
+    _add_sandbox_options(parser)
 
 
 # ----------------------------------------------------------------------------------------------------------------

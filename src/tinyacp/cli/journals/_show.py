@@ -172,7 +172,7 @@ class _Renderer:
         kind = record["type"]
         if kind == "epoch":
             self.flush()
-            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}")
+            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}{_sandboxed(record)}")
         elif kind == "decision":
             self.decision(record)
         elif kind == "line":
@@ -464,3 +464,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     path, note = resolve_journal(args.journal)
     show_note(note)
     return show(path, args.format, sys.stdout, sys.stderr)
+
+
+def _sandboxed(record: dict[str, Any]) -> str:
+    """What an epoch record says of its agent's sandbox, for the epoch's heading ("" when it says nothing)."""
+    sandbox = record.get("sandbox")
+    if not isinstance(sandbox, dict):
+        return ""
+    writable = sandbox.get("writable")
+    where = ", ".join(one_line(path, 200) for path in writable) if isinstance(writable, list) else "?"
+    network = {True: "shared", False: "off"}.get(sandbox.get("network"), "?")  # type: ignore[arg-type]
+    return f" · in a sandbox ({one_line(sandbox.get('kind'), 40)}): writable {where}; network {network}"
