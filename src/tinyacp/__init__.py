@@ -137,6 +137,7 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._options import Options, StderrTarget
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
+    from ._serve import FileState, Serve, ServeRequest
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -167,6 +168,7 @@ _LAZY: dict[str, str] = {
     "ElicitationReply": "._elicitation",
     "ElicitationRequest": "._elicitation",
     "EnvVariable": "._messages",
+    "FileState": "._serve",
     "HttpHeader": "._messages",
     "Initialize": "._messages",
     "JsonlJournal": "._journal",
@@ -209,6 +211,8 @@ _LAZY: dict[str, str] = {
     "PromptTextResource": "._messages",
     "ReaderLimits": ".reader",
     "Secret": "._messages",
+    "Serve": "._serve",
+    "ServeRequest": "._serve",
     "Session": "._messages",
     "SessionInfo": "._messages",
     "SessionInfoUpdate": "._messages",
@@ -278,6 +282,7 @@ __all__ = [
     "ElicitationReply",
     "ElicitationRequest",
     "EnvVariable",
+    "FileState",
     "HttpHeader",
     "Initialize",
     "JsonlJournal",
@@ -327,6 +332,8 @@ __all__ = [
     "ReaderLimits",
     "RequestError",
     "Secret",
+    "Serve",
+    "ServeRequest",
     "Session",
     "SessionInfo",
     "SessionInfoUpdate",

@@ -312,9 +312,14 @@ class AsyncClient(ShellBase):
         """The teardown; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
         self._closed = True
         self._core.end_call()
+        services = self._services
+        if services is not None:
+            services.begin_close()
         if self._reaping is None and not self._proc.closed:
             self._reaping = asyncio.ensure_future(self._terminate())
         await self._reaped()
+        if services is not None:
+            await asyncio.to_thread(services.close)
 
     async def _terminate(self) -> None:
         """``terminate()`` with the wait for the agent's exit on the event loop (which reads its stderr meanwhile):
