@@ -200,6 +200,8 @@ class AsyncClient(ShellBase):
             if loop.is_running() and not loop.is_closed() and _running_loop() is not loop:
                 proc = self._proc
                 with contextlib.suppress(Exception):
+                    if self._services is not None:
+                        self._services.begin_close()
                     proc.signal_group(signal.SIGKILL)
                 try:
                     loop.call_soon_threadsafe(_forget_and_terminate, watch, proc)

@@ -124,7 +124,8 @@ class Serve:
 
     Nothing is served by default: ``initialize`` advertises ``fs.readTextFile``, ``fs.writeTextFile`` and
     ``terminal`` exactly as switched on here, and every other such request is answered "method not found". What
-    is served is still decided request by request (see :mod:`tinyacp._serve` for the order): the observer's
+    is served is still decided request by request (the docs' page "Serving files and terminals" says the
+    order): confinement, a deny pattern, the observer's
     ``on_serve``, then the rules (``Options.policy`` by kind, :attr:`commands` and :attr:`deny_commands`), else
     refused.
 
@@ -134,7 +135,8 @@ class Serve:
         terminal: serve ``terminal/create`` (kind ``execute``) and the other ``terminal/*`` methods.
         roots: folders the agent may reach besides the session's cwd and its ``additionalDirectories``
             (made absolute here).
-        commands: glob patterns of command lines the rules allow (see :func:`command_line`). None: no pattern;
+        commands: glob patterns of command lines the rules allow (command and args joined as a shell shows
+            them, ``/bin/sh -lc 'git status'``). None: no pattern;
             the policy's kind ``execute`` then allows any command (a list narrows it to the lines that match).
         deny_commands: glob patterns of command lines always refused, whoever allowed them.
         max_terminals: terminals alive at once (one more is refused until one is released).
@@ -362,7 +364,8 @@ class ServeRequest:
     cwd: str | None = None
     """The command's working directory as the agent sent it (None: the session's cwd)."""
     env: dict[str, str] = field(default_factory=dict)
-    """The environment entries the agent asked for (added to a minimal base, see :mod:`tinyacp._terminals`)."""
+    """The environment entries the agent asked for (added to a minimal base of the client's: ``PATH``, ``HOME``,
+    ``USER``, ``LOGNAME``, ``LANG``, ``LC_ALL``, ``LC_CTYPE``, ``TZ``, ``TMPDIR``, and ``TERM=dumb``)."""
     tool_call: PermissionToolCall | None = None
     """The session's tool call this request most likely belongs to (by path, kind and recency), if any."""
     line: str | None = None
