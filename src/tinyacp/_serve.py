@@ -126,7 +126,7 @@ class Serve:
     ``terminal`` exactly as switched on here, and every other such request is answered "method not found". What
     is served is still decided request by request (the docs' page "Serving files and terminals" says the
     order): confinement, a deny pattern, the observer's
-    ``on_serve``, then the rules (``Options.policy`` by kind, :attr:`commands` and :attr:`deny_commands`), else
+    ``on_serve``, then the rules (``Options.policy`` by kind, ``commands`` and ``deny_commands``), else
     refused.
 
     Args:
