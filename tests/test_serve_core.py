@@ -24,6 +24,7 @@ from tinyacp._serve import (
     command_line,
     decide_serve,
     parse_params,
+    rules_say,
     shell_line,
 )
 
@@ -191,6 +192,8 @@ class ServeDriver(Driver):
                     self.events.append((effect.callback, effect.value))
                     if effect.callback == "on_serve":
                         answer = self.serve_answer
+                    elif effect.callback == "on_permission_request":
+                        answer = self.answer(effect.value)  # type: ignore[arg-type]
                 elif isinstance(effect, Act):
                     self.events.append((f"act:{effect.op}", effect))
                     answer = self.results.get(effect.op)
@@ -309,3 +312,39 @@ def test_a_method_not_served_is_still_method_not_found(piece: int | None) -> Non
     driver.feed(_request(2, "terminal/create", command="ls"))
     assert [answer["error"]["code"] for answer in driver.writes()] == [-32601, -32601]
     assert driver.of("on_serve_decision") == []
+
+
+@pytest.mark.parametrize(
+    ("serve", "policy", "granted", "said"),
+    [
+        (Serve(), PermissionPolicy(), False, None),
+        (Serve(), PermissionPolicy(), True, True),
+        (Serve(commands=["ls*"]), PermissionPolicy(), False, True),
+        (Serve(deny_commands=["ls*"]), PermissionPolicy(allow_all=True), True, False),
+        (Serve(), PermissionPolicy(kinds=["execute"]), False, True),
+    ],
+)
+def test_what_the_rules_alone_say_leaves_no_rule_apart(
+    serve: Serve, policy: PermissionPolicy, granted: bool, said: bool | None
+) -> None:
+    request = _execute("ls -la")
+    request.granted = granted
+    assert rules_say(request, policy, serve) is said
+    assert request.decided_by == ""  # the request itself is not decided
+
+
+def test_the_observer_is_told_a_permission_covers_the_action_and_the_grant_is_used_once(piece: int | None) -> None:
+    driver = ServeDriver(_core(Serve(terminal=True)), piece, {"create": "term-1"}, None)
+    _opened(driver)
+    options = [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]
+    tool = {"toolCallId": "c1", "kind": "execute"}
+    call = driver.core.prompt("s1", "go")
+    driver.send(call.message)
+    driver.feed(_request(9, "session/request_permission", toolCall=tool, options=options))
+    driver.decide = lambda request: tinyacp.PermissionReply.allow()
+    driver.feed(_request(10, "session/request_permission", toolCall=tool, options=options))
+    driver.feed(_request(1, "terminal/create", command="ls"))
+    driver.feed(_request(2, "terminal/create", command="ls"))
+    first, second = driver.of("on_serve")
+    assert (first.granted, second.granted) == (True, False)
+    assert [d.decided_by for d in driver.of("on_serve_decision")] == ["permission", "default-refuse"]

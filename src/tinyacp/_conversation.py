@@ -1102,7 +1102,6 @@ class Conversation:
         except _UNREADABLE as exc:
             raise ProtocolViolation(f"the answer to {pending.method} does not fit the schema: {exc}") from exc
 
-
     # ----------------------------------------------------------------------------------------------------------
     # Files and terminals served to the agent (``Options(serve=...)``): the rules are :mod:`tinyacp._serve`'s,
     # the I/O is done by the driver's services for each :class:`~tinyacp._serve.Act` yielded here.
@@ -1163,10 +1162,12 @@ class Conversation:
             request.decided_by = "limit" if limit else "confinement"
             request.reason = problem.message.removeprefix(_RULES)
             return problem
+        tools, session_id = self._tools, request.session_id
+        request.granted = tools.granted(session_id, request.kind, request.path, use=False)
         answer = yield Record(ON_SERVE, request)
         if answer is not None and not isinstance(answer, bool):
             raise ObserverError(f"on_serve must return True, False or None, not {type(answer).__name__}")
-        granted = answer is None and self._tools.granted(request.session_id, request.kind, request.path)
+        granted = answer is None and request.granted and tools.granted(session_id, request.kind, request.path)
         assert self.serve is not None
         serving.decide_serve(request, answer, self.policy, self.serve, granted=granted)
         return None

@@ -382,6 +382,9 @@ class ServeRequest:
     """A read's number of lines, as asked."""
     output_limit: int | None = None
     """A terminal's output limit as the agent asked (``outputByteLimit``)."""
+    granted: bool = False
+    """Whether a permission allowed earlier in the turn covers this action: unless the observer decides, it is
+    allowed without asking twice (an observer that asks a person should leave it to the rules: None)."""
     allowed: bool = False
     decided_by: str = ""
     """``confinement``, ``limit``, ``observer``, ``permission``, ``policy`` or ``default-refuse``."""
@@ -464,6 +467,28 @@ def _lines(request: ServeRequest) -> list[str]:
     if inner is not None:
         lines.append(inner)
     return lines
+
+
+def rules_say(request: ServeRequest, policy: PermissionPolicy, serve: Serve) -> bool | None:
+    """What the rules alone say of ``request`` (confinement aside): True when a deny pattern does not refuse it
+    and a permission of the turn, the policy or a command pattern allows it; False when a deny pattern refuses
+    it; None when no rule decides (the command asks a person then, else it is refused)."""
+    probe = ServeRequest(
+        request.epoch,
+        b"",
+        request.request_id,
+        request.method,
+        request.session_id,
+        request.kind,
+        path=request.path,
+        command=request.command,
+        args=request.args,
+        line=request.line,
+    )
+    decide_serve(probe, None, policy, serve, granted=request.granted)
+    if probe.decided_by == "default-refuse":
+        return None
+    return probe.allowed
 
 
 def decide_serve(
@@ -589,15 +614,16 @@ class ToolCalls:
         if len(self._grants) > _MAX_TRACKED:
             del self._grants[0]
 
-    def granted(self, session_id: str, kind: str, path: str | None) -> bool:
+    def granted(self, session_id: str, kind: str, path: str | None, *, use: bool = True) -> bool:
         """Whether a grant of the turn covers this action: the same kind, and for a file its path among the
-        tool call's locations. A command's grant covers one command (it is used up)."""
+        tool call's locations. A command's grant covers one command (it is used up, unless ``use`` is False)."""
         wanted = posixpath.normpath(path) if path is not None else None
         for index, (session, granted_kind, paths) in enumerate(self._grants):
             if session != session_id or granted_kind != kind:
                 continue
             if kind == "execute":
-                del self._grants[index]
+                if use:
+                    del self._grants[index]
                 return True
             if wanted is not None and wanted in paths:
                 return True
