@@ -769,3 +769,31 @@ class _Both(tinyacp.BaseObserver):
 
     def flush(self) -> None:
         self.journal.flush()
+
+
+def test_a_batch_serves_its_turns_by_the_same_rules(tmp_path: Path, scripted: Callable[..., Scripted]) -> None:
+    from tinyacp.batch import run_batch
+
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = scripted(
+        steps(
+            request(1, "fs/write_text_file", path=str(work / "kept.txt"), content="served"),
+            request(2, "terminal/create", command="touch", args=[str(work / "ran")]),
+        )
+    )
+    summary = run_batch(
+        [{"id": "one", "prompt": "go", "agent": agent.argv}],
+        tmp_path / "out",
+        cwd=work,
+        policy=tinyacp.PermissionPolicy(kinds=["edit"]),
+        serve=tinyacp.Serve(write=True, terminal=True),
+        timeout=60,
+    )
+    assert summary.ok == 1, summary
+    answers = {message["id"]: message for message in agent.received() if "method" not in message and "id" in message}
+    assert (work / "kept.txt").read_text() == "served" and answers[1]["result"] == {}
+    assert refused(answers[2]) and not (work / "ran").exists()
+    (journal,) = (tmp_path / "out" / "journals").iterdir()
+    decisions = [r for r in tinyacp.JsonlJournal.read(journal) if r["type"] == "serve_decision"]
+    assert [(d["kind"], d["decided_by"]) for d in decisions] == [("edit", "policy"), ("execute", "default-refuse")]

@@ -29,6 +29,7 @@ from .._observer import BaseObserver, Observer
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
+from .._serve import Serve, ServeRequest
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
@@ -149,6 +150,8 @@ class TurnOptions(TypedDict, total=False):
         supervise: as in :class:`tinyacp.Options` (Linux).
         features: the newer parts of ACP the turns opt in to, as in :class:`tinyacp.Options` (default: notices
             and compaction, so that warnings stay out of the reply).
+        serve: the files and terminals the turns serve to their agents, as in :class:`tinyacp.Options` (default:
+            none); decided by ``policy`` and the :class:`~tinyacp.Serve`'s command patterns (nobody is asked).
         attempt: the attempt number to record (default 1).
     """
 
@@ -169,6 +172,7 @@ class TurnOptions(TypedDict, total=False):
     sync_journal: bool
     supervise: bool
     features: ClientFeatures
+    serve: Serve
     attempt: int
 
 
@@ -199,6 +203,7 @@ class TurnSettings:
     sync_journal: bool = False
     supervise: bool = False
     features: ClientFeatures = field(default_factory=ClientFeatures)
+    serve: Serve = field(default_factory=Serve)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
@@ -206,7 +211,7 @@ class TurnSettings:
 
         Raises:
             TypeError: an unknown option.
-            TypeError: an unknown option, or ``reader_limits`` or ``transfer_limits`` of another type.
+            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits`` or ``serve`` of another type.
             ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
                 1,000,000, an ``attempt`` that is not a positive int.
         """
@@ -241,7 +246,7 @@ class TurnSettings:
         check_timeout("timeout", settings.timeout)
         for name in ("kill_grace", "cancel_grace"):
             check_seconds(name, getattr(settings, name))
-        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
+        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits), ("serve", Serve)):
             check_kind(name, getattr(settings, name), kind)
         return settings
 
@@ -498,6 +503,9 @@ class _TurnJournal(StartObserver):
     def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
         return self._decided(request)
 
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None]:
+        return _synced(self._dir, self.journal.on_serve_decision, request)
+
     async def _decided(self, request: PermissionRequest) -> None:
         await _synced(self._dir, self.journal.on_permission_decision, request)
         if request.allowed:
@@ -576,6 +584,7 @@ def agent_options(
         cancel_grace=settings.cancel_grace,
         supervise=settings.supervise,
         features=settings.features,
+        serve=settings.serve,
     )
 
 
