@@ -30,6 +30,7 @@ from ..agents._resolve import Config, load_config, resolve_agent
 from ..shared._display import fit, isatty, one_line, print_error, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import COMMAND_FEATURES, permission_policy
+from ..shared._serving import serve_of
 from ..shared._text import utf8_or_escaped
 
 __all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
@@ -243,6 +244,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
 
     config = load_config(args.config)
     check_arguments(args, config)
+    serve = serve_of(args)  # the flags': an agent's keys in config.toml apply to prompt and chat
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -274,6 +276,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
             sync_journal=args.sync_journal,
             policy=permission_policy(args),
             features=COMMAND_FEATURES,
+            serve=serve,
         )
 
 

@@ -23,6 +23,7 @@ from ..shared._display import isatty, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
+from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ._attachments import Attachment, read_attachment
 from ._mcp import McpConfigError, read_mcp_config
@@ -130,6 +131,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         agent_key=agent.key,
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
     )
 
 

@@ -25,6 +25,7 @@ from ..._messages import Initialize, PromptContent
 from ..._options import Options
 from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
+from ..._serve import Serve
 from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
@@ -78,6 +79,8 @@ class PromptSettings:
     startup_timeout: float | None = 120.0
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
+    serve: Serve = field(default_factory=Serve)
+    """The files and terminals served to the agent (``--serve``, ``--root``, ``--allow-command``, ...)."""
 
 
 class PromptRun:
@@ -137,6 +140,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -273,6 +277,7 @@ class PromptRun:
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
+            serve=settings.serve,
         )
         return Client(options)
 
