@@ -797,3 +797,73 @@ def test_a_batch_serves_its_turns_by_the_same_rules(tmp_path: Path, scripted: Ca
     (journal,) = (tmp_path / "out" / "journals").iterdir()
     decisions = [r for r in tinyacp.JsonlJournal.read(journal) if r["type"] == "serve_decision"]
     assert [(d["kind"], d["decided_by"]) for d in decisions] == [("edit", "policy"), ("execute", "default-refuse")]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The demo agent uses the client's services when they are offered, and acts itself when they are not.
+
+DEMO_WORDS = "with-read with-write with-terminal hello"
+
+
+def _demo_turn(
+    make_client: Callable[..., Any], tmp_path: Path, serve: tinyacp.Serve, observer: tinyacp.BaseObserver
+) -> tinyacp.PromptResult:
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    client = make_client(
+        tinyacp.Options(
+            command=[sys.executable, "-m", "tinyacp.demo"],
+            observer=observer,
+            serve=serve,
+            policy=tinyacp.PermissionPolicy(allow_all=True),
+        )
+    )
+    client.initialize()
+    session = client.new_session(str(tmp_path))
+    return client.prompt(session.id, DEMO_WORDS, timeout=60)  # type: ignore[no-any-return]
+
+
+def test_the_demo_reads_writes_and_runs_through_the_client_when_offered(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    recorder = ServeRecorder()
+    serve = tinyacp.Serve(read=True, write=True, terminal=True)
+    result = _demo_turn(make_client, tmp_path, serve, recorder)
+    assert "I read 1 file through the client." in result.text
+    assert "I wrote demo-notes.md through the client." in result.text
+    assert "I ran ls -l in the client's terminal: exit 0" in result.text
+    assert "- a.txt: 8 bytes, 2 lines" in (tmp_path / "demo-notes.md").read_text()
+    assert [(d.method, d.decided_by) for d in recorder.decisions()] == [
+        ("fs/read_text_file", "policy"),  # the Read permission's location is the folder, not the file
+        ("fs/write_text_file", "permission"),
+        ("terminal/create", "permission"),
+    ]
+    methods = [m.method for m in recorder.of("message") if m.kind == tinyacp.MessageKind.SERVED]
+    assert methods == [
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
+    check_answers(recorder)
+
+
+def test_the_demo_acts_itself_when_nothing_is_offered(make_client: Callable[..., Any], tmp_path: Path) -> None:
+    recorder = ServeRecorder()
+    result = _demo_turn(make_client, tmp_path, tinyacp.Serve(), recorder)
+    assert "I read the files myself" in result.text and "I wrote demo-notes.md myself" in result.text
+    assert "I ran ls -l myself" in result.text
+    assert (tmp_path / "demo-notes.md").exists()
+    assert recorder.decisions() == []
+
+
+def test_the_demo_says_what_the_client_refused_and_does_not_do_it(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    recorder = ServeRecorder(answer=lambda request: request.kind == "read")
+    serve = tinyacp.Serve(read=True, write=True, terminal=True)
+    result = _demo_turn(make_client, tmp_path, serve, recorder)
+    assert "The client did not write demo-notes.md: refused by the client's rules" in result.text
+    assert "The client did not run ls -l: refused by the client's rules" in result.text
+    assert not (tmp_path / "demo-notes.md").exists()
