@@ -176,3 +176,25 @@ def test_a_batch_serves_by_its_flags(cli: Cli) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (cli.work / "b.txt").read_text() == "batch"
+
+
+def test_show_renders_served_actions_their_decisions_and_how_they_ended(cli: Cli) -> None:
+    journal = cli.tmp / "run.jsonl"
+    done = cli.run(
+        "prompt",
+        "--serve",
+        "read,write,terminal",
+        "--yes",
+        "--journal",
+        str(journal),
+        "with-read with-write with-terminal hello",
+    )
+    assert done.returncode == 0, done.stderr
+    shown = cli.run("show", str(journal))
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout.decode()
+    assert f"? asks the client to read {cli.work / 'a.txt'}\n    -> allowed (decided by policy: " in text
+    assert "    -> 6 bytes read" in text
+    assert f"? asks the client to write {cli.work / 'demo-notes.md'}" in text and "; a new file" in text
+    assert f"? asks the client to run ls -l {cli.work}" in text
+    assert "  terminal/wait_for_exit term-1\n    -> exit 0" in text
