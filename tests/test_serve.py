@@ -833,9 +833,9 @@ def test_the_demo_reads_writes_and_runs_through_the_client_when_offered(
     assert "I ran ls -l in the client's terminal: exit 0" in result.text
     assert "- a.txt: 8 bytes, 2 lines" in (tmp_path / "demo-notes.md").read_text()
     assert [(d.method, d.decided_by) for d in recorder.decisions()] == [
-        ("fs/read_text_file", "policy"),  # the Read permission's location is the folder, not the file
-        ("fs/write_text_file", "permission"),
-        ("terminal/create", "permission"),
+        ("fs/read_text_file", "policy"),  # the policy allowed the permissions: they grant nothing
+        ("fs/write_text_file", "policy"),
+        ("terminal/create", "policy"),
     ]
     methods = [m.method for m in recorder.of("message") if m.kind == tinyacp.MessageKind.SERVED]
     assert methods == [
@@ -867,3 +867,24 @@ def test_the_demo_says_what_the_client_refused_and_does_not_do_it(
     assert "The client did not write demo-notes.md: refused by the client's rules" in result.text
     assert "The client did not run ls -l: refused by the client's rules" in result.text
     assert not (tmp_path / "demo-notes.md").exists()
+
+
+def test_a_permission_the_policy_allowed_grants_nothing_so_commands_still_narrow_execute(
+    make_client: Callable[..., Any], scripted: Callable[..., Scripted], tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    tool = {"toolCallId": "c1", "title": "Run", "kind": "execute"}
+    options = [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]
+    agent = scripted(
+        steps(
+            request(1, "session/request_permission", toolCall=tool, options=options),
+            request(2, "terminal/create", command=f"touch {marker}"),
+        )
+    )
+    recorder = ServeRecorder()
+    serve = tinyacp.Serve(terminal=True, commands=["pytest*"])
+    answers = run_turn(make_client, agent, tmp_path, serve, recorder, tinyacp.PermissionPolicy(kinds=["execute"]))
+    assert answers[1]["result"]["outcome"] == {"outcome": "selected", "optionId": "ok"}
+    assert refused(answers[2]) and not marker.exists()
+    (decision,) = recorder.decisions()
+    assert (decision.granted, decision.decided_by) == (False, "default-refuse")

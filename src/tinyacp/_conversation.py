@@ -86,7 +86,7 @@ from ._messages import (
     config_options,
     merged_subagent,
 )
-from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
+from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest, decide
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
 from ._requests import Meta, Params
 from ._serve import PENDING, Act, Failure, Serve, ServeRequest, TerminalRef, ToolCalls
@@ -1042,7 +1042,7 @@ class Conversation:
                 f"on_permission_request must return a PermissionReply or None, not {type(reply).__name__}"
             )
         decide(request, reply, self.policy, cancelled=self._cancelled(params.session_id))
-        if request.allowed:
+        if request.allowed and request.decided_by == DecisionSource.OBSERVER:  # the policy's decides anew
             self._tools.grant(params.session_id, self._tools.completed(params.session_id, tool_call))
         yield Record(ON_PERMISSION_DECISION, request)
         yield Write(self._response(request_id, {"outcome": request.outcome}))

@@ -12,9 +12,10 @@ serves; nothing is served by default. Each request that would read, write or run
 2. A command line matching one of :attr:`Serve.deny_commands` is refused: a deny always wins, over the observer
    too (``decided_by="policy"``).
 3. The observer's ``on_serve(request)``: True allows, False refuses (``decided_by="observer"``).
-4. A permission the agent asked for in the same turn and that was allowed (the same kind; for a file, its path
-   among the tool call's ``locations``; for a command, once per permission) allows it without asking twice
-   (``decided_by="permission"``).
+4. A permission the agent asked for in the same turn and that the observer (a person) allowed (the same kind;
+   for a file, its path among the tool call's ``locations``; for a command, once per permission) allows it
+   without asking twice (``decided_by="permission"``). A permission the policy allowed grants nothing: the same
+   rules decide the action itself, so ``commands`` still narrows what ``kinds=["execute"]`` allows.
 5. The rules: ``PermissionPolicy(allow_all=True)`` allows; a command line matching one of
    :attr:`Serve.commands` allows; the policy's ``kinds`` allow their kind (for ``execute`` only when
    :attr:`Serve.commands` is None: a list of commands narrows what ``execute`` allows) (``decided_by="policy"``).
