@@ -219,7 +219,7 @@ class RunObserver(BaseObserver):
             self.journal.flush()
 
 
-def _policy_rule(
+def _policy_rule(  # noqa: PLR0911  one return per rule, in the policy's order
     policy: PermissionPolicy, tool: PermissionToolCall, config_tools: tuple[frozenset[str], frozenset[str]]
 ) -> str | None:
     """Which rule of the policy decides a tool call, in the words of the command line or the config file
@@ -229,6 +229,8 @@ def _policy_rule(
     allowed_by_config, denied_by_config = config_tools
     if policy.denies(tool):
         return f"deny_tools {name} (config.toml)" if name in denied_by_config else f"--deny-tool {name}"
+    if name is None and policy.deny_tools:  # it could be a denied tool: no rule allows it (the person may)
+        return None
     if policy.allow_all:
         return "--yes"
     if name is not None and name in policy.tools:
