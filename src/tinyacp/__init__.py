@@ -140,6 +140,7 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
     from ._sandbox import Bubblewrap
+    from ._serve import FileState, Serve, ServeRequest
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -171,6 +172,7 @@ _LAZY: dict[str, str] = {
     "ElicitationReply": "._elicitation",
     "ElicitationRequest": "._elicitation",
     "EnvVariable": "._messages",
+    "FileState": "._serve",
     "HttpHeader": "._messages",
     "Initialize": "._messages",
     "JsonlJournal": "._journal",
@@ -213,6 +215,8 @@ _LAZY: dict[str, str] = {
     "PromptTextResource": "._messages",
     "ReaderLimits": ".reader",
     "Secret": "._messages",
+    "Serve": "._serve",
+    "ServeRequest": "._serve",
     "Session": "._messages",
     "SessionInfo": "._messages",
     "SessionInfoUpdate": "._messages",
@@ -283,6 +287,7 @@ __all__ = [
     "ElicitationReply",
     "ElicitationRequest",
     "EnvVariable",
+    "FileState",
     "HttpHeader",
     "Initialize",
     "JsonlJournal",
@@ -334,6 +339,8 @@ __all__ = [
     "RequestError",
     "SandboxUnavailable",
     "Secret",
+    "Serve",
+    "ServeRequest",
     "Session",
     "SessionInfo",
     "SessionInfoUpdate",

@@ -11,6 +11,9 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
      "id":0,"len":412,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"invalid","detail":"not JSON","line":"hello"}
     {"type":"decision","epoch":2,"ts":"…","id":0,"decided_by":"policy","outcome":{…},"reason":"…"}
+    {"type":"serve_decision","epoch":2,"ts":"…","id":3,"method":"fs/write_text_file","session_id":"s1",
+     "kind":"edit","path":"…","resolved":"…","size":12,"prior":{"exists":true,"size":9,"sha256":"…"},
+     "allowed":true,"decided_by":"policy","reason":"…"}
 
 An epoch whose agent ran in a sandbox says so and how in its ``sandbox`` object (``begin_epoch(sandbox=...)``).
 
@@ -37,7 +40,8 @@ lines the client read in one burst, before it acted or waited) share the time of
 A line of ours that carried :class:`~tinyacp.Secret` values is stored with each one's JSON string replaced by
 ``"<secret>"``, and its record says how many with ``"redacted": N``: that line is *not* the exact bytes sent.
 A request sent with ``force=True`` although the agent did not advertise it has ``"forced": true``; our answer to
-an ``elicitation/create`` says who decided it, ``"decided_by"`` (``observer``, ``default-decline``, ``cancelled``).
+an ``elicitation/create`` says who decided it, ``"decided_by"`` (``observer``, ``default-decline``, ``cancelled``),
+and so does our answer to a served read, write or ``terminal/create`` (as the ``serve_decision`` before it).
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from ._files import open_regular, open_regular_binary
 from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
+from ._serve import ServeRequest
 
 __all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "line_message", "read_journal"]
 
@@ -242,6 +247,15 @@ class JsonlJournal(BaseObserver):
             "outcome": request.outcome,
             "reason": request.reason,
         }
+        with self._lock:
+            record["ts"] = self._batch_ts()
+            self._add(self._encode(record) + b"\n", sync=True)
+
+    def on_serve_decision(self, request: ServeRequest) -> None:
+        """Record the decision on a served read, write or command (with a write's prior state) and fsync it, with
+        every record before it: all of them are on disk before the client acts."""
+        record: dict[str, Any] = {"type": "serve_decision", "epoch": request.epoch, "ts": "", "id": request.request_id}
+        record.update(request.record())
         with self._lock:
             record["ts"] = self._batch_ts()
             self._add(self._encode(record) + b"\n", sync=True)

@@ -16,6 +16,7 @@ from ._observer import Observer
 from ._permissions import PermissionPolicy
 from ._process import StderrTarget
 from ._sandbox import Bubblewrap
+from ._serve import Serve
 from ._version import __version__
 from .reader import ReaderLimits, default_reader_limits
 
@@ -62,6 +63,8 @@ class Options:
             only in ``cwd`` and the sandbox's ``writable`` directories, and a session asked elsewhere raises
             :class:`~tinyacp.OutsideSandbox`. Making the client raises :class:`~tinyacp.SandboxUnavailable` where
             bwrap cannot run; never an unsandboxed start. None (the default): no sandbox (``docs/sandbox.md``).
+        serve: the files and terminals the client serves to the agent, each request decided by the observer's
+            ``on_serve`` and the rules (:class:`~tinyacp.Serve`; default: none, as before).
 
     Raises:
         ValueError: an empty command; an epoch that is not an int from 1 to 2**53 - 1; a grace or timeout
@@ -69,8 +72,9 @@ class Options:
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
         TypeError: ``command`` is a single string rather than an argv sequence, or ``features``,
-            ``reader_limits``, ``transfer_limits`` or ``sandbox`` is not a :class:`~tinyacp.ClientFeatures`,
-            :class:`~tinyacp.ReaderLimits`, :class:`~tinyacp.TransferLimits` or :class:`~tinyacp.Bubblewrap`.
+            ``reader_limits``, ``transfer_limits``, ``serve`` or ``sandbox`` is not a
+            :class:`~tinyacp.ClientFeatures`, :class:`~tinyacp.ReaderLimits`, :class:`~tinyacp.TransferLimits`,
+            :class:`~tinyacp.Serve` or :class:`~tinyacp.Bubblewrap`.
     """
 
     command: Sequence[str]
@@ -89,6 +93,7 @@ class Options:
     cancel_grace: float = 5.0
     supervise: bool = False
     sandbox: Bubblewrap | None = None
+    serve: Serve = field(default_factory=Serve)
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str | bytes):
@@ -102,6 +107,7 @@ class Options:
             ("features", ClientFeatures),
             ("reader_limits", ReaderLimits),
             ("transfer_limits", TransferLimits),
+            ("serve", Serve),
         ):
             check_kind(name, getattr(self, name), kind)
         if self.sandbox is not None:

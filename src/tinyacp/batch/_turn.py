@@ -30,6 +30,7 @@ from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
 from .._sandbox import Bubblewrap, check_available, network_on, plan
+from .._serve import Serve, ServeRequest
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
@@ -156,6 +157,8 @@ class TurnOptions(TypedDict, total=False):
         sandbox: a :class:`~tinyacp.Bubblewrap` to run every turn's agent in, as in :class:`tinyacp.Options`
             (Linux); an agent entry's ``sandbox_writable`` (its state directories) is added to its ``writable``,
             and each record's ``sandbox`` holds bwrap's options.
+        serve: the files and terminals the turns serve to their agents, as in :class:`tinyacp.Options` (default:
+            none); decided by ``policy`` and the :class:`~tinyacp.Serve`'s command patterns (nobody is asked).
         attempt: the attempt number to record (default 1).
     """
 
@@ -177,6 +180,7 @@ class TurnOptions(TypedDict, total=False):
     supervise: bool
     features: ClientFeatures
     sandbox: Bubblewrap | None
+    serve: Serve
     attempt: int
 
 
@@ -210,13 +214,15 @@ class TurnSettings:
     sandbox: Bubblewrap | None = None
     agent_writable: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The directories an agent's entry needs writable in the sandbox (its state), by the agent's name."""
+    serve: Serve = field(default_factory=Serve)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
         """Check the options of a call.
 
         Raises:
-            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits`` or ``sandbox`` of another type.
+            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits``, ``serve`` or ``sandbox`` of
+                another type.
             SandboxUnavailable: ``sandbox`` was asked for and bwrap cannot run here.
             ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
                 1,000,000, an ``attempt`` that is not a positive int.
@@ -257,7 +263,7 @@ class TurnSettings:
         check_timeout("timeout", settings.timeout)
         for name in ("kill_grace", "cancel_grace"):
             check_seconds(name, getattr(settings, name))
-        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
+        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits), ("serve", Serve)):
             check_kind(name, getattr(settings, name), kind)
         if settings.sandbox is not None:  # said once, here, rather than in every turn's record
             check_kind("sandbox", settings.sandbox, Bubblewrap)
@@ -519,6 +525,9 @@ class _TurnJournal(StartObserver):
     def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
         return self._decided(request)
 
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None]:
+        return _synced(self._dir, self.journal.on_serve_decision, request)
+
     async def _decided(self, request: PermissionRequest) -> None:
         await _synced(self._dir, self.journal.on_permission_decision, request)
         if request.allowed:
@@ -600,6 +609,7 @@ def agent_options(
         supervise=settings.supervise,
         features=settings.features,
         sandbox=_sandbox_of(agent, settings),
+        serve=settings.serve,
     )
 
 

@@ -429,6 +429,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
     _add_sandbox_options(parser)
+    _add_serve_options(parser)
     parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
 
 
@@ -466,9 +467,60 @@ def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument(
+        "--allow-kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="allow tool calls of KIND, and served actions of KIND (read, edit, execute)",
+    )
     rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call but a --deny-tool")
+    rules.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="allow every tool call but a --deny-tool, and every served read, write and command inside the "
+        "session's folders but a --deny-command",
+    )
+
+
+def _serve_kinds(text: str) -> list[str]:
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    wrong = [word for word in words if word not in ("read", "write", "terminal")]
+    if not words or wrong:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of read, write and terminal")
+    return words
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """The files and terminals served to the agent, shared by ``prompt``, ``chat`` and ``batch``."""
+    serve = parser.add_argument_group(
+        "files and terminals served to the agent (default: none; also per agent in config.toml)"
+    )
+    serve.add_argument(
+        "--serve",
+        type=_serve_kinds,
+        action="append",
+        default=[],
+        metavar="read,write,terminal",
+        help="do the agent's reads, writes and commands for it, each decided like a permission request and "
+        "confined to the session's folders (see docs: serving files and terminals)",
+    )
+    serve.add_argument("--root", action="append", default=[], metavar="DIR", help="serve DIR besides the session's")
+    serve.add_argument(
+        "--allow-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run command lines matching PATTERN (a glob: 'pytest*'); a coarse guard an agent can word around",
+    )
+    serve.add_argument(
+        "--deny-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="never run command lines matching PATTERN ('*git push*'), whatever allows them, --yes included",
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
@@ -476,6 +528,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    _add_serve_options(parser)
     if not chat:
         rules.add_argument(
             "--fail-on-reject",

@@ -38,6 +38,11 @@ platform's config directory (see :mod:`tinyacp.cli.shared._dirs`)::
     enabled = true                      # always (--no-sandbox still wins)
     writable = ["$CLAUDE_CONFIG_DIR|~/.claude", "~/.npm"]   # its state ($VAR|fallback), besides its cwd
     network = "on"                      # "off": loopback only (--sandbox-network)
+    # Files and terminals served to the agent, added to the flags' (a denied command is never run, --yes included):
+    serve = ["read", "write"]           # --serve read,write
+    roots = ["~/notes"]                 # --root
+    allow_commands = ["pytest*"]        # --allow-command
+    deny_commands = ["*git push*"]      # --deny-command
 """
 
 from __future__ import annotations
@@ -122,6 +127,14 @@ class AgentSpec:
     """Tools the config file allows by name for this agent (``--allow-tool`` adds to them)."""
     deny_tools: tuple[str, ...] = ()
     """Tools the config file never allows for this agent (``--deny-tool`` adds to them)."""
+    serve: tuple[str, ...] = ()
+    """What the config file serves this agent (``read``, ``write``, ``terminal``; ``--serve`` adds to it)."""
+    roots: tuple[str, ...] = ()
+    """Folders the config file serves besides the session's (``--root`` adds to them)."""
+    allow_commands: tuple[str, ...] = ()
+    """Command patterns the config file allows in a served terminal (``--allow-command`` adds to them)."""
+    deny_commands: tuple[str, ...] = ()
+    """Command patterns the config file never runs in a served terminal (``--deny-command`` adds to them)."""
     version: str = ""
     """The version the entry pins (``npx``/``uvx``) or was checked against (a program on ``PATH``); empty if unknown."""
     launcher: str = "path"
@@ -343,6 +356,10 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         settings=_settings(where, table),
         allow_tools=tuple(table.allow_tools or ()),
         deny_tools=tuple(table.deny_tools or ()),
+        serve=tuple(table.serve or ()),
+        roots=tuple(os.path.expanduser(root) for root in table.roots or ()),
+        allow_commands=tuple(table.allow_commands or ()),
+        deny_commands=tuple(table.deny_commands or ()),
         version=table.version if table.version is not None else origin.version if origin is not None else "",
         launcher=origin.launcher if origin is not None else "path",
         package=origin.package if origin is not None else "",

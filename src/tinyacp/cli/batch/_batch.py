@@ -31,6 +31,7 @@ from ..shared._display import fit, isatty, one_line, print_error, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import COMMAND_FEATURES, permission_policy
 from ..shared._sandbox import asked, sandbox_for
+from ..shared._serving import serve_of
 from ..shared._text import utf8_or_escaped
 
 if TYPE_CHECKING:
@@ -248,6 +249,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     config = load_config(args.config)
     check_arguments(args, config)
     sandbox = _sandbox(args, config)
+    serve = serve_of(args)  # the flags': an agent's keys in config.toml apply to prompt and chat
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -280,6 +282,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
             policy=permission_policy(args),
             features=COMMAND_FEATURES,
             sandbox=sandbox,
+            serve=serve,
         )
 
 

@@ -99,6 +99,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -238,6 +239,7 @@ class PromptRun:
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
             sandbox=settings.sandbox,
+            serve=settings.serve,
         )
         return Client(options)
 

@@ -22,6 +22,7 @@ from ..._errors import SandboxUnavailable
 from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
+from ..._serve import Serve
 from ...reader import ReaderLimits
 from ..agents._resolve import AgentSpec, load_config, resolve_agent
 from ..agents._session import SessionPlan
@@ -31,6 +32,7 @@ from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
 from ..shared._sandbox import sandbox_of_args
+from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ._attachments import Attachment, read_attachments
 from ._mcp import read_mcp_config
@@ -78,6 +80,8 @@ class PromptSettings:
     """The agent's sandbox (``--sandbox``), or None."""
     sandbox_plan: Plan | None = None
     """How bwrap starts it, as the live line and the journal's epoch record say."""
+    serve: Serve = field(default_factory=Serve)
+    """The files and terminals served to the agent (``--serve``, ``--root``, ``--allow-command``, ...)."""
 
 
 _DEFAULT_LIMITS = TransferLimits()
@@ -148,6 +152,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
     )
 
 
