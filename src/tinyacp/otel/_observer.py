@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .._observer import Observer
     from .._permissions import PermissionReply, PermissionRequest
     from .._records import AgentMessage, OutgoingMessage, Update
+    from .._serve import ServeRequest
     from .._trace_context import TraceContext
 
 __all__ = ["CAPTURE_CONTENT_ENV", "TracingObserver", "export_batch", "export_journal"]
@@ -179,6 +180,16 @@ class TracingObserver:
     ) -> ElicitationReply | Awaitable[ElicitationReply | None] | None:
         """Handed on (declined when the observer has no ``on_elicitation``)."""
         method = getattr(self.observer, "on_elicitation", None)
+        return method(request) if callable(method) else None
+
+    def on_serve(self, request: ServeRequest) -> bool | Awaitable[bool | None] | None:
+        """Handed on (left to the rules when the observer has no ``on_serve``)."""
+        method = getattr(self.observer, "on_serve", None)
+        return method(request) if callable(method) else None
+
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None] | None:
+        """Handed on."""
+        method = getattr(self.observer, "on_serve_decision", None)
         return method(request) if callable(method) else None
 
     def flush(self) -> Awaitable[None] | None:

@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -20,68 +19,27 @@ from ..._client import Client
 from ..._errors import RequestError, TinyAcpError
 from ..._files import open_output
 from ..._journal import JsonlJournal
-from ..._limits import TransferLimits
 from ..._messages import Initialize, PromptContent
 from ..._options import Options
-from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
-from ...otel._config import TraceExport
-from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
-from ..agents._resolve import AgentSpec
-from ..agents._session import SessionPlan, apply_settings, open_session, raw_auth_methods
+from ..agents._session import apply_settings, open_session, raw_auth_methods
 from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
-from ..shared._index import SessionIndex
+from ..shared._sandbox import describe as describe_sandbox
 from ..shared._trace import CommandTrace
 from ..shared._usage import usage_result
-from ._attachments import Attachment, prompt_with_attachments
+from ._attachments import prompt_with_attachments
 from ._events import JsonEvents
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
+from ._settings import PromptSettings
 from ._terminal import Asker, Interrupts
 
-__all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
-
-
-@dataclass(frozen=True)
-class PromptSettings:
-    """Everything ``tinyacp prompt`` was asked to do, checked and read."""
-
-    agent: AgentSpec
-    text: str
-    cwd: Path
-    attachments: tuple[Attachment, ...] = ()
-    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
-    ask: bool = False
-    questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
-    no_ask_reason: str = "there is no terminal to ask"
-    """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
-    json: bool = False
-    quiet: bool = False
-    timeout: float | None = None
-    cancel_grace: float = 5.0
-    kill_grace: float = 2.0
-    journal: Path | None = None
-    sync_journal: bool = False
-    reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
-    transfer_limits: TransferLimits = field(default_factory=TransferLimits)
-    agent_log: Path | None = None
-    plan: SessionPlan = field(default_factory=lambda: SessionPlan(Path.cwd()))
-    """How to open the session (new or continued, MCP servers, login) and the settings to apply in it."""
-    index: SessionIndex | None = None
-    """Where the session is noted for ``--continue`` (None: nowhere)."""
-    agent_key: str = ""
-    """The agent's name in the index of sessions (its command line when it has no name)."""
-    startup_timeout: float | None = 120.0
-    """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
-    fail_on_reject: bool = False
-    trace: TraceExport | None = None
-    """Where the run's spans go (``--otel-endpoint``, the OTEL_* variables); None: no export."""
+__all__ = ["Deadline", "PromptRun", "run_prompt"]
 
 
 class PromptRun:
@@ -110,7 +68,11 @@ class PromptRun:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch(trace_id=self.trace.trace_id if self.trace is not None else None)
+            plan = self.settings.sandbox_plan
+            self.epoch = self.journal.begin_epoch(
+                sandbox=plan.record() if plan is not None else None,
+                trace_id=self.trace.trace_id if self.trace is not None else None,
+            )
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -159,6 +121,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -168,6 +131,8 @@ class PromptRun:
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
+        if settings.sandbox_plan is not None:
+            self.display.info(describe_sandbox(settings.sandbox_plan))
         interrupts.install()
         journal_error: OSError | None = None
         try:
@@ -296,6 +261,8 @@ class PromptRun:
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
+            sandbox=settings.sandbox,
+            serve=settings.serve,
         )
         return Client(options)
 
@@ -329,7 +296,9 @@ class PromptRun:
             f"{self.settings.cwd}"
         )
         if self.events is not None:
-            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal)
+            plan = self.settings.sandbox_plan
+            sandbox = plan.record() if plan is not None else None
+            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal, sandbox=sandbox)
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         display = self.display
