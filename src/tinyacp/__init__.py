@@ -141,6 +141,7 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
     from ._sandbox import Bubblewrap
     from ._serve import FileState, Serve, ServeRequest
+    from ._trace_context import TraceContext
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -236,6 +237,7 @@ _LAZY: dict[str, str] = {
     "ToolCallStatus": "._messages",
     "ToolCallUpdate": "._messages",
     "ToolKind": "._messages",
+    "TraceContext": "._trace_context",
     "TransferLimits": "._limits",
     "TurnUsage": "._messages",
     "UnknownUpdate": "._messages",
@@ -363,6 +365,7 @@ __all__ = [
     "ToolCallStatus",
     "ToolCallUpdate",
     "ToolKind",
+    "TraceContext",
     "TransferLimitExceeded",
     "TransferLimits",
     "TurnUsage",

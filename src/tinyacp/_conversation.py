@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
@@ -91,6 +91,7 @@ from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, 
 from ._requests import Meta, Params
 from ._serve import PENDING, Act, Failure, Serve, ServeRequest, TerminalRef, ToolCalls
 from ._tolerant_json import parseable
+from ._trace_context import merged_meta
 from .reader import ReaderLimits
 
 __all__ = ["Call", "Conversation", "Done", "Meta", "Reaction", "Record", "Write"]
@@ -299,6 +300,9 @@ class Conversation:
         self._max_updates = transfer_limits.max_updates
         self._max_reply_bytes = transfer_limits.max_reply_bytes
         self._max_reply_chunks = transfer_limits.max_reply_chunks
+        self.trace: Callable[[str], Mapping[str, str] | None] | None = None
+        """What gives each request's trace context (its method in): its keys go into the request's ``_meta``
+        (:func:`tinyacp._trace_context.merged_meta`); None, the default, adds nothing."""
 
     # ----------------------------------------------------------------------------------------------------------
     # What we write: each request's params are shaped by :mod:`tinyacp._requests`; here they are numbered,
@@ -647,6 +651,10 @@ class Conversation:
         if refusal is not None and not force:
             raise NotAdvertised(f"{refusal}; nothing was written (force=True sends it anyway)")
         request_id = self._next_id
+        if self.trace is not None and isinstance(params, dict):
+            params = {**params, "_meta": merged_meta(params.get("_meta"), self.trace(method))}
+            if params["_meta"] is None:
+                del params["_meta"]
         message = self._message(request_id, method, OutRequest("2.0", request_id, method, params), refusal is not None)
         self._next_id += 1
         self._pending = _Pending(request_id, method, finish)

@@ -5,6 +5,7 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
 
     {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
     {"type":"epoch","epoch":3,"ts":"…","sandbox":{"kind":"bubblewrap","bwrap":["--unshare-user",…],…}}
+    {"type":"epoch","epoch":4,"ts":"…","trace_id":"<32 hex>"}    (a traced run)
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
@@ -163,7 +164,9 @@ class JsonlJournal(BaseObserver):
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self, *, durable: bool = True, sandbox: Mapping[str, Any] | None = None) -> int:
+    def begin_epoch(
+        self, *, durable: bool = True, sandbox: Mapping[str, Any] | None = None, trace_id: str | None = None
+    ) -> int:
         """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
         new file).
 
@@ -178,6 +181,8 @@ class JsonlJournal(BaseObserver):
             sandbox: how the epoch's agent is sandboxed (JSON values: what bwrap was given, which directories are
                 writable, the network), recorded as the epoch record's ``sandbox``: whoever reads the journal
                 knows what the agent could touch. None: nothing is said.
+            trace_id: the run's OpenTelemetry trace id (32 hex characters), kept in the epoch record as
+                ``trace_id`` so that a reader of the journal finds the run's trace.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -199,6 +204,8 @@ class JsonlJournal(BaseObserver):
                 record: dict[str, Any] = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
                 if sandbox is not None:
                     record["sandbox"] = dict(sandbox)
+                if trace_id is not None:
+                    record["trace_id"] = trace_id
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -50,6 +50,7 @@ from ._options import Options, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
 from ._requests import Meta
+from ._trace_context import agent_env, process_context, request_tracer
 from .reader import LineReader
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ class ShellBase:
             sandbox_roots=None if plan is None else plan.allowed,
             serve=options.serve if options.serve.methods else None,
         )
+        self._core.trace = request_tracer(options.trace_context, getattr(options.observer, "trace_request", None))
         # The line buffer exists before the agent does: memory is budgeted first.
         reader = LineReader(None, options.reader_limits)
         self._closed = False
@@ -131,7 +133,7 @@ class ShellBase:
         self._proc = AgentProcess.spawn(
             options.command,
             cwd=options.cwd,
-            env=options.env,
+            env=agent_env(options.env, process_context(options.trace_context, options.observer, options.command)),
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
@@ -444,6 +446,13 @@ class ShellBase:
         finally:
             if self._services is not None:
                 self._services.close()
+        self._trace_exit()
+
+    def _trace_exit(self) -> None:
+        """The agent is gone: a tracing observer (:mod:`tinyacp.otel`) ends the process's span."""
+        exited = getattr(self.options.observer, "trace_exit", None)
+        if callable(exited):
+            exited(self._proc.returncode, self._failure)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.

@@ -37,6 +37,7 @@ from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
 if TYPE_CHECKING:
     from .._async_client import AsyncClient
+    from ..otel._config import TraceExport
 
 __all__ = [
     "PermissionCounts",
@@ -110,6 +111,8 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
     agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
     answer came from another model says so."""
+    trace_id: str | None = None
+    """The trace of the attempt (32 hex characters) when the batch exported spans (``trace``)."""
 
 
 class AgentEntry(Protocol):
@@ -160,6 +163,9 @@ class TurnOptions(TypedDict, total=False):
         serve: the files and terminals the turns serve to their agents, as in :class:`tinyacp.Options` (default:
             none); decided by ``policy`` and the :class:`~tinyacp.Serve`'s command patterns (nobody is asked).
         attempt: the attempt number to record (default 1).
+        trace: export each turn's spans, a ``turn {id}`` span over its client's, as a
+            :class:`tinyacp.otel.TraceExport` says (``pip install "tinyacp[otel]"``); :func:`run_batch` puts the
+            turns under one ``batch {name}`` span. Default: none.
     """
 
     agent: str | Sequence[str] | None
@@ -182,6 +188,7 @@ class TurnOptions(TypedDict, total=False):
     sandbox: Bubblewrap | None
     serve: Serve
     attempt: int
+    trace: TraceExport | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +222,7 @@ class TurnSettings:
     agent_writable: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The directories an agent's entry needs writable in the sandbox (its state), by the agent's name."""
     serve: Serve = field(default_factory=Serve)
+    trace: TraceExport | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
@@ -268,6 +276,10 @@ class TurnSettings:
         if settings.sandbox is not None:  # said once, here, rather than in every turn's record
             check_kind("sandbox", settings.sandbox, Bubblewrap)
             check_available(network=network_on(settings.sandbox, True))
+        if settings.trace is not None:
+            from ..otel._config import TraceExport
+
+            check_kind("trace", settings.trace, TraceExport)
         return settings
 
 
@@ -557,7 +569,7 @@ def _remaining(deadline: float) -> float | None:
 
 
 async def _converse(
-    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int, *, traced: Any = None
 ) -> PromptResult:
     from .._async_client import AsyncClient
 
@@ -565,7 +577,7 @@ async def _converse(
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     base = settings.cwd or os.getcwd()
     cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
-    options = agent_options(agent, settings, cwd, observer, epoch)
+    options = agent_options(agent, settings, cwd, observer if traced is None else traced.observer(observer), epoch)
     if options.sandbox is not None:  # the same plan the client makes: its exact arguments, for the record
         observer.sandbox = list(plan(options.sandbox, options.command, cwd=cwd, env=options.env).options)
     mode = item.mode if item.mode is not None else settings.mode
@@ -663,6 +675,7 @@ async def turn(
     epoch: int | None = None
     result: PromptResult | None = None
     error: TurnError | None = None
+    traced = _turn_trace(settings, item, attempt, agent)
     try:
         where = str(journal_dir)
         if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
@@ -670,7 +683,7 @@ async def turn(
         else:
             opened, begun = _open_journal(journal_dir, path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
-        result = await _converse(item, agent, settings, observer, begun)
+        result = await _converse(item, agent, settings, observer, begun, traced=traced)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _turn_error(exc, item, agent, settings, observer)
     finally:
@@ -684,6 +697,8 @@ async def turn(
     elif result is not None and result.overflow is not None:
         error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
     stop_reason = str(result.stop_reason) if result is not None else None
+    if traced is not None:
+        traced.end(None if error is None else (error.type, error.message), stop_reason)
     return TurnRecord(
         id=item.id,
         ok=error is None and stop_reason == "end_turn",
@@ -707,7 +722,17 @@ async def turn(
         agent=agent.name,
         node=node,
         sandbox=observer.sandbox if observer is not None else None,
+        trace_id=traced.trace_id if traced is not None else None,
     )
+
+
+def _turn_trace(settings: TurnSettings, item: Item, attempt: int, agent: ResolvedAgent) -> Any:
+    """The attempt's ``turn`` span when the batch exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return None
+    from ._trace import TurnTrace
+
+    return TurnTrace(settings.trace, item.id, attempt, agent.name)
 
 
 async def arun_turn(

@@ -243,6 +243,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "directory, a journal or a directory of journals: an overview per agent, a table of the turns that sorts "
         "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first.",
     )
+    commands.add(
+        "export",
+        _export_options,
+        help="send a journal or a batch's directory to an OpenTelemetry backend as traces (OTLP/HTTP)",
+        description="Send what a journal (or each journal of a batch's directory) recorded as the spans a traced "
+        "run makes, with the recorded times; ids are derived from the files, so the same journal always gives "
+        "the same spans. See docs/traces.md.",
+    )
     commands.add("replay", _replay_options, help="be a recorded agent: replay a journal's agent side (a test double)")
     commands.add_parser(
         "demo-agent",
@@ -399,6 +407,20 @@ def _view_options(view: argparse.ArgumentParser) -> None:
     view.set_defaults(handler=_lazy("journals._view", "cmd_view"))
 
 
+def _export_options(export: argparse.ArgumentParser) -> None:
+    export.add_argument("path", type=Path, metavar="JOURNAL|BATCH_DIR", help="a journal, or a batch's --out directory")
+    export.add_argument(
+        "--otlp",
+        required=True,
+        metavar="URL",
+        help="the backend's OTLP/HTTP endpoint (http://HOST:4318, or …/v1/traces)",
+    )
+    export.add_argument(
+        "--capture-content", action="store_true", help="put the prompts' and replies' text in the spans (default: no)"
+    )
+    export.set_defaults(handler=_lazy("journals._export", "cmd_export"))
+
+
 def _replay_options(replayer: argparse.ArgumentParser) -> None:
     from .. import replay
     from .._roles import plain
@@ -425,6 +447,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    _add_otel_option(parser)
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
@@ -523,6 +546,15 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_otel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--otel-endpoint",
+        metavar="URL",
+        help="export the run's OpenTelemetry spans over OTLP/HTTP to URL (default: as the OTEL_* variables say; "
+        'needs pip install "tinyacp[otel]"; see docs/traces.md)',
+    )
+
+
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     """The options ``prompt`` and ``chat`` share: permissions, session settings, journal, time, limits."""
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
@@ -573,6 +605,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
     record.add_argument("--no-journal", action="store_true", help="keep no journal")
     record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
+    _add_otel_option(parser)
     timing = parser.add_argument_group("time")
     what = "deadline of each turn" if chat else "deadline of the whole run"
     timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=what)

@@ -23,6 +23,10 @@ A prompt turn, in order (every step is a ``session/update`` unless marked otherw
     agent_message_chunk   x --chunks, saying it was not allowed to read the files
     -> {"stopReason": "end_turn"}
 
+When the prompt's ``_meta`` carries a W3C ``traceparent``, or the agent was started with ``TRACEPARENT`` in its
+environment, the reply says which trace it joined, after the echo: ``Joined trace <trace id> (from _meta, parent
+span <span id>)`` and ``Started in trace <trace id> (from TRACEPARENT, parent span <span id>)``.
+
 A ``session/cancel`` for the session at any point of the turn, or a ``cancelled`` permission outcome, stops
 the stream: the tool call, if started and not finished, is marked ``failed`` and the prompt gets
 ``{"stopReason": "cancelled"}``. The agent does not wait for the permission answer once the turn is

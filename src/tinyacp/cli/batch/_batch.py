@@ -33,6 +33,7 @@ from ..shared._features import COMMAND_FEATURES, permission_policy
 from ..shared._sandbox import asked, sandbox_for
 from ..shared._serving import serve_of
 from ..shared._text import utf8_or_escaped
+from ..shared._trace import trace_export
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap
@@ -250,6 +251,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     check_arguments(args, config)
     sandbox = _sandbox(args, config)
     serve = serve_of(args)  # the flags': an agent's keys in config.toml apply to prompt and chat
+    trace = trace_export(args)
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -283,6 +285,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
             features=COMMAND_FEATURES,
             sandbox=sandbox,
             serve=serve,
+            trace=trace,
         )
 
 

@@ -62,6 +62,7 @@ class ChatRun(PromptRun):
     """One ``tinyacp chat``."""
 
     interrupts_class = ChatInterrupts
+    span_name = "tinyacp chat"
 
     def __init__(self, settings: PromptSettings, *, read: Callable[[str], str] = input) -> None:
         super().__init__(settings, stdin_fd=sys.stdin.fileno(), stdout=sys.stdout.buffer, stderr=sys.stderr)

@@ -28,6 +28,7 @@ from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import describe as describe_sandbox
+from ..shared._trace import CommandTrace
 from ..shared._usage import usage_result
 from ._attachments import prompt_with_attachments
 from ._events import JsonEvents
@@ -45,6 +46,7 @@ class PromptRun:
     """One run of ``tinyacp prompt``."""
 
     interrupts_class: type[Interrupts] = Interrupts
+    span_name = "tinyacp prompt"
 
     def __init__(self, settings: PromptSettings, *, stdin_fd: int, stdout: BinaryIO, stderr: TextIO) -> None:
         self.settings = settings
@@ -59,13 +61,18 @@ class PromptRun:
         self.init: Initialize | None = None
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
+        self.trace: CommandTrace | None = None
+        """The run's span, when spans are exported."""
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
             plan = self.settings.sandbox_plan
-            self.epoch = self.journal.begin_epoch(sandbox=plan.record() if plan is not None else None)
+            self.epoch = self.journal.begin_epoch(
+                sandbox=plan.record() if plan is not None else None,
+                trace_id=self.trace.trace_id if self.trace is not None else None,
+            )
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -79,6 +86,21 @@ class PromptRun:
     def run(self) -> int:
         """Run and return the exit status."""
         settings = self.settings
+        if settings.trace is not None:
+            self.trace = CommandTrace(settings.trace, self.span_name)
+        try:
+            code = self._run()
+        except BaseException as exc:
+            if self.trace is not None:
+                self.trace.end(-1, type(exc).__name__)
+            raise
+        if self.trace is not None:
+            self.trace.end(code, None if code == Exit.OK else self.error_type)
+        return code
+
+    def _run(self) -> int:
+        settings = self.settings
+        self.error_type: str | None = None
         if settings.journal is not None and not self._open_journal(settings.journal):
             return int(Exit.USAGE)
         if settings.json:
@@ -133,6 +155,7 @@ class PromptRun:
         elif settings.fail_on_reject and outcome.code == Exit.OK and observer.rejected:
             outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
+        self.error_type = outcome.error_type
         return outcome.code
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
@@ -230,7 +253,7 @@ class PromptRun:
             cwd=settings.cwd,
             env=env,
             epoch=self.epoch,
-            observer=observer,
+            observer=observer if self.trace is None else self.trace.observer(observer),
             policy=settings.policy,
             reader_limits=settings.reader_limits,
             transfer_limits=settings.transfer_limits,

@@ -34,11 +34,13 @@ from ..shared._index import SessionIndex
 from ..shared._sandbox import sandbox_of_args
 from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
+from ..shared._trace import trace_export
 from ._attachments import Attachment, read_attachments
 from ._mcp import read_mcp_config
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
+    from ...otel._config import TraceExport
 
 __all__ = ["PromptSettings", "prompt_settings"]
 
@@ -82,6 +84,8 @@ class PromptSettings:
     """How bwrap starts it, as the live line and the journal's epoch record say."""
     serve: Serve = field(default_factory=Serve)
     """The files and terminals served to the agent (``--serve``, ``--root``, ``--allow-command``, ...)."""
+    trace: TraceExport | None = None
+    """Where the run's spans go (``--otel-endpoint``, the OTEL_* variables); None: no export."""
 
 
 _DEFAULT_LIMITS = TransferLimits()
@@ -153,6 +157,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
         serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
+        trace=trace_export(args),
     )
 
 
