@@ -486,7 +486,7 @@ def test_a_chat_journal_gives_a_turn_per_prompt(tmp_path: Path) -> None:
 def test_bad_sources_raise_typed_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         view.render_html(tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match=r"neither results\.jsonl nor a journal"):
+    with pytest.raises(FileNotFoundError, match=r"neither a batch's results\.jsonl nor a journal"):
         view.render_html(tmp_path)
     with pytest.raises(OSError, match="not a regular file"):
         view.render_html("/dev/null")
@@ -627,3 +627,106 @@ def test_any_update_and_any_line_render_as_data_that_cannot_end_its_element(
     data = page_data(page)
     assert len(data["turns"]) == 1
     assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000  # bounded, escapes included
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Numbers past a double's range, budgets, links, the command's words.
+
+
+def test_sums_past_a_doubles_range_are_clamped_and_said_never_a_traceback(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    huge = 1.7e308
+    record = {"ok": True, "agent": "a", "usage": {"total_tokens": huge, "cost": {"amount": huge, "currency": "USD"}}}
+    lines = [json.dumps({"id": f"i{n}", **record}) for n in range(2)]
+    lines.append(json.dumps({"id": "big-int", "ok": True, "agent": "a", "usage": {"total_tokens": 10**400}}))
+    (out / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run(out, "-o", tmp_path / "page.html", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    data = page_data((tmp_path / "page.html").read_text(encoding="utf-8"))
+    (agent,) = data["overview"]["agents"]
+    assert agent["tokens"] == agent["cost"]["USD"] == 1.7976931348623157e308
+    notes = " ".join(data["notes"])
+    assert "the tokens of a add up past the largest number the page can hold" in notes
+    assert "the cost in USD of a add up past" in notes
+    assert "tokens" not in by_id(data)["big-int"]  # an int no double holds is no figure
+
+
+def test_a_turns_input_and_output_tokens_past_a_doubles_range_are_clamped_and_said(tmp_path: Path) -> None:
+    path = tmp_path / "usage.jsonl"
+    journal, epoch = prompted(path)
+    usage = {"inputTokens": 1.7e308, "outputTokens": 1.7e308}
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn", "usage": usage}},
+             "session/prompt")  # fmt: skip
+    journal.close()
+    data = page_data(view.render_html(path))
+    assert data["turns"][0]["tokens"] == 1.7976931348623157e308
+    assert any("input and output tokens add up past a double's range" in note for note in data["notes"])
+
+
+def test_a_questions_form_fields_count_against_the_turns_bound(tmp_path: Path) -> None:
+    path = tmp_path / "forms.jsonl"
+    journal, epoch = prompted(path)
+    properties = {f"{n:03d}" + "f" * 96: {"type": "string", "title": "t" * 100} for n in range(50)}
+    form = {"sessionId": "s", "mode": "form", "message": "?", "requestedSchema": {"properties": properties}}
+    for n in range(400):  # each question is ~11 KB of fields and one character of message
+        ask = {"jsonrpc": "2.0", "id": f"q{n}", "method": "elicitation/create", "params": form}
+        received(journal, epoch, ask, None)
+    journal.close()
+    page = view.render_html(path, max_turn_bytes=8 * 1024)
+    size = len(json.dumps(transcript(page, 0)).encode())
+    assert size < 8 * 1024 * 2, size  # the bound, and the events' fixed cost: not 400 forms
+    assert transcript(page, 0)["cut"]["events"] > 0
+
+
+def test_the_journal_directory_leaves_symbolic_links_alone_as_journals_does(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    journals = state / "tinyacp" / "journals"
+    journals.mkdir(parents=True)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_bytes((JOURNALS / "line-field.jsonl").read_bytes())
+    (journals / "20260101T000000Z-demo-0123456789abcdef.jsonl").symlink_to(outside)
+    env = {"XDG_STATE_HOME": str(state)}
+    done = run(cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "symbolic links to journals are not followed" in done.stderr
+    (journals / "20260102T000000Z-demo-0123456789abcdef.jsonl").write_bytes((JOURNALS / "v0.1.0.jsonl").read_bytes())
+    listed = subprocess.run(
+        [sys.executable, "-m", "tinyacp", "journals"], capture_output=True, text=True, timeout=TIMEOUT,
+        env=dict(os.environ, PYTHONPATH=str(SRC), **env), cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert "not journals, left alone: 20260101T000000Z-demo-0123456789abcdef.jsonl" in listed.stdout
+    done = run(cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    data = page_data((tmp_path / "tinyacp-view.html").read_text(encoding="utf-8"))
+    assert [turn["id"].split(" ")[0] for turn in data["turns"]] == ["20260102T000000Z-demo-0123456789abcdef"] * 2
+    assert data["notes"] == [
+        "20260101T000000Z-demo-0123456789abcdef.jsonl: a symbolic link, not read (as `tinyacp journals` leaves "
+        "links alone)"
+    ]
+
+
+def test_the_commands_write_errors_name_the_output_path_and_an_empty_directory_gets_a_sentence(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "no" / "such" / "page.html"
+    done = run(JOURNALS / "v0.1.0.jsonl", "-o", target, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert (
+        done.stderr
+        == f"tinyacp: error: {target}: cannot write the page: its directory {target.parent} does not exist\n"
+    )
+    done = run(JOURNALS / "v0.1.0.jsonl", "-o", tmp_path, cwd=tmp_path)
+    assert (
+        done.stderr
+        == f"tinyacp: error: {tmp_path}: cannot write the page: this is a directory (name a file, e.g. report.html)\n"
+    )
+    assert ".tmp" not in done.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run(empty, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"tinyacp: error: {empty}: this directory holds neither a batch's results.jsonl nor a journal (*.jsonl): "
+        "name a batch's output directory, a journal, or a directory of journals\n"
+    )

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ._journal import JournalLine, JsonlJournal, line_message
 
-__all__ = ["Budget", "EpochTurns", "TurnBuilder", "clean", "millis"]
+__all__ = ["Budget", "EpochTurns", "TurnBuilder", "add_finite", "clean", "millis", "number"]
 
 _SHORT: Final = 300
 """Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
@@ -35,6 +35,9 @@ announces); a deeper one is placed with the turn's own events, naming the child 
 
 _OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
 """Our calls that open a session: while one waits for its answer, an unknown session's updates are its own."""
+
+_LARGEST: Final = 1.7976931348623157e308
+"""The largest finite double: where a sum that went past it is clamped."""
 
 _STATES: Final = 20
 """The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
@@ -84,11 +87,24 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (a bool, an int past a double's range, NaN)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 400 digits: legal JSON, no double
+        return None
     return number if math.isfinite(number) else None
+
+
+def add_finite(total: float, value: float) -> tuple[float, bool]:
+    """``total + value``, clamped to the largest finite double; and whether it had to be (the page says so: JSON
+    has no infinity, and a sum of finite numbers can overflow)."""
+    result = total + value
+    if math.isfinite(result):
+        return result, False
+    return math.copysign(_LARGEST, result) if not math.isnan(result) else total, True
 
 
 def _key(value: Any) -> str:
@@ -127,6 +143,21 @@ class Budget:
         self.cut_bytes += size - len(kept.encode("utf-8"))
         self.left = 0
         return kept
+
+    def charge(self, value: Any) -> bool:
+        """Whether ``value`` (a list, a dict, a number: what an event holds besides its text) fits, by the size of
+        its JSON in the page; when it does, its size is taken. What does not fit is counted as cut."""
+        if isinstance(value, bool) or value is None:
+            size = 5
+        elif isinstance(value, int | float):
+            size = 24
+        else:
+            size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+        if size <= self.left:
+            self.left -= size
+            return True
+        self.cut_bytes += size
+        return False
 
     def room(self) -> bool:
         """Whether one more event fits (its fixed cost is taken when it does)."""
@@ -186,6 +217,8 @@ class TurnBuilder:
     session: str | None = None
     """The session the turn's prompt went to: updates of another one are a child's (a subagent's)."""
     skipped: list[int] = field(default_factory=list)
+    clamped: list[str] = field(default_factory=list)
+    """What of the turn's figures went past a double's range and was clamped to the largest (the page says so)."""
     _tools: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, str] = field(default_factory=dict)
@@ -219,8 +252,11 @@ class TurnBuilder:
             return None
         event: dict[str, Any] = {"k": kind, "t": at}
         for name, value in fields.items():
-            if value not in (None, "", [], {}):
-                event[name] = self.budget.take(value) if isinstance(value, str) else value
+            if isinstance(value, str):
+                if value:
+                    event[name] = self.budget.take(value)
+            elif value not in (None, [], {}) and self.budget.charge(value):  # everything in the page counts
+                event[name] = value
         (self.events if into is None else into).append(event)
         return event
 
@@ -350,12 +386,14 @@ class TurnBuilder:
             return
         result, error = _dict(msg.get("result")), _dict(msg.get("error"))
         content = result.get("content")
-        event["answer"] = {
+        said = {
             "action": clean(result.get("action"), 40) if result else "error: " + clean(error.get("message"), 200),
-            "content": self.budget.take(clean(content, _RAW)) if content is not None else "",
             "by": clean(record.get("decided_by"), 60),
             "dt": at,
         }
+        if self.budget.charge(said):
+            said["content"] = self.budget.take(clean(content, _RAW)) if content is not None else ""
+            event["answer"] = said
 
     def incoming(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
         kind = record.get("kind")
@@ -403,20 +441,29 @@ class TurnBuilder:
             version = clean(info.get("version"), 40)
             self._event("call", at, m="initialized", x=f"{self.agent} {version}".strip())
         elif method == "session/prompt":
-            self.stop_reason = clean(result.get("stopReason"), 60)
-            usage = _dict(result.get("usage"))
-            total = _number(usage.get("totalTokens"))
-            if total is None:
-                parts = [_number(usage.get(name)) for name in ("inputTokens", "outputTokens")]
-                total = sum(part for part in parts if part is not None) if any(parts) else None
-            if total is not None:
-                self.tokens = total
-            self._event("result", at, stop=self.stop_reason, usage=_shown_usage(usage))
+            self.prompt_answer(result, at)
         elif method in ("session/new", "session/fork"):
             if isinstance(result.get("sessionId"), str):
                 self._ours.add(result["sessionId"])
             said = "session" if method == "session/new" else "forked"
             self._event("call", at, m=said, x=clean(result.get("sessionId"), 200))
+
+    def prompt_answer(self, result: dict[str, Any], at: float) -> None:
+        """The answer to our prompt: its stop reason and usage (the turn's tokens: the total the agent gave, or its
+        input and output tokens added, clamped to a double's range)."""
+        self.stop_reason = clean(result.get("stopReason"), 60)
+        usage = _dict(result.get("usage"))
+        total = number(usage.get("totalTokens"))
+        if total is None:
+            for name in ("inputTokens", "outputTokens"):
+                part = number(usage.get(name))
+                if part:
+                    total, clamped = add_finite(total or 0.0, part)
+                    if clamped:
+                        self.clamped.append("its input and output tokens add up past a double's range")
+        if total is not None:
+            self.tokens = total
+        self._event("result", at, stop=self.stop_reason, usage=_shown_usage(usage))
 
     def update(self, update: dict[str, Any], at: float, session_id: Any = None) -> None:
         kind = update.get("sessionUpdate")
@@ -453,8 +500,8 @@ class TurnBuilder:
             return
         status = clean(update.get("status"), 40)
         if status:
-            event["status"] = status
-            _state(event, status, at)
+            event["status"] = self.budget.take(status)
+            _state(event, status, at, self.budget)
         if "summary" in update:  # patch semantics: given whole it replaces what was streamed; null clears it
             summary = "".join(_block_text(_dict(block)) for block in _list(update.get("summary"))[:100])
             event["x"] = self.budget.take(summary)
@@ -475,7 +522,7 @@ class TurnBuilder:
             return
         for name in ("entries", "uri", "x"):
             event.pop(name, None)
-        event["type"] = clean(plan.get("type"), 40)
+        event["type"] = self.budget.take(clean(plan.get("type"), 40))
         if "entries" in plan:
             event["entries"] = _entries(plan.get("entries"), self.budget)
         elif "uri" in plan:
@@ -503,8 +550,8 @@ class TurnBuilder:
             said = clean(state.get("state"), 40)
             if state.get("stopReason") is not None:
                 said += f" ({clean(state.get('stopReason'), 60)})"
-            event["state"] = said
-            _state(event, said, at)
+            event["state"] = self.budget.take(said)
+            _state(event, said, at, self.budget)
 
     def session_message(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
         """A message between sessions (a parent's task to its child, the child's answer), merged by its id:
@@ -517,7 +564,7 @@ class TurnBuilder:
             return
         for name, field_name in (("from", "senderSessionId"), ("to", "recipientSessionId")):
             if field_name in update:
-                event[name] = clean(update.get(field_name), 200)
+                event[name] = self.budget.take(clean(update.get(field_name), 200))
         if "content" in update:
             text = "".join(_block_text(_dict(block)) for block in _list(update.get("content"))[:100])
             event["x"] = self.budget.take(text)
@@ -548,11 +595,11 @@ class TurnBuilder:
 
     def usage_update(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
         cost = _dict(update.get("cost"))
-        amount = _number(cost.get("amount"))
+        amount = number(cost.get("amount"))
         if amount is not None:
             self.cost = amount
             self.currency = clean(cost.get("currency"), 12)
-        used, size = _number(update.get("used")), _number(update.get("size"))
+        used, size = number(update.get("used")), number(update.get("size"))
         currency = self.currency if amount is not None else None
         self._event("usage", at, into, used=used, size=size, cost=amount, cur=currency)
 
@@ -624,7 +671,7 @@ class TurnBuilder:
         event = asked["event"]
         if event is None:  # a decision whose request was cut or is not in the journal
             event = self._event("perm", at, title="(request not shown)")
-        if event is not None:
+        if event is not None and self.budget.charge(said):
             event["decision"] = said
 
     # ----------------------------------------------------------------------------------------------------------
@@ -671,16 +718,20 @@ def _block_text(block: dict[str, Any]) -> str:
 def _entries(entries: Any, budget: Budget) -> list[list[str]]:
     """A plan's entries (at most 50): each one's content, status and priority."""
     return [
-        [budget.take(clean(e.get("content"), _SHORT)), clean(e.get("status"), 20), clean(e.get("priority"), 20)]
+        [
+            budget.take(clean(e.get(name), limit))
+            for name, limit in (("content", _SHORT), ("status", 20), ("priority", 20))
+        ]
         for e in _list(entries)[:50]
         if isinstance(e, dict)
     ]
 
 
-def _state(event: dict[str, Any], said: str, at: float) -> None:
-    """One more status of a merged event, with its time (the first :data:`_STATES` are kept)."""
+def _state(event: dict[str, Any], said: str, at: float, budget: Budget) -> None:
+    """One more status of a merged event, with its time (the first :data:`_STATES` are kept, as the budget
+    allows)."""
     states = event.setdefault("states", [])
-    if len(states) < _STATES:
+    if len(states) < _STATES and budget.charge([said, at]):
         states.append([said, at])
 
 
@@ -708,9 +759,9 @@ def _shown_usage(usage: dict[str, Any]) -> dict[str, float]:
     """The numbers of a turn's usage by the snake_case names tinyacp writes everywhere (``input_tokens``, as in a
     batch record and the command's ``result`` event), whatever the agent's line spelt."""
     return {
-        _CAMEL_HUMP.sub("_", clean(name, 40)).lower(): number
+        _CAMEL_HUMP.sub("_", clean(name, 40)).lower(): figure
         for name, value in usage.items()
-        if (number := _number(value)) is not None
+        if (figure := number(value)) is not None
     }
 
 

@@ -29,11 +29,13 @@ This module is not imported by ``import tinyacp``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import hashlib
 import html
 import json
 import os
+import stat
 import statistics
 import time
 from collections.abc import Iterable, Iterator
@@ -46,7 +48,8 @@ import msgspec
 from ._bounds import MAX_SAFE_INT, check_count
 from ._journal import iter_journal
 from ._version import __version__
-from ._view_model import Budget, EpochTurns, TurnBuilder, clean
+from ._view_model import Budget, EpochTurns, TurnBuilder, add_finite, clean
+from ._view_model import number as finite
 
 __all__ = ["DEFAULT_MAX_TURN_BYTES", "render_html", "write_html"]
 
@@ -109,9 +112,21 @@ def write_html(
     try:
         temporary.write_text(page, encoding="utf-8")
         os.replace(temporary, path)  # whole or not at all: a browser never opens half a page
+    except OSError as exc:  # said of the page asked for, not of the temporary name nobody chose
+        raise OSError(exc.errno, _cannot_write(exc, path), os.fspath(path)) from exc
     finally:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
     return path
+
+
+def _cannot_write(exc: OSError, path: Path) -> str:
+    """Why the page could not be written at ``path``, in words."""
+    if exc.errno == errno.ENOENT and not path.parent.is_dir():
+        return f"cannot write the page: its directory {path.parent} does not exist"
+    if exc.errno == errno.EISDIR or path.is_dir():
+        return "cannot write the page: this is a directory (name a file, e.g. report.html)"
+    return f"cannot write the page: {exc.strerror or exc}"
 
 
 def _default_output(source: str | os.PathLike[str]) -> Path:
@@ -160,10 +175,12 @@ def _read(path: Path, max_turn_bytes: int) -> _View:
         _read_batch(path, view)
         return view
     if path.is_dir():
-        journals = sorted(path.glob("*.jsonl"), key=_newest_first)
+        journals, links = _journal_files(path)
         if not journals:
-            raise FileNotFoundError(errno.ENOENT, "neither results.jsonl nor a journal (*.jsonl) in", str(path))
+            raise FileNotFoundError(errno.ENOENT, _NOTHING_HERE + (_LINKS_LEFT if links else ""), str(path))
         view = _View(clean(path.resolve().name or str(path)), "journals", max_turn_bytes=max_turn_bytes)
+        for name in links:
+            view.note(f"{name}: a symbolic link, not read (as `tinyacp journals` leaves links alone)")
         for journal in journals:
             _read_journal(journal, view)
         return view
@@ -178,12 +195,33 @@ def _read(path: Path, max_turn_bytes: int) -> _View:
     return view
 
 
-def _newest_first(path: Path) -> tuple[float, str]:
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    return -mtime, path.name
+_NOTHING_HERE: Final = (
+    "this directory holds neither a batch's results.jsonl nor a journal (*.jsonl): name a batch's output "
+    "directory, a journal, or a directory of journals"
+)
+_LINKS_LEFT: Final = " (symbolic links to journals are not followed, as `tinyacp journals` does not)"
+
+
+def _journal_files(directory: Path) -> tuple[list[Path], list[str]]:
+    """The journals of a directory (its regular ``*.jsonl`` files), the latest first, and the names of the
+    ``*.jsonl`` entries that are symbolic links: those are not read, as ``tinyacp journals`` lists them among what
+    is not a journal (a link may lead out of the directory, to any file)."""
+    found: list[tuple[float, str, Path]] = []
+    links: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".jsonl"):
+                continue
+            try:
+                status = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(status.st_mode):
+                links.append(clean(entry.name, 200))
+            elif stat.S_ISREG(status.st_mode):
+                found.append((-status.st_mtime, entry.name, directory / entry.name))
+    found.sort()
+    return [path for _, _, path in found], sorted(links)
 
 
 def _epochs(path: Path, view: _View, wanted: set[int] | None = None) -> dict[int, EpochTurns]:
@@ -232,7 +270,7 @@ def _read_journal(path: Path, view: _View) -> bool:
     for epoch, found in epochs.items():
         for number, turn in enumerate(found.turns, 1):
             name = stem + (f" #{epoch}" if many else "") + (f".{number}" if len(found.turns) > 1 else "")
-            row = _row(turn, name, turn.agent or agent)
+            row = _row(turn, name, turn.agent or agent, view)
             row.update(journal=clean(str(path), 1000), epoch=epoch, ok=turn.ok, secs=turn.seconds)
             if not turn.ok:  # an ok turn's side errors are events of its transcript
                 row["err"] = turn.prompt_error or _no_answer(turn)
@@ -257,7 +295,9 @@ def _agent_from_name(stem: str) -> str:
     return "?"
 
 
-def _row(turn: TurnBuilder, name: str, agent: str) -> dict[str, Any]:
+def _row(turn: TurnBuilder, name: str, agent: str, view: _View) -> dict[str, Any]:
+    for what in turn.clamped:
+        view.note(f"turn {name}: {what}: shown as the largest number the page can hold, 1.8e308")
     row: dict[str, Any] = {
         "id": clean(name, 300),
         "agent": agent,
@@ -347,7 +387,7 @@ def _batch_turn(
             where = f"epoch {record.epoch} is not in its journal"
         turn.events.append({"k": "bad", "t": 0, "why": f"no transcript: {where}"})
         view.note(f"turn {ident}: no transcript ({where})")
-    row = _row(turn, ident, clean(record.agent, 100) or turn.agent or "?")
+    row = _row(turn, ident, clean(record.agent, 100) or turn.agent or "?", view)
     permissions = record.permissions or {}
     row.update(
         ok=record.ok,
@@ -360,12 +400,13 @@ def _batch_turn(
         epoch=record.epoch,
     )
     usage = record.usage or {}
-    tokens = usage.get("total_tokens")
-    if isinstance(tokens, int | float) and not isinstance(tokens, bool):
+    tokens = finite(usage.get("total_tokens"))
+    if tokens is not None:
         row["tokens"] = tokens
     cost = usage.get("cost")
-    if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
-        row.update(cost=cost["amount"], cur=clean(cost.get("currency"), 12))
+    amount = finite(cost.get("amount")) if isinstance(cost, dict) else None
+    if isinstance(cost, dict) and amount is not None:
+        row.update(cost=amount, cur=clean(cost.get("currency"), 12))
     transcript = turn.transcript()
     if record.error is not None:
         message = clean(record.error.get("message"), 8192)
@@ -392,14 +433,16 @@ def _quantile(values: list[float], q: float) -> float:
 _BINS: Final = 10
 
 
-def _overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def _overview(turns: Iterable[dict[str, Any]], view: _View | None = None) -> dict[str, Any]:
     """Per agent: turns, ok, failed, median and 90th percentile seconds, tokens, cost by currency, and a
-    histogram of durations over bins shared by every agent."""
+    histogram of durations over bins shared by every agent. A sum past a double's range is clamped to the largest
+    and noted on ``view`` (JSON, and so the page, has no infinity)."""
     rows = list(turns)
     durations = [row["secs"] for row in rows if isinstance(row.get("secs"), int | float)]
     top = max(durations, default=0.0) or 1.0
     width = top / _BINS
     agents: dict[str, dict[str, Any]] = {}
+    clamped: set[str] = set()
     for row in rows:
         agent = agents.setdefault(
             row["agent"],
@@ -407,11 +450,12 @@ def _overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
         )
         agent["turns"] += 1
         agent["ok" if row.get("ok") else "failed"] += 1
-        agent["tokens"] += row.get("tokens") or 0
-        if isinstance(row.get("cost"), int | float):
-            agent["cost"][row.get("cur") or ""] = agent["cost"].get(row.get("cur") or "", 0) + row["cost"]
+        _add_figures(agent, row, clamped)
         if isinstance(row.get("secs"), int | float):
             agent["secs"].append(row["secs"])
+    if view is not None:
+        for what in sorted(clamped):
+            view.note(f"{what} add up past the largest number the page can hold: shown as that number, 1.8e308")
     for agent in agents.values():
         secs = agent.pop("secs")
         agent["median"] = statistics.median(secs) if secs else None
@@ -421,6 +465,20 @@ def _overview(turns: Iterable[dict[str, Any]]) -> dict[str, Any]:
             bins[min(_BINS - 1, int(value / width))] += 1
         agent["bins"] = bins
     return {"agents": list(agents.values()), "binWidth": width}
+
+
+def _add_figures(agent: dict[str, Any], row: dict[str, Any], clamped: set[str]) -> None:
+    """A row's tokens and cost added to its agent's, each sum clamped to a double's range (what was is named in
+    ``clamped``)."""
+    if isinstance(row.get("tokens"), int | float):
+        agent["tokens"], over = add_finite(agent["tokens"], row["tokens"])
+        if over:
+            clamped.add(f"the tokens of {row['agent']}")
+    if isinstance(row.get("cost"), int | float):
+        currency = row.get("cur") or ""
+        agent["cost"][currency], over = add_finite(agent["cost"].get(currency, 0), row["cost"])
+        if over:
+            clamped.add(f"the cost in {currency or 'no currency'} of {row['agent']}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -450,6 +508,7 @@ def _page(view: _View) -> str:
         "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
         "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'"
     )
+    overview = _overview(view.turns, view)
     notes = list(view.notes)
     if view.more_notes:
         notes.append(f"… and {view.more_notes} more notes")
@@ -460,7 +519,7 @@ def _page(view: _View) -> str:
         "version": __version__,
         "maxTurnBytes": view.max_turn_bytes,
         "notes": notes,
-        "overview": _overview(view.turns),
+        "overview": overview,
         "turns": view.turns,
     }
     parts = [
