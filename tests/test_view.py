@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import helpers.view as helpers_view
 import tinyacp
 from helpers.view import (
     ANSWER,
@@ -567,18 +568,88 @@ def test_the_command_refuses_a_file_that_holds_no_journal_record_as_show_does(tm
         assert not (tmp_path / "x.html").exists()
 
 
-def test_each_attempt_at_an_item_is_a_row_with_its_own_epoch(tmp_path: Path) -> None:
+def test_a_batch_page_counts_items_its_latest_attempt_deciding_with_the_earlier_ones_inside(tmp_path: Path) -> None:
     from tinyacp.batch import run_batch
 
     crash = [sys.executable, "-c", "import sys; sys.stderr.write('attempt\\n'); sys.exit(3)"]
-    items = [{"id": "again", "prompt": "hello", "agent": crash}]
-    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60)
-    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60, retry_failed=True)
-    page = view.render_html(tmp_path / "out")
-    turns = page_data(page)["turns"]
-    assert [(turn["id"], turn["attempt"], turn["epoch"]) for turn in turns] == [("again", 1, 1), ("again", 2, 2)]
-    assert [transcript(page, i)["error"]["stderr"] for i in range(2)] == ["attempt\n", "attempt\n"]
-    assert page_data(page)["notes"] == []
+    flaky = [sys.executable, "-c", "import sys; sys.stderr.write('flaky\\n'); sys.exit(3)"]
+    items: list[dict[str, Any]] = [
+        {"id": "again", "prompt": "hello", "agent": crash},
+        {"id": "fixed", "prompt": "hello", "agent": flaky},
+    ]
+    ok: list[dict[str, Any]] = [{"id": "fine", "prompt": "hello"}]
+    out = tmp_path / "out"
+    run_batch(ok + items, out, agent="demo", cwd=tmp_path, timeout=60)
+    run_batch(ok + items, out, agent="demo", cwd=tmp_path, timeout=60, retry_failed=True)
+    fixed = [{"id": "fixed", "prompt": "hello"}]  # its third attempt, by the demo agent, is ok
+    summary = run_batch(ok + fixed + items[:1], out, agent="demo", cwd=tmp_path, timeout=60, retry_failed=True)
+    page = view.render_html(out)
+    data = page_data(page)
+    turns = by_id(data)
+    assert sorted(turn["id"] for turn in data["turns"]) == ["again", "fine", "fixed"]  # one row per item
+    assert (summary.ok, summary.failed) == (2, 1)
+    assert sum(turn["ok"] for turn in data["turns"]) == summary.ok  # the header's counts are the batch's
+    agents = data["overview"]["agents"]
+    assert [sum(agent[name] for agent in agents) for name in ("turns", "ok", "failed")] == [3, 2, 1]
+    assert (turns["again"]["attempts"], turns["again"]["attempt"], turns["again"]["ok"]) == (3, 3, False)
+    assert (turns["fixed"]["attempts"], turns["fixed"]["attempt"], turns["fixed"]["ok"]) == (3, 3, True)
+    assert "attempts" not in turns["fine"] and "err" not in turns["fixed"]
+    index = [turn["id"] for turn in data["turns"]].index("fixed")
+    earlier = transcript(page, index)["earlier"]
+    assert [(one["attempt"], one["ok"], one["epoch"]) for one in earlier] == [(1, False, 1), (2, False, 2)]
+    assert [one["error"]["stderr"] for one in earlier] == ["flaky\n", "flaky\n"]
+    assert earlier[0]["err"].startswith("AgentExited: ") and "events" in earlier[0]
+    assert "msg" in [event["k"] for event in transcript(page, index)["events"]]  # the latest's own turn
+    assert data["notes"] == []
+
+
+def test_a_failed_row_carries_its_reason_short_and_on_one_line_the_whole_in_its_transcript(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    message = "the agent ended\nbefore answering " + "word " * 200
+    record = {"id": "x", "ok": False, "error": {"type": "AgentExited", "message": message}}
+    (out / "results.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    page = view.render_html(out)
+    row = page_data(page)["turns"][0]
+    assert row["err"].startswith("AgentExited: the agent ended before answering word word")
+    assert len(row["err"]) == 160 and row["err"].endswith("\u2026") and "\n" not in row["err"]
+    assert transcript(page, 0)["error"]["message"] == message
+
+
+def test_the_page_of_ones_runs_carries_the_start_the_session_and_the_prompt_of_each_turn(tmp_path: Path) -> None:
+    path = tmp_path / "20261204T183012Z-demo-0123456789abcdef.jsonl"
+    journal, epoch = prompted(path)
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    journal.close()
+    (row,) = page_data(view.render_html(tmp_path))["turns"]
+    assert (row["session"], row["prompt"], row["agent"]) == ("s", "hi", "demo")
+    assert abs(row["started"] / 1000 - path.stat().st_mtime) < 120
+
+
+def test_a_tool_calls_replaced_content_is_kept_marked_with_when_it_was_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "replaced.jsonl"
+    journal, epoch = prompted(path)
+    diff = {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
+    done = {"type": "content", "content": {"type": "text", "text": "edited a.py"}}
+    call = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.py", "kind": "edit", "content": [diff]}
+    update(journal, epoch, 1, call)
+    asked = {"sessionId": "s", "toolCall": {"toolCallId": "t1", "content": [diff]},
+             "options": [{"optionId": "y", "name": "Yes", "kind": "allow_once"}]}  # fmt: skip
+    helpers_view.asked(
+        journal, epoch, {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": asked}
+    )
+    update(journal, epoch, 2, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"})
+    update(journal, epoch, 3, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                               "content": [done]})  # fmt: skip
+    journal.close()
+    page = view.render_html(path)
+    (tool,) = events(page, 0, "tool")
+    assert tool["content"] == [{"type": "text", "x": "edited a.py"}]
+    (replaced,) = tool["replaced"]
+    assert replaced["content"] == [{"type": "diff", "path": "a.py", "old": "x = 1", "new": "x = 2"}]
+    assert replaced["t"] == tool["t"] and replaced["until"] == tool["end"]
+    (perm,) = events(page, 0, "perm")
+    assert perm["content"] == [{"type": "diff", "path": "a.py", "old": "x = 1", "new": "x = 2"}]
 
 
 # Any JSON value an agent might put in a field, strings of any character (lone surrogates included: JSON allows them).
@@ -730,3 +801,62 @@ def test_the_commands_write_errors_name_the_output_path_and_an_empty_directory_g
         f"tinyacp: error: {empty}: this directory holds neither a batch's results.jsonl nor a journal (*.jsonl): "
         "name a batch's output directory, a journal, or a directory of journals\n"
     )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Batches compared.
+
+
+def write_batch(out: Path, records: list[dict[str, Any]]) -> Path:
+    """A batch directory holding ``records`` (no journals: each row says its transcript is missing)."""
+    out.mkdir(parents=True)
+    (out / "results.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return out
+
+
+def outcome(ok: bool, seconds: float, tokens: int, **more: Any) -> dict[str, Any]:
+    usage = {"total_tokens": tokens, "cost": {"amount": tokens / 1000, "currency": "USD"}}
+    return {"ok": ok, "seconds": seconds, "usage": usage, **more}
+
+
+def test_batches_compared_are_matched_by_item_with_the_differing_ones_marked_and_totals_per_batch(
+    tmp_path: Path,
+) -> None:
+    failed = {"error": {"type": "AgentTimeout", "message": "no answer in 5 s"}}
+    first = write_batch(tmp_path / "claude", [
+        {"id": "x", **outcome(True, 1.0, 100)}, {"id": "y", **outcome(False, 5.0, 10, **failed)},
+        {"id": 7, **outcome(True, 2.0, 50)}, {"id": "y", "attempt": 2, **outcome(False, 5.0, 10, **failed)},
+    ])  # fmt: skip
+    second = write_batch(tmp_path / "gemini", [
+        {"id": "x", **outcome(True, 3.0, 300)}, {"id": "y", **outcome(True, 4.0, 40)},
+        {"id": "w", **outcome(False, 1.0, 1, **failed)},
+    ])  # fmt: skip
+    page = view.render_html([first, second])
+    data = page_data(page)
+    assert data["kind"] == "compare" and data["title"] == "claude vs gemini"
+    rows = by_id(data)
+    assert list(rows) == ["x", "y", "7", "w"]
+    assert [rows[name]["differs"] for name in ("x", "y", "7", "w")] == [False, True, True, True]
+    assert [side["ok"] if side else None for side in rows["y"]["outs"]] == [False, True]
+    assert rows["y"]["outs"][0]["attempts"] == 2 and rows["y"]["outs"][0]["err"].startswith("AgentTimeout: ")
+    assert rows["7"]["outs"][1] is None and rows["w"]["outs"][0] is None
+    totals = [batch["totals"] for batch in data["batches"]]
+    assert [batch["name"] for batch in data["batches"]] == ["claude", "gemini"]
+    assert totals[0] == {"items": 3, "ok": 2, "failed": 1, "missing": 1, "okRate": 2 / 3, "median": 2.0,
+                         "tokens": 160, "cost": {"USD": 0.16}}  # fmt: skip
+    assert (totals[1]["ok"], totals[1]["okRate"], totals[1]["median"], totals[1]["tokens"]) == (2, 2 / 3, 3.0, 341)
+    for side in (0, 1):  # each batch's turn of the item, side by side
+        assert "events" in json.loads(re.search(rf'id="tx-0-{side}">(.*?)</script>', page).group(1))  # type: ignore[union-attr]
+    assert 'id="tx-2-1"' not in page  # 7 is not in the second batch
+
+
+def test_comparing_names_batches_only_and_same_named_ones_apart(tmp_path: Path) -> None:
+    one = write_batch(tmp_path / "a" / "out", [{"id": "x", **outcome(True, 1.0, 1)}])
+    two = write_batch(tmp_path / "b" / "out", [{"id": "x", **outcome(True, 1.0, 1)}])
+    data = page_data(view.render_html([one, two / "results.jsonl"]))
+    assert [batch["name"] for batch in data["batches"]] == ["a/out", "b/out"]
+    with pytest.raises(OSError, match=r"not a batch's directory \(no results\.jsonl\)"):
+        view.render_html([one, JOURNALS / "v0.1.0.jsonl"])
+    with pytest.raises(ValueError, match="at least one"):
+        view.render_html([])
+    assert page_data(view.render_html([one]))["kind"] == "batch"  # one batch in a list is itself

@@ -66,7 +66,7 @@ class Loaded:
     def rows(self) -> list[str]:
         """The ids of the turns the table shows, in order."""
         ids: list[str] = self.page.eval_on_selector_all(
-            "#turn-table tbody tr", "rows => rows.map(r => r.cells[0].textContent)"
+            "#turn-table tbody tr", "rows => rows.map(r => r.getAttribute('data-id'))"
         )
         return ids
 
@@ -78,7 +78,7 @@ class Loaded:
 
     def open(self, turn: str) -> str:
         """Open the turn from the table; returns the text the turn's section shows."""
-        self.page.locator("#turn-table tbody tr", has_text=turn).first.click(timeout=WAIT_MS)
+        self.page.locator(f'#turn-table tbody tr[data-id="{turn}"]').first.click(timeout=WAIT_MS)
         self.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
         text: str = self.page.inner_text("#turn", timeout=WAIT_MS)
         return text
@@ -163,7 +163,8 @@ def test_the_table_has_a_row_per_turn_and_the_overview_a_row_per_agent(opened: A
     agents = page_data(batch_page.read_text(encoding="utf-8"))["overview"]["agents"]
     assert loaded.page.locator("#agents tbody tr").count() == len(agents) == 2
     assert loaded.page.locator("#overview svg[role=img]").count() == 3  # a duration chart per agent, one of cost
-    assert "5 of 5 matching turns shown" in loaded.page.inner_text("#count")
+    assert "5 of 5 matching items shown" in loaded.page.inner_text("#count")
+    assert loaded.page.inner_text("#counts") == "5 items (3 ok, 2 failed)"
     demo = loaded.page.locator("#agents tbody tr", has_text="demo").inner_text()
     assert demo.split("\t")[:4] == ["demo", "4", "3", "1"]
 
@@ -172,6 +173,8 @@ def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[s
     """The order the page must give: by the value, ties in the file's order, turns without one last."""
 
     def value(turn: dict[str, Any]) -> Any:
+        if key == "attempts":
+            return turn.get(key, 1)
         return (1 if turn["ok"] else 0) if key == "ok" else turn.get(key)
 
     present = [turn for turn in turns if value(turn) is not None]
@@ -179,7 +182,7 @@ def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[s
     return [turn["id"] for turn in sorted(present, key=value, reverse=descending) + missing]  # a stable sort
 
 
-COLUMNS = ["id", "agent", "ok", "stop", "secs", "tools", "subs", "allow", "reject", "tokens", "cost"]
+COLUMNS = ["id", "attempts", "agent", "ok", "err", "stop", "subs", "secs", "tools", "allow", "reject", "tokens", "cost"]
 
 
 @pytest.mark.parametrize("key", COLUMNS)
@@ -216,7 +219,7 @@ def test_the_filters_keep_the_turns_of_a_text_an_agent_and_an_outcome(opened: An
     assert sorted(loaded.rows()) == ["read-1", "read-2"]
     page.fill("#filter", "nothing matches this")
     loaded.wait_rows(0)
-    assert page.inner_text("#count").startswith("0 of 0 matching turns")
+    assert page.inner_text("#count").startswith("0 of 0 matching items")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ def test_the_address_names_the_opened_turn_and_opens_it_again(opened: Any, batch
     loaded.page.keyboard.press("Escape")
     assert loaded.page.locator("#turn").is_hidden() and loaded.page.evaluate("location.hash") == ""
     again = opened(batch_page, "#rejected-1")
-    assert again.page.locator("#turn").is_visible() and "Turn rejected-1" in again.page.inner_text("#turn")
+    assert again.page.locator("#turn").is_visible() and "Item rejected-1" in again.page.inner_text("#turn")
     assert opened(batch_page, "#no-such-turn%").page.locator("#turn").is_hidden()
 
 
@@ -310,16 +313,26 @@ def test_hostile_newer_kinds_show_as_text_and_a_url_is_never_a_link(opened: Any,
     assert counts == [0, 0]
 
 
-def test_each_attempt_sharing_an_id_has_its_own_address(opened: Any, newer_batch_page: Path) -> None:
+def test_an_item_tried_twice_is_one_row_its_earlier_attempt_inside_its_turn(
+    opened: Any, newer_batch_page: Path
+) -> None:
     loaded = opened(newer_batch_page)
-    assert sorted(loaded.rows()) == ["again", "again", "newer-1"]
-    loaded.page.locator("#turn-table tbody tr", has_text="again").nth(1).click()
-    loaded.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
-    assert loaded.page.evaluate("location.hash") == "#again~2"
-    for fragment, attempt in (("#again~2", "2"), ("#again~1", "1"), ("#again", "1")):
-        again = opened(newer_batch_page, fragment)
-        facts = again.page.inner_text("#turn dl.facts")
-        assert f"attempt\n{attempt}\n" in facts, fragment
+    assert sorted(loaded.rows()) == ["again", "newer-1"]
+    assert loaded.page.inner_text("#counts") == "2 items (1 ok, 1 failed) · 3 attempts (the latest decides)"
+    row = loaded.page.locator('#turn-table tbody tr[data-id="again"]')
+    assert row.locator("td").nth(1).inner_text() == "2"  # its tries
+    assert row.locator("td.err").inner_text().startswith("AgentExited: ")  # its reason, without a click
+    text = loaded.open("again")
+    assert loaded.page.evaluate("location.hash") == "#again"
+    assert "attempt\n2 of 2 (the latest; the earlier ones are below)" in loaded.page.inner_text("#turn dl.facts")
+    earlier = loaded.page.locator("#turn details.attempt")
+    assert earlier.count() == 1 and earlier.get_attribute("open") is None
+    assert earlier.locator("summary").inner_text().startswith("earlier attempt 1: failed · AgentExited: ")
+    earlier.locator("summary").click()
+    assert "the agent fell over" in earlier.inner_text() and "epoch 1" in earlier.inner_text()
+    assert "epoch 2" in text
+    for fragment in ("#again~2", "#again~1", "#again"):  # the addresses of when each attempt was a row
+        assert "Item again" in opened(newer_batch_page, fragment).page.inner_text("#turn"), fragment
     newer = opened(newer_batch_page, "#newer-1").page.inner_text("#turn")
     assert "→ decline · decided by default-decline" in newer  # nobody answers a question in a batch
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ._journal import JournalLine, JsonlJournal, line_message
 
-__all__ = ["Budget", "EpochTurns", "TurnBuilder", "add_finite", "clean", "millis", "number"]
+__all__ = ["Budget", "EpochTurns", "TurnBuilder", "add_finite", "clean", "is_trace", "millis", "number"]
 
 _SHORT: Final = 300
 """Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
@@ -36,8 +36,14 @@ announces); a deeper one is placed with the turn's own events, naming the child 
 _OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
 """Our calls that open a session: while one waits for its answer, an unknown session's updates are its own."""
 
+_TRACE: Final = re.compile("[0-9a-f]{32}")
+"""A trace id (W3C Trace Context's): 32 lowercase hex digits."""
+
 _LARGEST: Final = 1.7976931348623157e308
 """The largest finite double: where a sum that went past it is clamped."""
+
+_ITEMS: Final = 100
+"""A tool call's content items kept, at most (a diff, text, a terminal each)."""
 
 _STATES: Final = 20
 """The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
@@ -49,6 +55,12 @@ _STATES: Final = 20
 _HIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
+
+
+def is_trace(value: Any) -> bool:
+    """Whether ``value`` is a trace id as a journal and a batch record carry it (W3C Trace Context's 32 lowercase
+    hex digits)."""
+    return isinstance(value, str) and _TRACE.fullmatch(value) is not None
 
 
 def _mark(match: re.Match[str]) -> str:
@@ -217,6 +229,8 @@ class TurnBuilder:
     session: str | None = None
     """The session the turn's prompt went to: updates of another one are a child's (a subagent's)."""
     skipped: list[int] = field(default_factory=list)
+    trace: str = ""
+    """The trace id the journal or the epoch carries (32 hex digits), shown with the turn."""
     clamped: list[str] = field(default_factory=list)
     """What of the turn's figures went past a double's range and was clamped to the largest (the page says so)."""
     _tools: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -350,6 +364,9 @@ class TurnBuilder:
                 self.incoming(record, parsed, at)
         elif kind != "epoch":
             self._event("other", at, x=clean(record, _RAW))
+        trace = record.get("trace_id")
+        if not self.trace and is_trace(trace):
+            self.trace = str(trace)
 
     def outgoing(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
         if msg is None:
@@ -620,13 +637,32 @@ class TurnBuilder:
             if update.get(name) is not None:
                 event[name] = self.budget.take(clean(update[name], limit))
         if "content" in update:
-            items = [_tool_content(item, self.budget) for item in _list(update.get("content"))]
-            event["content"] = [item for item in items if item is not None]
+            content = self.contents(update.get("content"))
+            earlier = event.get("content")
+            if earlier and earlier != content:  # replaced, as the protocol says: kept, so an audit sees what was
+                replaced = event.setdefault("replaced", [])  # proposed before what came of it
+                if len(replaced) < _STATES and self.budget.charge([0.0, 0.0]):
+                    replaced.append({"t": event.get("ct", event["t"]), "until": at, "content": earlier})
+                else:
+                    event["replacedMore"] = event.get("replacedMore", 0) + 1
+            event["content"] = content
+            event["ct"] = at
         locations = [clean(_dict(place).get("path"), _SHORT) for place in _list(update.get("locations"))[:20]]
         if locations:
             event["where"] = [self.budget.take(place) for place in locations]
         if "rawInput" in update:
             event["input"] = self.budget.take(clean(update["rawInput"], _RAW))
+
+    def contents(self, value: Any) -> list[dict[str, Any]]:
+        """A tool call's content items (at most :data:`_ITEMS`), each charged to the budget."""
+        items = []
+        for item in _list(value)[:_ITEMS]:
+            if not self.budget.charge([None, None]):
+                break
+            shown = _tool_content(item, self.budget)
+            if shown is not None:
+                items.append(shown)
+        return items
 
     def permission(self, msg: dict[str, Any], at: float) -> None:
         params = _dict(msg.get("params"))
@@ -645,6 +681,7 @@ class TurnBuilder:
             kind=clean(tool.get("kind"), 40),
             name=clean(tool.get("name"), 200),
             tool=clean(tool.get("toolCallId"), 200),
+            content=self.contents(tool.get("content")) if "content" in tool else None,
         )
         self._requests[_key(msg.get("id"))] = {"event": event, "options": options}
 
@@ -796,7 +833,7 @@ class EpochTurns:
         record = line.record
         last = self.turns[-1]
         if record is not None and last.prompts and _is_prompt(record):
-            turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent)
+            turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent, trace=last.trace)
             turn._asks = last._asks  # so may our answer to a question of the agent's
             turn._ours = last._ours
             turn._pending = last._pending  # an answer to a request of the turn before may come later

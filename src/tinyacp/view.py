@@ -38,7 +38,7 @@ import os
 import stat
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -48,10 +48,10 @@ import msgspec
 from ._bounds import MAX_SAFE_INT, check_count
 from ._journal import iter_journal
 from ._version import __version__
-from ._view_model import Budget, EpochTurns, TurnBuilder, add_finite, clean
+from ._view_model import Budget, EpochTurns, TurnBuilder, add_finite, clean, is_trace
 from ._view_model import number as finite
 
-__all__ = ["DEFAULT_MAX_TURN_BYTES", "render_html", "write_html"]
+__all__ = ["DEFAULT_MAX_TURN_BYTES", "Source", "render_html", "write_html"]
 
 DEFAULT_MAX_TURN_BYTES: Final = 256 * 1024
 """The text of one turn's transcript kept in the page, at most: 10,000 turns at this bound would still open, and a
@@ -65,29 +65,38 @@ _STDERR_MARK: Final = "\n--- agent stderr (tail) ---\n"
 _ASSETS: Final = Path(__file__).with_name("_view_assets")
 
 
-def render_html(source: str | os.PathLike[str], *, max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES) -> str:
-    """The page for ``source`` (a batch's output directory, a journal, or a directory of journals).
+Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+"""What :func:`render_html` shows: one path (a batch's directory, a journal, a directory of journals), or several
+batch directories to compare."""
+
+
+def render_html(source: Source, *, max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES) -> str:
+    """The page for ``source``: a batch's output directory, a journal, or a directory of journals; or a list of two
+    or more batch directories, compared item by item (matched by id).
 
     Args:
-        source: what to show.
+        source: what to show: a path, or a list of paths (one path in a list is shown as itself).
         max_turn_bytes: the text of each turn's transcript kept, at most (the page says what was cut).
 
     Returns:
         One self-contained HTML document.
 
     Raises:
-        FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
-        OSError: ``source`` (or a batch's ``results.jsonl``) cannot be read, is neither a file nor a directory, or
-            is a file that holds not one journal record (``errno.EINVAL``).
-        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
+        FileNotFoundError: a source does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
+        OSError: a source (or a batch's ``results.jsonl``) cannot be read, is neither a file nor a directory, or
+            is a file that holds not one journal record (``errno.EINVAL``); or, when several are compared, one of
+            them is not a batch's directory (``errno.EINVAL``).
+        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it), or
+            ``source`` is an empty list.
     """
     check_count("max_turn_bytes", max_turn_bytes, 1, MAX_SAFE_INT)
-    view = _read(Path(source), max_turn_bytes)
+    paths = _paths(source)
+    view = _read(paths[0], max_turn_bytes) if len(paths) == 1 else _compare(paths, max_turn_bytes)
     return _page(view)
 
 
 def write_html(
-    source: str | os.PathLike[str],
+    source: Source,
     out: str | os.PathLike[str] | None = None,
     *,
     max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
@@ -95,19 +104,22 @@ def write_html(
     """Write the page for ``source`` to ``out`` and return its path.
 
     Args:
-        source: a batch's output directory, a journal, or a directory of journals.
+        source: a batch's output directory, a journal, or a directory of journals; or a list of batch directories
+            to compare.
         out: the file to write (replaced if it exists); default ``report.html`` inside a batch's directory, else
-            ``tinyacp-view.html`` in the current directory.
+            ``tinyacp-view.html`` in the current directory (batches compared included).
         max_turn_bytes: the text of each turn's transcript kept, at most.
 
     Raises:
-        FileNotFoundError: ``source`` does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
-        OSError: ``source`` cannot be read, is a file that holds not one journal record, or ``out`` cannot be
-            written.
-        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it).
+        FileNotFoundError: a source does not exist, or is a directory with neither ``results.jsonl`` nor a journal.
+        OSError: a source cannot be read, is a file that holds not one journal record, is not a batch's directory
+            when several are compared, or ``out`` cannot be written (the error names ``out``).
+        ValueError: ``max_turn_bytes`` is not an int from 1 to 2**53 - 1 (the page's script reads it), or
+            ``source`` is an empty list.
     """
     page = render_html(source, max_turn_bytes=max_turn_bytes)
-    path = Path(out) if out is not None else _default_output(source)
+    paths = _paths(source)
+    path = Path(out) if out is not None else _default_output(paths[0]) if len(paths) == 1 else _COMPARED
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(page, encoding="utf-8")
@@ -118,6 +130,18 @@ def write_html(
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
     return path
+
+
+_COMPARED: Final = Path("tinyacp-view.html")
+
+
+def _paths(source: Source) -> list[Path]:
+    if isinstance(source, str | os.PathLike):
+        return [Path(source)]
+    paths = [Path(one) for one in source]
+    if not paths:
+        raise ValueError("source: name at least one batch directory, journal or directory of journals")
+    return paths
 
 
 def _cannot_write(exc: OSError, path: Path) -> str:
@@ -150,6 +174,9 @@ class _View:
     kind: str
     turns: list[dict[str, Any]] = field(default_factory=list)
     transcripts: list[dict[str, Any]] = field(default_factory=list)
+    """Each row's transcript; for batches compared, ``{"sides": [transcript or None, ...]}``, one per batch."""
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    """Batches compared: each one's name, path and totals."""
     notes: list[str] = field(default_factory=list)
     more_notes: int = 0
     max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES
@@ -267,14 +294,19 @@ def _read_journal(path: Path, view: _View) -> bool:
     named = [turn.agent for found in epochs.values() for turn in found.turns if turn.agent]
     agent = named[0] if named else _agent_from_name(path.stem)
     many = len(epochs) > 1
+    trace = next((turn.trace for found in epochs.values() for turn in found.turns if turn.trace), "")
     for epoch, found in epochs.items():
         for number, turn in enumerate(found.turns, 1):
             name = stem + (f" #{epoch}" if many else "") + (f".{number}" if len(found.turns) > 1 else "")
+            turn.trace = turn.trace or trace  # the journal's first record carries it for all its runs
             row = _row(turn, name, turn.agent or agent, view)
             row.update(journal=clean(str(path), 1000), epoch=epoch, ok=turn.ok, secs=turn.seconds)
+            transcript = turn.transcript()
             if not turn.ok:  # an ok turn's side errors are events of its transcript
-                row["err"] = turn.prompt_error or _no_answer(turn)
-            view.add(row, turn.transcript())
+                error = turn.prompt_error or _no_answer(turn)
+                row["err"] = _short_error(error)
+                transcript["error"] = {"type": "", "message": error, "stderr": ""}
+            view.add(row, transcript)
     return bool(epochs)
 
 
@@ -309,6 +341,10 @@ def _row(turn: TurnBuilder, name: str, agent: str, view: _View) -> dict[str, Any
         "prompt": turn.prompt,
         "started": turn.start,
     }
+    if turn.session is not None:
+        row["session"] = clean(turn.session, 200)
+    if turn.trace:
+        row["trace"] = turn.trace
     if turn.tokens is not None:
         row["tokens"] = turn.tokens
     if turn.cost is not None:
@@ -332,6 +368,7 @@ class _Record(msgspec.Struct):
     epoch: int | None = None
     attempt: int = 1
     agent: str = ""
+    trace_id: str | None = None
 
 
 _decode_record = msgspec.json.Decoder(_Record).decode
@@ -352,6 +389,8 @@ def _records(path: Path, view: _View) -> Iterator[_Record]:
 
 
 def _read_batch(directory: Path, view: _View) -> None:
+    """One row per item, as ``tinyacp batch`` counts them: its latest record (the last in the file) decides its
+    outcome, the row says how many attempts it had, and its earlier attempts are inside its transcript."""
     records = list(_records(directory / "results.jsonl", view))
     journals = [_journal_of(record, directory) for record in records]
     wanted: dict[Path, set[int]] = {}
@@ -361,9 +400,26 @@ def _read_batch(directory: Path, view: _View) -> None:
     # Each journal read once, for the epochs its records name (a retried item's attempts share its journal). What
     # is kept is bounded per turn, as the page itself is.
     read = {journal: _epochs(journal, view, epochs) for journal, epochs in wanted.items()}
+    items: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for record, journal in zip(records, journals, strict=True):
         found = read[journal].get(record.epoch) if journal is not None and record.epoch is not None else None
-        view.add(*_batch_turn(record, found.turns[0] if found is not None else None, journal, view))
+        turn = _batch_turn(record, found.turns[0] if found is not None else None, journal, view)
+        items.setdefault(str(record.id), []).append(turn)  # 7 and "7" are one item, as the batch counts them
+    for attempts in items.values():
+        row, transcript = attempts[-1]
+        if len(attempts) > 1:
+            row["attempts"] = len(attempts)
+            transcript["earlier"] = [_earlier(*attempt) for attempt in attempts[:-1]]
+        view.add(row, transcript)
+
+
+def _earlier(row: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]:
+    """An earlier attempt at an item, as its row's transcript shows it: its outcome and figures, then its own."""
+    facts = {name: row[name] for name in _ATTEMPT_FACTS if row.get(name) is not None}
+    return {**facts, **transcript}
+
+
+_ATTEMPT_FACTS: Final = ("attempt", "ok", "stop", "secs", "err", "tokens", "cost", "cur", "journal", "epoch", "trace")
 
 
 def _journal_of(record: _Record, directory: Path) -> Path | None:
@@ -407,17 +463,120 @@ def _batch_turn(
     amount = finite(cost.get("amount")) if isinstance(cost, dict) else None
     if isinstance(cost, dict) and amount is not None:
         row.update(cost=amount, cur=clean(cost.get("currency"), 12))
+    if is_trace(record.trace_id):
+        row["trace"] = record.trace_id
     transcript = turn.transcript()
     if record.error is not None:
         message = clean(record.error.get("message"), 8192)
         text, _, stderr = message.partition(_STDERR_MARK)
-        row["err"] = f"{clean(record.error.get('type'), 100)}: {text}"[:2000]
-        transcript["error"] = {"type": clean(record.error.get("type"), 100), "message": text, "stderr": stderr}
+        kind = clean(record.error.get("type"), 100)
+        row["err"] = _short_error(f"{kind}: {text}")
+        transcript["error"] = {"type": kind, "message": text, "stderr": stderr}
     return row, transcript
+
+
+_ERROR_WORDS: Final = 160
+"""Characters of a failed turn's reason in its row (the table's error column); the whole is in its transcript."""
+
+
+def _short_error(text: str) -> str:
+    """A failure's kind and first words, on one line, for the table."""
+    line = " ".join(text.split())
+    return line if len(line) <= _ERROR_WORDS else line[: _ERROR_WORDS - 1] + "\u2026"
 
 
 def _count(value: Any, fallback: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else fallback
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Batches compared.
+
+_SIDE_FACTS: Final = frozenset({"id", "prompt"})
+"""What an item's row holds once for all its batches, not in each batch's side."""
+
+
+def _compare(paths: list[Path], max_turn_bytes: int) -> _View:
+    """Batches matched item by item (by id, as each batch counts its items): a row per item with each batch's
+    outcome (its latest attempt's) side by side, whether they differ, and each batch's totals."""
+    names = _batch_names(paths)
+    views: list[_View] = []
+    for path, name in zip(paths, names, strict=True):
+        directory = path.parent if path.name == "results.jsonl" and path.is_file() else path
+        if not directory.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
+        if not (directory / "results.jsonl").is_file():
+            raise OSError(errno.EINVAL, "not a batch's directory (no results.jsonl): compare names batches", str(path))
+        one = _View(name, "batch", max_turn_bytes=max_turn_bytes)
+        _read_batch(directory, one)
+        views.append(one)
+    view = _View(" vs ".join(names), "compare", max_turn_bytes=max_turn_bytes)
+    for one in views:
+        for note in one.notes:
+            view.note(f"{one.title}: {note}")
+        view.more_notes += one.more_notes
+    order: dict[str, list[int | None]] = {}
+    for side, one in enumerate(views):
+        for index, row in enumerate(one.turns):
+            order.setdefault(row["id"], [None] * len(views))[side] = index
+    for ident, where in order.items():
+        rows = [views[side].turns[index] if index is not None else None for side, index in enumerate(where)]
+        sides = [views[side].transcripts[index] if index is not None else None for side, index in enumerate(where)]
+        outcomes = {None if row is None else bool(row.get("ok")) for row in rows}
+        first = next(row for row in rows if row is not None)
+        item = {
+            "id": ident,
+            "prompt": first.get("prompt", ""),
+            "differs": len(outcomes) > 1,
+            "outs": [None if row is None else {k: v for k, v in row.items() if k not in _SIDE_FACTS} for row in rows],
+        }
+        view.add(item, {"sides": sides})
+    for side, (path, one) in enumerate(zip(paths, views, strict=True)):
+        view.batches.append(
+            {"name": one.title, "path": clean(str(path), 1000), "totals": _totals(one, len(order), side, view)}
+        )
+    return view
+
+
+def _batch_names(paths: list[Path]) -> list[str]:
+    """A short name for each batch: its directory's name, with its parent's when two share one, numbered when
+    that is not enough."""
+
+    def directory(path: Path) -> Path:
+        return (path.parent if path.name == "results.jsonl" else path).resolve()
+
+    names = [clean(directory(path).name or str(path), 100) for path in paths]
+    if len(set(names)) < len(names):
+        names = [clean(f"{directory(path).parent.name}/{directory(path).name}", 200) for path in paths]
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return unique
+
+
+def _totals(one: _View, items: int, side: int, view: _View) -> dict[str, Any]:
+    """A compared batch's totals over its items (each one's latest attempt): ok, failed, missing (compared items it
+    has no record of), the ok rate, the median seconds, tokens and cost (sums clamped to a double's range)."""
+    ok = sum(1 for row in one.turns if row.get("ok"))
+    seconds = [row["secs"] for row in one.turns if isinstance(row.get("secs"), int | float)]
+    figures: dict[str, Any] = {"tokens": 0, "cost": {}}
+    clamped: set[str] = set()
+    for row in one.turns:
+        _add_figures(figures, {**row, "agent": one.title}, clamped)
+    for what in sorted(clamped):
+        view.note(f"{what} add up past the largest number the page can hold: shown as that number, 1.8e308")
+    return {
+        "items": len(one.turns),
+        "ok": ok,
+        "failed": len(one.turns) - ok,
+        "missing": items - len(one.turns),
+        "okRate": ok / len(one.turns) if one.turns else None,
+        "median": statistics.median(seconds) if seconds else None,
+        "tokens": figures["tokens"],
+        "cost": figures["cost"],
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -508,7 +667,7 @@ def _page(view: _View) -> str:
         "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
         "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'"
     )
-    overview = _overview(view.turns, view)
+    overview = _overview(view.turns, view) if view.kind != "compare" else {"agents": [], "binWidth": 1.0}
     notes = list(view.notes)
     if view.more_notes:
         notes.append(f"… and {view.more_notes} more notes")
@@ -522,6 +681,8 @@ def _page(view: _View) -> str:
         "overview": overview,
         "turns": view.turns,
     }
+    if view.batches:
+        data["batches"] = view.batches
     parts = [
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n',
@@ -534,9 +695,14 @@ def _page(view: _View) -> str:
         '<div id="app"></div>\n',
         f'<script type="application/json" id="data">{_json(data)}</script>\n',
     ]
-    parts.extend(
-        f'<script type="application/json" id="tx-{index}">{_json(transcript)}</script>\n'
-        for index, transcript in enumerate(view.transcripts)
-    )
+    for index, transcript in enumerate(view.transcripts):
+        if view.kind != "compare":
+            parts.append(f'<script type="application/json" id="tx-{index}">{_json(transcript)}</script>\n')
+            continue
+        parts.extend(
+            f'<script type="application/json" id="tx-{index}-{side}">{_json(one)}</script>\n'
+            for side, one in enumerate(transcript["sides"])
+            if one is not None
+        )
     parts.append(f"<script>{script}</script>\n</body>\n</html>\n")
     return "".join(parts)

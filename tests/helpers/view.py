@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import tinyacp
 from tinyacp.batch import run_batch
 
@@ -73,6 +75,16 @@ def received(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any],
     else:
         kind = tinyacp.MessageKind.RESPONSE
     journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=method, id=message.get("id")))
+
+
+def asked(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
+    """Record the agent's ``session/request_permission`` line, as the client does (the request, not a decision)."""
+    from tinyacp._messages import PermissionParams
+
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    params = msgspec.convert(message["params"], PermissionParams)
+    request = tinyacp.PermissionRequest(epoch, raw, message["id"], params.session_id, params.tool_call, params.options)
+    journal.on_permission_request(request)
 
 
 def prompt(journal: tinyacp.JsonlJournal, epoch: int, request_id: int, text: str, *, session_id: str) -> None:
