@@ -860,3 +860,25 @@ def test_comparing_names_batches_only_and_same_named_ones_apart(tmp_path: Path) 
     with pytest.raises(ValueError, match="at least one"):
         view.render_html([])
     assert page_data(view.render_html([one]))["kind"] == "batch"  # one batch in a list is itself
+
+
+def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(newer: Path, tmp_path: Path) -> None:
+    from tinyacp._journal import iter_journal, line_message
+    from tinyacp._view_model import ViewLine, read_journal_lines
+
+    damaged = tmp_path / "damaged.jsonl"
+    lines = newer.read_bytes().split(b"\n")
+    odd = [b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":3,"msg":{"a":1}}',  # len is wrong
+           b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":9,"msg":{"a":NaN}}',
+           b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":10,"msg":{"a":1e999}}',
+           b"not json", b'{"type":"line","epoch":1,"line":"{\\"x\\":1}"}']  # fmt: skip
+    damaged.write_bytes(b"\n".join([*lines[:5], *odd, *lines[5:]]))
+    for path in (newer, damaged, *JOURNALS.glob("*.jsonl")):
+        fast, slow = list(read_journal_lines(path)), list(iter_journal(path))
+        assert [(line.number, line.data, line.record, line.torn) for line in fast] == [
+            (line.number, line.data, line.record, line.torn) for line in slow
+        ]
+        for one, other in zip(fast, slow, strict=True):
+            if isinstance(one, ViewLine):
+                assert other.record is not None and one.message == line_message(other.record)
+    assert sum(isinstance(line, ViewLine) for line in read_journal_lines(newer)) > 20

@@ -12,13 +12,28 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from ._journal import JournalLine, JsonlJournal, line_message
+import msgspec
 
-__all__ = ["Budget", "EpochTurns", "TurnBuilder", "add_finite", "clean", "is_trace", "millis", "number"]
+from ._files import open_regular_binary
+from ._journal import JournalLine, JsonlJournal, line_message
+from ._journal import _record as journal_record
+
+__all__ = [
+    "Budget",
+    "EpochTurns",
+    "TurnBuilder",
+    "add_finite",
+    "clean",
+    "is_trace",
+    "millis",
+    "number",
+    "read_journal_lines",
+]
 
 _SHORT: Final = 300
 """Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
@@ -38,6 +53,9 @@ _OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "ses
 
 _TRACE: Final = re.compile("[0-9a-f]{32}")
 """A trace id (W3C Trace Context's): 32 lowercase hex digits."""
+
+_UNPARSED: Final = object()
+"""A line record whose message is to be parsed from its line."""
 
 _LARGEST: Final = 1.7976931348623157e308
 """The largest finite double: where a sum that went past it is clamped."""
@@ -87,8 +105,9 @@ def clean(value: object, limit: int | None = None) -> str:
             text = repr(value)
     if limit is not None and len(text) > limit:
         text = text[:limit] + "\u2026"
-    text = text.replace("\r\n", "\n")
-    return _HIDDEN.sub(_mark, text) if _HIDDEN.search(text) else text
+    if _HIDDEN.search(text) is None:  # the usual text: nothing to mark (a CR is one of the hidden)
+        return text
+    return _HIDDEN.sub(_mark, text.replace("\r\n", "\n"))
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -136,6 +155,63 @@ def millis(ts: Any) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class ViewLine(JournalLine):
+    """A journal line as the page reads it: its record, and the message of a ``line`` record already parsed."""
+
+    message: dict[str, Any] | None = None
+
+
+_MSG: Final = b',"msg":'
+_decode_line = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def read_journal_lines(path: Any) -> Iterator[JournalLine]:
+    """The lines of a journal as :func:`tinyacp._journal.iter_journal` gives them, each read in one pass: a line
+    record whose line is stored as ``msg`` (every line a client writes today) is parsed once, its record and its
+    message together, where the journal's reader takes the record apart from its line and the message is then
+    parsed again. What this pass cannot take (a line stored as text or base64, a record it doubts) is read as
+    the journal's reader reads it. Strict as :func:`tinyacp._journal.line_message`: no NaN, no number out of range.
+
+    Raises:
+        OSError: the file cannot be opened or read, or is not a regular file.
+    """
+    with open_regular_binary(path) as file:
+        for number, line in enumerate(file, 1):
+            if not line.endswith(b"\n"):
+                yield JournalLine(number, line, None, torn=True)
+                return
+            data = line[:-1]
+            if data.strip():
+                yield _view_line(number, data)
+
+
+def _view_line(number: int, data: bytes) -> JournalLine:
+    cut = data.find(_MSG)
+    if cut >= 0 and data.endswith(b"}"):
+        try:
+            record = _decode_line(data)
+        except (msgspec.MsgspecError, RecursionError):
+            record = None
+        message = record.get("msg") if record is not None else None
+        if (
+            record is not None
+            and isinstance(message, dict)
+            and record.get("type") == "line"
+            and type(record.get("epoch")) is int
+            and "line" not in record
+            and "line_b64" not in record
+            and record.get("len") == len(data) - cut - len(_MSG) - 1  # the msg at the end, where its len says
+        ):
+            del record["msg"], record["len"]
+            try:
+                record["line"] = data[cut + len(_MSG) : -1].decode("utf-8")
+            except UnicodeDecodeError:  # msgspec took it, so it is UTF-8; kept for the type checker's sake
+                return JournalLine(number, data, journal_record(data))
+            return ViewLine(number, data, record, message=message)
+    return JournalLine(number, data, journal_record(data))
+
+
 @dataclass
 class Budget:
     """The bytes of text a turn's transcript may still take; what did not fit is counted, never kept."""
@@ -147,7 +223,7 @@ class Budget:
 
     def take(self, text: str) -> str:
         """As much of ``text`` as fits (all of it, or its start, or nothing)."""
-        size = len(text.encode("utf-8", "replace"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
         if size <= self.left:
             self.left -= size
             return text
@@ -164,7 +240,10 @@ class Budget:
         elif isinstance(value, int | float):
             size = 24
         else:
-            size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+            try:
+                size = len(msgspec.json.encode(value))
+            except (TypeError, ValueError, OverflowError):  # cannot be: every value here is made of JSON's own
+                size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
         if size <= self.left:
             self.left -= size
             return True
@@ -233,6 +312,8 @@ class TurnBuilder:
     """The trace id the journal or the epoch carries (32 hex digits), shown with the turn."""
     clamped: list[str] = field(default_factory=list)
     """What of the turn's figures went past a double's range and was clamped to the largest (the page says so)."""
+    _ts: Any = None
+    _ms: float | None = None
     _tools: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, str] = field(default_factory=dict)
@@ -250,7 +331,10 @@ class TurnBuilder:
     # The transcript.
 
     def _time(self, record: dict[str, Any]) -> float:
-        now = millis(record.get("ts"))
+        ts = record.get("ts")
+        if ts != self._ts:  # the records written together share their time: parsed once
+            self._ts, self._ms = ts, millis(ts)
+        now = self._ms
         if now is None:
             return 0.0 if self.end is None or self.start is None else self.end - self.start
         if self.start is None:
@@ -340,7 +424,7 @@ class TurnBuilder:
             self.bad(line, "is not a record")
             return
         try:
-            self.record(record)
+            self.record(record, line.message if isinstance(line, ViewLine) else _UNPARSED)
         except Exception:  # a journal is input: a record we cannot make sense of is shown raw, and reading goes on
             self.bad(line, "could not be rendered")
 
@@ -350,14 +434,14 @@ class TurnBuilder:
         text = line.data[:_RAW].decode("utf-8", "replace")
         self._event("bad", self._time({}), x=clean(text), n=line.number, why=why, size=len(line.data))
 
-    def record(self, record: dict[str, Any]) -> None:
-        """One journal record."""
+    def record(self, record: dict[str, Any], message: Any = None) -> None:
+        """One journal record (and its line's message, when it was parsed with it)."""
         at = self._time(record)
         kind = record["type"]
         if kind == "decision":
             self.decision(record, at)
         elif kind == "line":
-            parsed = line_message(record)
+            parsed = line_message(record) if message is _UNPARSED or message is None else message
             if record.get("dir") == "out":
                 self.outgoing(record, parsed, at)
             else:
