@@ -882,3 +882,59 @@ def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(
             if isinstance(one, ViewLine):
                 assert other.record is not None and one.message == line_message(other.record)
     assert sum(isinstance(line, ViewLine) for line in read_journal_lines(newer)) > 20
+
+
+def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_decided(tmp_path: Path) -> None:
+    from helpers.view import answered, requested
+
+    path = tmp_path / "served.jsonl"
+    journal, epoch = prompted(path)
+    steps: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+        ("fs/read_text_file", {"sessionId": "s", "path": "/w/a.py", "line": 3, "limit": 2},
+         {"result": {"content": "x = 1\ny = 2"}}, "policy"),
+        ("fs/write_text_file", {"sessionId": "s", "path": "/etc/passwd", "content": "root::0:0"},
+         {"error": {"code": -32000, "message": "not allowed"}}, "default-reject"),
+        ("terminal/create", {"sessionId": "s", "command": "pytest", "args": ["-q"], "cwd": "/w",
+                             "env": [{"name": "CI", "value": "1"}]}, {"result": {"terminalId": "term-1"}}, "policy"),
+        ("terminal/wait_for_exit", {"sessionId": "s", "terminalId": "term-1"},
+         {"result": {"exitCode": 1, "signal": None}}, "policy"),
+        ("terminal/output", {"sessionId": "s", "terminalId": "term-1"},
+         {"result": {"output": "z" * 5000 + "\n1 failed", "truncated": False, "exitStatus": {"exitCode": 1}}},
+         "policy"),
+        ("terminal/release", {"sessionId": "s", "terminalId": "term-1"}, {"result": {}}, "policy"),
+    ]  # fmt: skip
+    for n, (method, params, answer, by) in enumerate(steps):
+        requested(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", "method": method, "params": params})
+        answered(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", **answer}, by)
+    journal.close()
+    page = view.render_html(path)
+    read, write, terminal = events(page, 0, "served")
+    assert (read["m"], read["path"], read["line"], read["limit"], read["x"]) == (
+        "fs/read_text_file", "/w/a.py", 3, 2, "x = 1\ny = 2"
+    )  # fmt: skip
+    assert [(a["by"], a.get("error")) for a in read["answers"]] == [("policy", None)]
+    assert (write["path"], write["size"], write["x"]) == ("/etc/passwd", 9, "root::0:0")
+    assert write["answers"][0] == {"dt": write["answers"][0]["dt"], "by": "default-reject",
+                                   "error": "not allowed (code -32000)"}  # fmt: skip
+    assert (terminal["cmd"], terminal["cwd"], terminal["env"], terminal["tid"]) == ("pytest -q", "/w", ["CI"], "term-1")
+    assert terminal["exit"] == [1, ""] and terminal["out"].endswith("z\n1 failed") and terminal["outCut"] > 0
+    assert [step[0] for step in terminal["steps"]] == ["terminal/wait_for_exit", "terminal/output", "terminal/release"]
+    assert len(terminal["answers"]) == 4 and "agentline" not in kinds(page, 0)
+
+
+def test_a_trace_id_on_the_journals_first_record_or_a_batch_record_is_shown_with_the_turn(tmp_path: Path) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    path = tmp_path / "traced.jsonl"
+    journal, _ = prompted(path)
+    journal.close()
+    first, rest = path.read_bytes().split(b"\n", 1)
+    record = json.loads(first)
+    assert record["type"] == "epoch"
+    path.write_bytes(json.dumps({**record, "trace_id": trace}).encode() + b"\n" + rest)
+    assert page_data(view.render_html(path))["turns"][0]["trace"] == trace
+    out = tmp_path / "out"
+    out.mkdir()
+    records = [{"id": "a", "ok": True, "trace_id": trace}, {"id": "b", "ok": True, "trace_id": "not-hex</script>"}]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows = by_id(page_data(view.render_html(out)))
+    assert rows["a"]["trace"] == trace and "trace" not in rows["b"]  # only what a trace id can be

@@ -8,7 +8,9 @@ there a browser that cannot be had is a failure.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from benchmarks.view import CHROMIUM_ARGS
 
+import tinyacp
 from helpers.view import HOSTILE_FILE, demo_batch, hostile_journal, newer_batch, newer_journal, page_data
 from tinyacp import view
 
@@ -421,3 +424,111 @@ def test_a_cut_transcript_says_so_on_the_turn(opened: Any, hostile_page: Path, t
     cut = loaded.page.inner_text("#cut")
     assert cut.startswith("This transcript was cut at 300 bytes of text (--max-turn-bytes): ") and cut in text
     assert "You said:" not in text  # the reply came after the cut: it is in the journal, not on the page
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Batches compared, one's own runs, what an audit reads.
+
+
+@pytest.fixture
+def compare_page(batch_page: Path, tmp_path: Path) -> Path:
+    """The demo batch beside a copy of it in which read-1 failed and crash-1 was never run."""
+    other = tmp_path / "other"
+    other.mkdir()
+    lines = []
+    for line in (batch_page.parent / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["id"] == "crash-1":
+            continue
+        if record["id"] == "read-1":
+            record.update(ok=False, stop_reason=None, error={"type": "AgentTimeout", "message": "no answer in 5 s"})
+        lines.append(json.dumps(record) + "\n")
+    (other / "results.jsonl").write_text("".join(lines), encoding="utf-8")
+    return view.write_html([batch_page.parent, other], tmp_path / "compare.html")
+
+
+def test_batches_compared_show_the_differing_items_first_their_totals_and_turns_side_by_side(
+    opened: Any, compare_page: Path
+) -> None:
+    loaded = opened(compare_page)
+    page = loaded.page
+    assert loaded.rows()[:2] == ["read-1", "crash-1"]  # the items whose outcome differs, first
+    assert sorted(loaded.rows()[2:]) == ["read-2", "rejected-1", "slow-1"]
+    assert page.inner_text("#counts") == "5 items in 2 batches, 2 differ in outcome"
+    totals = page.locator("#batches tbody tr").all_inner_texts()
+    assert [row.split("\t")[:6] for row in totals] == [
+        ["out", "5", "3", "2", "0", "60.0 %"],
+        ["other", "4", "2", "2", "1", "50.0 %"],
+    ]
+    read = page.locator('#turn-table tbody tr[data-id="read-1"] td')
+    assert read.nth(1).inner_text() == "differs" and read.nth(2).inner_text().startswith("ok · ")
+    assert (
+        read.nth(3).inner_text().startswith("failed · ")
+        and "AgentTimeout: no answer in 5 s" in read.nth(3).inner_text()
+    )
+    assert page.locator('#turn-table tbody tr[data-id="crash-1"] td').nth(3).inner_text() == "—"
+    page.select_option("#outcome-filter", "differs")
+    assert loaded.rows() == ["read-1", "crash-1"]
+    page.select_option("#outcome-filter", "same")
+    assert sorted(loaded.rows()) == ["read-2", "rejected-1", "slow-1"]
+    assert page.locator("#agent-filter").is_hidden()
+    page.select_option("#outcome-filter", "")
+    text = loaded.open("read-1")
+    assert text.startswith("Item read-1")
+    sides = page.locator("#turn .side > section")
+    assert sides.count() == 2
+    first, second = sides.nth(0).bounding_box(), sides.nth(1).bounding_box()
+    assert first is not None and second is not None
+    assert second["x"] >= first["x"] + first["width"] and abs(second["y"] - first["y"]) < 2  # one beside the other
+    assert "You said: What is in this folder?" in sides.nth(0).inner_text()
+    assert "AgentTimeout" in sides.nth(1).inner_text() and "You said:" in sides.nth(1).inner_text()
+    assert "not in this batch" in loaded.open("crash-1")
+
+
+def test_the_page_of_ones_runs_tells_its_rows_apart(opened: Any, newer_page: Path) -> None:
+    loaded = opened(newer_page)
+    heads = loaded.page.locator("#turn-table thead th").all_inner_texts()
+    assert [head.rstrip("↕▲▼").strip() for head in heads[:6]] == [
+        "started",
+        "agent",
+        "session",
+        "prompt",
+        "outcome",
+        "error",
+    ]
+    cells = loaded.page.locator('#turn-table tbody tr[data-id="newer #1"] td').all_inner_texts()
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d", cells[0]) and cells[1] == "tinyacp-demo"
+    assert cells[2].startswith("demo-") and cells[3].startswith("with-notice with-compaction")
+
+
+def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decided(opened: Any, tmp_path: Path) -> None:
+    from helpers.view import answered, asked, prompt, requested, update
+
+    path = tmp_path / "audit.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "fix it", session_id="s")
+    diff = {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
+    update(
+        journal, epoch, 1, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.py", "content": [diff]}
+    )
+    options = [{"optionId": "y", "name": "Yes", "kind": "allow_once"}]
+    params = {"sessionId": "s", "toolCall": {"toolCallId": "t1", "content": [diff]}, "options": options}
+    asked(journal, epoch, {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": params})
+    done = {"type": "content", "content": {"type": "text", "text": "edited a.py"}}
+    update(journal, epoch, 2, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                               "content": [done]})  # fmt: skip
+    create = {"sessionId": "s", "command": "pytest", "args": ["-q"], "cwd": "/w"}
+    requested(journal, epoch, {"jsonrpc": "2.0", "id": "c", "method": "terminal/create", "params": create})
+    answered(journal, epoch, {"jsonrpc": "2.0", "id": "c", "result": {"terminalId": "term-1"}}, "policy")
+    wait = {"sessionId": "s", "terminalId": "term-1"}
+    requested(journal, epoch, {"jsonrpc": "2.0", "id": "w", "method": "terminal/wait_for_exit", "params": wait})
+    answered(journal, epoch, {"jsonrpc": "2.0", "id": "w", "result": {"exitCode": 1}}, "policy")
+    journal.close()
+    loaded = opened(view.write_html(path, tmp_path / "audit.html"))
+    text = loaded.open("audit")
+    assert "what was asked to approve:" in text and re.search(r"content \+\d+\.\d{3} s, replaced \+", text)
+    replaced = loaded.page.locator("#turn .replaced")
+    assert replaced.locator("del").inner_text().strip() == "- x = 1" and "edited a.py" in text
+    assert "terminal pytest -q in /w · exit status 1" in text
+    assert "terminal/wait_for_exit +" in text and "→ served · decided by policy" in text

@@ -54,6 +54,19 @@ _OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "ses
 _TRACE: Final = re.compile("[0-9a-f]{32}")
 """A trace id (W3C Trace Context's): 32 lowercase hex digits."""
 
+_SERVED: Final = frozenset(
+    {
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/output",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    }
+)
+"""The agent's requests for files and terminals: each is an event of the turn, with the answer we sent."""
+
 _UNPARSED: Final = object()
 """A line record whose message is to be parsed from its line."""
 
@@ -322,6 +335,10 @@ class TurnBuilder:
     _merged: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     """The events the protocol patches in place, by session, kind and id: compactions, plans, session messages."""
     _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _served: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The agent's file and terminal requests waiting for our answer, by id."""
+    _terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The event of each terminal the agent made, by its id."""
     _nested: dict[int, tuple[int, str]] = field(default_factory=dict)
     _ours: set[str] = field(default_factory=set)
     """The sessions we opened (new, fork, load, resume): their updates are never a child's."""
@@ -481,9 +498,13 @@ class TurnBuilder:
 
     def answer(self, record: dict[str, Any], msg: dict[str, Any], at: float) -> None:
         """Our answer to a request of the agent's: the decision on its question (``elicitation/create``), which
-        the answer carries with who made it. (A permission's decision has a record of its own.)"""
+        the answer carries with who made it, or what a file or terminal request it served came to. (A
+        permission's decision has a record of its own.)"""
         event = self._asks.pop(_key(msg.get("id")), None)
         if event is None:
+            served = self._served.pop(_key(msg.get("id")), None)
+            if served is not None:
+                self.served_answer(served, record, msg, at)
             return
         result, error = _dict(msg.get("result")), _dict(msg.get("error"))
         content = result.get("content")
@@ -510,6 +531,8 @@ class TurnBuilder:
             self._event("call", at, m="elicitation/complete", x=clean(done, 200))
         elif kind == "response" and msg is not None:
             self.response(msg, at)
+        elif msg is not None and msg.get("method") in _SERVED and "id" in msg:
+            self.served(msg, at)
         else:
             detail = clean(record.get("detail"), _SHORT)
             raw = ""
@@ -548,6 +571,67 @@ class TurnBuilder:
                 self._ours.add(result["sessionId"])
             said = "session" if method == "session/new" else "forked"
             self._event("call", at, m=said, x=clean(result.get("sessionId"), 200))
+
+    def served(self, msg: dict[str, Any], at: float) -> None:
+        """A file or terminal request of the agent's (``fs/*``, ``terminal/*``): what it asked; the answer we sent
+        is added when it comes (:meth:`served_answer`). A terminal's later requests (its output, its exit, its
+        kill and release) are steps of the event of the ``terminal/create`` that made it."""
+        method = str(msg["method"])
+        params = _dict(msg.get("params"))
+        terminal = self._terminals.get(_key(params.get("terminalId"))) if method != "terminal/create" else None
+        if terminal is not None:
+            if self.budget.charge([method, at]) and len(terminal.setdefault("steps", [])) < _STATES:
+                terminal["steps"].append([method, at])
+            self._served[_key(msg.get("id"))] = terminal
+            return
+        into = self._into(params.get("sessionId"), at)
+        if method.startswith("fs/"):
+            content = params.get("content")
+            event = self._event(
+                "served",
+                at,
+                into,
+                m=method,
+                path=clean(params.get("path"), _SHORT),
+                line=number(params.get("line")),
+                limit=number(params.get("limit")),
+                size=len(content.encode("utf-8", "replace")) if isinstance(content, str) else None,
+                x=clean(content, _RAW) if isinstance(content, str) else None,
+            )
+        else:
+            command = " ".join(clean(word, _SHORT) for word in [params.get("command"), *_list(params.get("args"))])
+            env = [clean(_dict(one).get("name"), 100) for one in _list(params.get("env"))[:50]]
+            event = self._event(
+                "served", at, into, m=method, cmd=command, cwd=clean(params.get("cwd"), _SHORT), env=env,
+                tid=clean(params.get("terminalId"), 200),
+            )  # fmt: skip
+        if event is not None:
+            self._served[_key(msg.get("id"))] = event
+
+    def served_answer(self, event: dict[str, Any], record: dict[str, Any], msg: dict[str, Any], at: float) -> None:
+        """Our answer to a file or terminal request: its result (a file's text, a terminal's id, output and exit
+        status) or its error, and who decided it (``decided_by`` on the answer's record)."""
+        result, error = msg.get("result"), _dict(msg.get("error"))
+        said: dict[str, Any] = {"dt": at, "by": clean(record.get("decided_by"), 60)}
+        if error:
+            said["error"] = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
+        result = _dict(result)
+        if isinstance(result.get("terminalId"), str):
+            event["tid"] = self.budget.take(clean(result["terminalId"], 200))
+            self._terminals[_key(result["terminalId"])] = event
+        exit_status = _dict(result.get("exitStatus")) if "exitStatus" in result else result
+        if "exitCode" in exit_status or "signal" in exit_status:
+            event["exit"] = [number(exit_status.get("exitCode")), clean(exit_status.get("signal"), 40)]
+        if isinstance(result.get("output"), str):  # the tail: what a person reads first
+            output = result["output"]
+            event["out"] = self.budget.take(clean(output[-_RAW:]))
+            event["outCut"] = max(0, len(output) - _RAW) or (True if result.get("truncated") is True else None)
+        if isinstance(result.get("content"), str):  # a file read
+            event["size"] = len(result["content"].encode("utf-8", "replace"))
+            event["x"] = self.budget.take(clean(result["content"], _RAW))
+        answers = event.setdefault("answers", [])
+        if len(answers) < _STATES and self.budget.charge(said):
+            answers.append(said)
 
     def prompt_answer(self, result: dict[str, Any], at: float) -> None:
         """The answer to our prompt: its stop reason and usage (the turn's tokens: the total the agent gave, or its
@@ -919,6 +1003,7 @@ class EpochTurns:
         if record is not None and last.prompts and _is_prompt(record):
             turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent, trace=last.trace)
             turn._asks = last._asks  # so may our answer to a question of the agent's
+            turn._served, turn._terminals = last._served, last._terminals  # and a terminal outlive its turn
             turn._ours = last._ours
             turn._pending = last._pending  # an answer to a request of the turn before may come later
             self.turns.append(turn)

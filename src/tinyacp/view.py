@@ -418,7 +418,10 @@ def _earlier(row: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]:
     return {**facts, **transcript}
 
 
-_ATTEMPT_FACTS: Final = ("attempt", "ok", "stop", "secs", "err", "tokens", "cost", "cur", "journal", "epoch", "trace")
+_ATTEMPT_FACTS: Final = (
+    "attempt", "agent", "ok", "stop", "started", "secs", "session", "tools", "allow", "reject", "err", "tokens", "cost",
+    "cur", "journal", "epoch", "trace",
+)  # fmt: skip
 
 
 def _journal_of(record: _Record, directory: Path) -> Path | None:

@@ -77,6 +77,19 @@ def received(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any],
     journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=method, id=message.get("id")))
 
 
+def requested(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
+    """Record a request of the agent's that is neither a permission nor a question (``fs/*``, ``terminal/*``)."""
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    kind = tinyacp.MessageKind.REQUEST
+    journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=message["method"], id=message["id"]))
+
+
+def answered(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], decided_by: str) -> None:
+    """Record our answer to a request of the agent's, with who decided it."""
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    journal.on_send(tinyacp.OutgoingMessage(epoch, raw, None, message["id"], decided_by=decided_by))
+
+
 def asked(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
     """Record the agent's ``session/request_permission`` line, as the client does (the request, not a decision)."""
     from tinyacp._messages import PermissionParams

@@ -184,9 +184,9 @@
   function column(key, label, kind, width, text, sort) {
     return { key: key, label: label, kind: kind, width: width, text: text || plain(key), sort: sort || field(key) };
   }
-  const OUTCOME = column("ok", "outcome", "text outcome", "6%", function (t) { return t.ok ? "ok" : "failed"; },
+  const OUTCOME = column("ok", "outcome", "text outcome", "5.5%", function (t) { return t.ok ? "ok" : "failed"; },
     function (t) { return t.ok ? 1 : 0; });
-  const ERROR = column("err", "error", "text err", "16%");
+  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "12%" : "15%");
   const FIGURES = [
     column("secs", "seconds", "num", "", function (t) { return secs(t.secs); }),
     column("tools", "tool calls", "num", "", figure("tools")),
@@ -216,15 +216,15 @@
         function (t) { const o = t.outs[k]; return o ? (o.ok ? 1 : 0) : null; }));
     });
   } else if (UNIT === "turn") {
-    COLUMNS = [column("started", "started", "text", "11%", function (t) { return when(t.started); }),
-      column("agent", "agent", "text", "8%"), column("session", "session", "text data", "9%"),
-      column("prompt", "prompt", "text data", "18%"), OUTCOME, ERROR].concat(FIGURES);
+    COLUMNS = [column("started", "started", "text", "11.5%", function (t) { return when(t.started); }),
+      column("agent", "agent", "text", "8%"), column("session", "session", "text data", "8%"),
+      column("prompt", "prompt", "text data", "15%"), OUTCOME, ERROR].concat(FIGURES);
   } else {
     COLUMNS = [column("id", "item", "text data", "10%"),
       column("attempts", "tries", "num", "4%", function (t) { return num(t.attempts || 1); },
         function (t) { return t.attempts || 1; }),
       column("agent", "agent", "text", "7%"), OUTCOME, ERROR, column("stop", "stop reason", "text", "7%"),
-      column("subs", "subagents", "num", "", figure("subs"))].concat(FIGURES);
+      column("subs", "sub\u00adagents", "num", "", figure("subs"))].concat(FIGURES);
   }
   const SORTS = {};
   COLUMNS.forEach(function (c) { SORTS[c.key] = c.sort; });
@@ -251,6 +251,7 @@
     : el("select", { id: "outcome-filter", "aria-label": "only ok or failed " + UNIT + "s" },
       el("option", { value: "" }, "ok and failed"), el("option", { value: "ok" }, "ok"),
       el("option", { value: "failed" }, "failed"));
+  if (COMPARE) filterAgent.hidden = true;  // each batch is its own column: the agent is in its name
   const counter = el("span", { id: "count", "aria-live": "polite" });
   const heads = COLUMNS.map(function (c) {
     const button = el("button", { type: "button", "data-key": c.key }, c.label);
@@ -497,6 +498,36 @@
             (f[2] ? ": " + f[2] : ""));
         })) : null,
         answer);
+    },
+    served: function (e) {
+      // A file or terminal request of the agent's that the client served (or refused), with who decided it.
+      const file = e.m.indexOf("fs/") === 0;
+      let what;
+      if (e.m === "fs/read_text_file") {
+        what = ["file read ", el("span", { cls: "data" }, e.path || "?"),
+          typeof e.line === "number" ? " from line " + num(e.line) : "",
+          typeof e.limit === "number" ? ", " + num(e.limit) + " lines at most" : ""];
+      } else if (e.m === "fs/write_text_file") {
+        what = ["file written ", el("span", { cls: "data" }, e.path || "?")];
+      } else {
+        what = ["terminal ", el("code", { cls: "data" }, e.cmd || "?"), e.cwd ? [" in ", el("span", { cls: "data" }, e.cwd)] : ""];
+      }
+      const answers = (e.answers || []).map(function (a) {
+        return el("div", { cls: "decision " + (a.error ? "rejected" : "allowed") }, el("span", { cls: "time" }, at(a.dt)),
+          " → ", el("strong", null, a.error ? "refused" : "served"), a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
+          " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"));
+      });
+      const exit = e.exit ? (e.exit[1] ? "ended by signal " + e.exit[1] : "exit status " + (e.exit[0] === null ? "?" : e.exit[0])) : "";
+      return el("div", { cls: "served" + (file ? " file" : " terminal") },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, what[0]), what.slice(1),
+          exit ? [" · ", el("strong", { cls: "exit" }, exit)] : ""),
+        e.env ? el("div", { cls: "sub data" }, "environment: " + e.env.join(", ")) : null,
+        e.tid ? el("div", { cls: "sub data" }, "terminal id " + e.tid) : null,
+        e.steps ? el("div", { cls: "sub" }, e.steps.map(function (s) { return s[0] + " " + at(s[1]); }).join(" → ")) : null,
+        e.x !== undefined ? el("details", null, el("summary", null, (e.m === "fs/write_text_file" ? "content written" : "content read") +
+          (typeof e.size === "number" ? " (" + num(e.size) + " bytes)" : "")), pre(e.x)) : null,
+        e.out !== undefined ? [el("div", { cls: "sub" }, "output" + (e.outCut ? " (its tail)" : "")), pre(e.out)] : null,
+        answers.length ? answers : el("div", { cls: "decision" }, "no answer recorded"));
     },
     notice: function (e) {
       return el("div", { cls: "notice" }, line("notice (" + (e.severity || "info") + ")", e.t),
