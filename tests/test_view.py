@@ -855,7 +855,7 @@ def test_comparing_names_batches_only_and_same_named_ones_apart(tmp_path: Path) 
     two = write_batch(tmp_path / "b" / "out", [{"id": "x", **outcome(True, 1.0, 1)}])
     data = page_data(view.render_html([one, two / "results.jsonl"]))
     assert [batch["name"] for batch in data["batches"]] == ["a/out", "b/out"]
-    with pytest.raises(OSError, match=r"not a batch's directory \(no results\.jsonl\)"):
+    with pytest.raises(OSError, match=r"not a batch's directory \(it has no results\.jsonl\)"):
         view.render_html([one, JOURNALS / "v0.1.0.jsonl"])
     with pytest.raises(ValueError, match="at least one"):
         view.render_html([])
@@ -938,3 +938,19 @@ def test_a_trace_id_on_the_journals_first_record_or_a_batch_record_is_shown_with
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows = by_id(page_data(view.render_html(out)))
     assert rows["a"]["trace"] == trace and "trace" not in rows["b"]  # only what a trace id can be
+
+
+def test_the_command_compares_the_batches_it_is_given_and_refuses_a_journal_among_them(tmp_path: Path) -> None:
+    one = write_batch(tmp_path / "claude", [{"id": "x", **outcome(True, 1.0, 1)}])
+    two = write_batch(tmp_path / "gemini", [{"id": "x", **outcome(False, 2.0, 1)}])
+    done = run(one, two, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "tinyacp-view.html\n", "")
+    data = page_data((tmp_path / "tinyacp-view.html").read_text(encoding="utf-8"))
+    assert data["kind"] == "compare" and [row["differs"] for row in data["turns"]] == [True]
+    done = run(one, JOURNALS / "v0.1.0.jsonl", "-o", tmp_path / "x.html", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"tinyacp: error: {JOURNALS / 'v0.1.0.jsonl'}: not a batch's directory (it has no results.jsonl): only "
+        "batches can be compared\n"
+    )
+    assert not (tmp_path / "x.html").exists()

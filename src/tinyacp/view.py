@@ -508,7 +508,11 @@ def _compare(paths: list[Path], max_turn_bytes: int) -> _View:
         if not directory.exists():
             raise FileNotFoundError(errno.ENOENT, "no such file or directory", str(path))
         if not (directory / "results.jsonl").is_file():
-            raise OSError(errno.EINVAL, "not a batch's directory (no results.jsonl): compare names batches", str(path))
+            raise OSError(
+                errno.EINVAL,
+                "not a batch's directory (it has no results.jsonl): only batches can be compared",
+                str(path),
+            )
         one = _View(name, "batch", max_turn_bytes=max_turn_bytes)
         _read_batch(directory, one)
         views.append(one)
