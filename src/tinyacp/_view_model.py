@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -175,6 +175,9 @@ class ViewLine(JournalLine):
     message: dict[str, Any] | None = None
 
 
+_WHOLE: Final = 1 << 20
+"""A journal shorter than this is read at once rather than a line at a time."""
+
 _MSG: Final = b',"msg":'
 _decode_line = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -190,7 +193,14 @@ def read_journal_lines(path: Any) -> Iterator[JournalLine]:
         OSError: the file cannot be opened or read, or is not a regular file.
     """
     with open_regular_binary(path) as file:
-        for number, line in enumerate(file, 1):
+        head = file.read(_WHOLE)  # a turn's journal, usually: read at once, its lines split in one call
+        if len(head) < _WHOLE:
+            parts = head.split(b"\n")  # on LF alone, as a file's lines are (a CR inside a line is not an end)
+            lines: Iterable[bytes] = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        else:  # a long journal: a line at a time, memory bounded by the longest line
+            file.seek(0)
+            lines = file
+        for number, line in enumerate(lines, 1):
             if not line.endswith(b"\n"):
                 yield JournalLine(number, line, None, torn=True)
                 return
