@@ -872,8 +872,10 @@ def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(
            b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":9,"msg":{"a":NaN}}',
            b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":10,"msg":{"a":1e999}}',
            b"not json", b'{"type":"line","epoch":1,"line":"{\\"x\\":1}"}']  # fmt: skip
-    damaged.write_bytes(b"\n".join([*lines[:5], *odd, *lines[5:]]))
-    for path in (newer, damaged, *JOURNALS.glob("*.jsonl")):
+    damaged.write_bytes(b"\n".join([*lines[:5], *odd, b"a\rb", *lines[5:]]))  # a CR ends no line
+    long = tmp_path / "long.jsonl"  # past what is read at once: read a line at a time
+    long.write_bytes(damaged.read_bytes().replace(b"not json", b"x" * (2 << 20)))
+    for path in (newer, damaged, long, *JOURNALS.glob("*.jsonl")):
         fast, slow = list(read_journal_lines(path)), list(iter_journal(path))
         assert [(line.number, line.data, line.record, line.torn) for line in fast] == [
             (line.number, line.data, line.record, line.torn) for line in slow

@@ -525,8 +525,12 @@ def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decid
     requested(journal, epoch, {"jsonrpc": "2.0", "id": "w", "method": "terminal/wait_for_exit", "params": wait})
     answered(journal, epoch, {"jsonrpc": "2.0", "id": "w", "result": {"exitCode": 1}}, "policy")
     journal.close()
+    first, rest = path.read_bytes().split(b"\n", 1)  # the journal's first record carries the run's trace id
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    path.write_bytes(json.dumps({**json.loads(first), "trace_id": trace}).encode() + b"\n" + rest)
     loaded = opened(view.write_html(path, tmp_path / "audit.html"))
     text = loaded.open("audit")
+    assert f"trace\n{trace}\n" in loaded.page.inner_text("#turn dl.facts")
     assert "what was asked to approve:" in text and re.search(r"content \+\d+\.\d{3} s, replaced \+", text)
     replaced = loaded.page.locator("#turn .replaced")
     assert replaced.locator("del").inner_text().strip() == "- x = 1" and "edited a.py" in text
