@@ -917,11 +917,14 @@ def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_
     assert [(a["by"], a.get("error")) for a in read["answers"]] == [("policy", None)]
     assert (write["path"], write["size"], write["x"]) == ("/etc/passwd", 9, "root::0:0")
     assert write["answers"][0] == {"dt": write["answers"][0]["dt"], "by": "default-reject",
-                                   "error": "not allowed (code -32000)"}  # fmt: skip
+                                   "m": "fs/write_text_file", "error": "not allowed (code -32000)"}  # fmt: skip
     assert (terminal["cmd"], terminal["cwd"], terminal["env"], terminal["tid"]) == ("pytest -q", "/w", ["CI"], "term-1")
     assert terminal["exit"] == [1, ""] and terminal["out"].endswith("z\n1 failed") and terminal["outCut"] > 0
     assert [step[0] for step in terminal["steps"]] == ["terminal/wait_for_exit", "terminal/output", "terminal/release"]
-    assert len(terminal["answers"]) == 4 and "agentline" not in kinds(page, 0)
+    assert [answer["m"] for answer in terminal["answers"]] == [
+        "terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"
+    ]  # fmt: skip
+    assert "agentline" not in kinds(page, 0)
 
 
 def test_a_trace_id_on_the_journals_first_record_or_a_batch_record_is_shown_with_the_turn(tmp_path: Path) -> None:

@@ -535,4 +535,4 @@ def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decid
     replaced = loaded.page.locator("#turn .replaced")
     assert replaced.locator("del").inner_text().strip() == "- x = 1" and "edited a.py" in text
     assert "terminal pytest -q in /w · exit status 1" in text
-    assert "terminal/wait_for_exit +" in text and "→ served · decided by policy" in text
+    assert "terminal/wait_for_exit +" in text and "→ served terminal/wait_for_exit · decided by policy" in text

@@ -347,6 +347,8 @@ class TurnBuilder:
     _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
     _served: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The agent's file and terminal requests waiting for our answer, by id."""
+    _served_method: dict[str, str] = field(default_factory=dict)
+    """The method of each of a terminal's later requests waiting for our answer, by id."""
     _terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The event of each terminal the agent made, by its id."""
     _nested: dict[int, tuple[int, str]] = field(default_factory=dict)
@@ -514,7 +516,8 @@ class TurnBuilder:
         if event is None:
             served = self._served.pop(_key(msg.get("id")), None)
             if served is not None:
-                self.served_answer(served, record, msg, at)
+                method = self._served_method.pop(_key(msg.get("id")), served.get("m", ""))
+                self.served_answer(served, record, msg, at, method)
             return
         result, error = _dict(msg.get("result")), _dict(msg.get("error"))
         content = result.get("content")
@@ -593,6 +596,7 @@ class TurnBuilder:
             if self.budget.charge([method, at]) and len(terminal.setdefault("steps", [])) < _STATES:
                 terminal["steps"].append([method, at])
             self._served[_key(msg.get("id"))] = terminal
+            self._served_method[_key(msg.get("id"))] = method
             return
         into = self._into(params.get("sessionId"), at)
         if method.startswith("fs/"):
@@ -618,11 +622,13 @@ class TurnBuilder:
         if event is not None:
             self._served[_key(msg.get("id"))] = event
 
-    def served_answer(self, event: dict[str, Any], record: dict[str, Any], msg: dict[str, Any], at: float) -> None:
-        """Our answer to a file or terminal request: its result (a file's text, a terminal's id, output and exit
-        status) or its error, and who decided it (``decided_by`` on the answer's record)."""
+    def served_answer(
+        self, event: dict[str, Any], record: dict[str, Any], msg: dict[str, Any], at: float, method: str
+    ) -> None:
+        """Our answer to a file or terminal request (``method``): its result (a file's text, a terminal's id,
+        output and exit status) or its error, and who decided it (``decided_by`` on the answer's record)."""
         result, error = msg.get("result"), _dict(msg.get("error"))
-        said: dict[str, Any] = {"dt": at, "by": clean(record.get("decided_by"), 60)}
+        said: dict[str, Any] = {"dt": at, "by": clean(record.get("decided_by"), 60), "m": method}
         if error:
             said["error"] = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
         result = _dict(result)
@@ -1014,6 +1020,7 @@ class EpochTurns:
             turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent, trace=last.trace)
             turn._asks = last._asks  # so may our answer to a question of the agent's
             turn._served, turn._terminals = last._served, last._terminals  # and a terminal outlive its turn
+            turn._served_method = last._served_method
             turn._ours = last._ours
             turn._pending = last._pending  # an answer to a request of the turn before may come later
             self.turns.append(turn)

@@ -186,7 +186,7 @@
   }
   const OUTCOME = column("ok", "outcome", "text outcome", "5.5%", function (t) { return t.ok ? "ok" : "failed"; },
     function (t) { return t.ok ? 1 : 0; });
-  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "12%" : "15%");
+  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "11%" : "15%");
   const FIGURES = [
     column("secs", "seconds", "num", "", function (t) { return secs(t.secs); }),
     column("tools", "tool calls", "num", "", figure("tools")),
@@ -216,9 +216,9 @@
         function (t) { const o = t.outs[k]; return o ? (o.ok ? 1 : 0) : null; }));
     });
   } else if (UNIT === "turn") {
-    COLUMNS = [column("started", "started", "text", "11.5%", function (t) { return when(t.started); }),
+    COLUMNS = [column("started", "started", "text", "13%", function (t) { return when(t.started); }),
       column("agent", "agent", "text", "8%"), column("session", "session", "text data", "8%"),
-      column("prompt", "prompt", "text data", "15%"), OUTCOME, ERROR].concat(FIGURES);
+      column("prompt", "prompt", "text data", "14.5%"), OUTCOME, ERROR].concat(FIGURES);
   } else {
     COLUMNS = [column("id", "item", "text data", "10%"),
       column("attempts", "tries", "num", "4%", function (t) { return num(t.attempts || 1); },
@@ -514,7 +514,8 @@
       }
       const answers = (e.answers || []).map(function (a) {
         return el("div", { cls: "decision " + (a.error ? "rejected" : "allowed") }, el("span", { cls: "time" }, at(a.dt)),
-          " → ", el("strong", null, a.error ? "refused" : "served"), a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
+          " → ", el("strong", null, a.error ? "refused" : "served"), a.m && !file ? " " + a.m : "",
+          a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
           " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"));
       });
       const exit = e.exit ? (e.exit[1] ? "ended by signal " + e.exit[1] : "exit status " + (e.exit[0] === null ? "?" : e.exit[0])) : "";
