@@ -959,3 +959,18 @@ def test_the_command_compares_the_batches_it_is_given_and_refuses_a_journal_amon
         "batches can be compared\n"
     )
     assert not (tmp_path / "x.html").exists()
+
+
+def test_the_page_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    assert gc.isenabled()
+    view.render_html(JOURNALS / "v0.1.0.jsonl")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(FileNotFoundError):
+            view.render_html(tmp_path / "missing")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import gc
 import hashlib
 import html
 import json
@@ -90,8 +91,23 @@ def render_html(source: Source, *, max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES)
     """
     check_count("max_turn_bytes", max_turn_bytes, 1, MAX_SAFE_INT)
     paths = _paths(source)
-    view = _read(paths[0], max_turn_bytes) if len(paths) == 1 else _compare(paths, max_turn_bytes)
-    return _page(view)
+    with _no_cyclic_gc():
+        view = _read(paths[0], max_turn_bytes) if len(paths) == 1 else _compare(paths, max_turn_bytes)
+        return _page(view)
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while the page is built: it is made of a few million small dicts and
+    lists that hold no cycle, and each collection would walk all of them again (a quarter of the time of a
+    10,000-turn page). Reference counting still frees what is dropped; the collector resumes after, as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def write_html(
