@@ -184,16 +184,16 @@
   function column(key, label, kind, width, text, sort) {
     return { key: key, label: label, kind: kind, width: width, text: text || plain(key), sort: sort || field(key) };
   }
-  const OUTCOME = column("ok", "outcome", "text outcome", "5.5%", function (t) { return t.ok ? "ok" : "failed"; },
+  const OUTCOME = column("ok", "outcome", "text outcome", "7%", function (t) { return t.ok ? "ok" : "failed"; },
     function (t) { return t.ok ? 1 : 0; });
-  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "11%" : "15%");
+  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "11%" : "14%");
   const FIGURES = [
     column("secs", "seconds", "num", "", function (t) { return secs(t.secs); }),
     column("tools", "tool calls", "num", "", figure("tools")),
     column("allow", "allowed", "num", "", figure("allow")),
     column("reject", "rejected", "num", "", figure("reject")),
     column("tokens", "tokens", "num", "", figure("tokens")),
-    column("cost", "cost", "num", "8%", function (t) { return cost(t.cost, t.cur); }),
+    column("cost", "cost", "num", "9.5%", function (t) { return cost(t.cost, t.cur); }),
   ];
   function when(ms) {
     if (typeof ms !== "number") return "";
@@ -217,10 +217,10 @@
     });
   } else if (UNIT === "turn") {
     COLUMNS = [column("started", "started", "text", "13%", function (t) { return when(t.started); }),
-      column("agent", "agent", "text", "8%"), column("session", "session", "text data", "8%"),
-      column("prompt", "prompt", "text data", "14.5%"), OUTCOME, ERROR].concat(FIGURES);
+      column("agent", "agent", "text", "8%"), column("session", "session", "text data", "7%"),
+      column("prompt", "prompt", "text data", "13%"), OUTCOME, ERROR].concat(FIGURES);
   } else {
-    COLUMNS = [column("id", "item", "text data", "10%"),
+    COLUMNS = [column("id", "item", "text data", "9%"),
       column("attempts", "tries", "num", "4%", function (t) { return num(t.attempts || 1); },
         function (t) { return t.attempts || 1; }),
       column("agent", "agent", "text", "7%"), OUTCOME, ERROR, column("stop", "stop reason", "text", "7%"),
