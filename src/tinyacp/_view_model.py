@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -168,10 +168,15 @@ def millis(ts: Any) -> float | None:
         return None
 
 
-@dataclass(frozen=True)
-class ViewLine(JournalLine):
-    """A journal line as the page reads it: its record, and the message of a ``line`` record already parsed."""
+@dataclass(slots=True)
+class ViewLine:
+    """A journal line as the page reads it (as :class:`tinyacp._journal.JournalLine`, lighter to make): its record,
+    and the message of a ``line`` record when it was parsed with it."""
 
+    number: int
+    data: bytes
+    record: dict[str, Any] | None
+    torn: bool = False
     message: dict[str, Any] | None = None
 
 
@@ -179,10 +184,11 @@ _WHOLE: Final = 1 << 20
 """A journal shorter than this is read at once rather than a line at a time."""
 
 _MSG: Final = b',"msg":'
+_AFTER_MSG: Final = len(_MSG) + 1
 _decode_line = msgspec.json.Decoder(dict[str, Any]).decode
 
 
-def read_journal_lines(path: Any) -> Iterator[JournalLine]:
+def read_journal_lines(path: Any) -> Iterator[ViewLine]:
     """The lines of a journal as :func:`tinyacp._journal.iter_journal` gives them, each read in one pass: a line
     record whose line is stored as ``msg`` (every line a client writes today) is parsed once, its record and its
     message together, where the journal's reader takes the record apart from its line and the message is then
@@ -195,44 +201,44 @@ def read_journal_lines(path: Any) -> Iterator[JournalLine]:
     with open_regular_binary(path) as file:
         head = file.read(_WHOLE)  # a turn's journal, usually: read at once, its lines split in one call
         if len(head) < _WHOLE:
-            parts = head.split(b"\n")  # on LF alone, as a file's lines are (a CR inside a line is not an end)
-            lines: Iterable[bytes] = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-        else:  # a long journal: a line at a time, memory bounded by the longest line
-            file.seek(0)
-            lines = file
-        for number, line in enumerate(lines, 1):
+            lines = head.split(b"\n")  # on LF alone, as a file's lines are (a CR inside a line is not an end)
+            torn = lines.pop()
+            for number, data in enumerate(lines, 1):
+                if data.strip():
+                    yield _view_line(number, data)
+            if torn:
+                yield ViewLine(len(lines) + 1, torn, None, torn=True)
+            return
+        file.seek(0)  # a long journal: a line at a time, memory bounded by the longest line
+        for number, line in enumerate(file, 1):
             if not line.endswith(b"\n"):
-                yield JournalLine(number, line, None, torn=True)
+                yield ViewLine(number, line, None, torn=True)
                 return
             data = line[:-1]
             if data.strip():
                 yield _view_line(number, data)
 
 
-def _view_line(number: int, data: bytes) -> JournalLine:
+def _view_line(number: int, data: bytes) -> ViewLine:
     cut = data.find(_MSG)
-    if cut >= 0 and data.endswith(b"}"):
+    if cut >= 0 and data[-1:] == b"}":
         try:
             record = _decode_line(data)
         except (msgspec.MsgspecError, RecursionError):
-            record = None
-        message = record.get("msg") if record is not None else None
+            return ViewLine(number, data, journal_record(data))
+        message = record.pop("msg", None)
         if (
-            record is not None
-            and isinstance(message, dict)
+            type(message) is dict
+            and record.pop("len", None) == len(data) - cut - _AFTER_MSG  # the msg at the end, where its len says
             and record.get("type") == "line"
             and type(record.get("epoch")) is int
             and "line" not in record
             and "line_b64" not in record
-            and record.get("len") == len(data) - cut - len(_MSG) - 1  # the msg at the end, where its len says
         ):
-            del record["msg"], record["len"]
-            try:
-                record["line"] = data[cut + len(_MSG) : -1].decode("utf-8")
-            except UnicodeDecodeError:  # msgspec took it, so it is UTF-8; kept for the type checker's sake
-                return JournalLine(number, data, journal_record(data))
+            # msgspec took the line, so it is UTF-8: kept as the journal's reader gives it, for the raw view.
+            record["line"] = data[cut + _AFTER_MSG - 1 : -1].decode("utf-8", "surrogateescape")
             return ViewLine(number, data, record, message=message)
-    return JournalLine(number, data, journal_record(data))
+    return ViewLine(number, data, journal_record(data))
 
 
 @dataclass
@@ -446,31 +452,32 @@ class TurnBuilder:
     # ----------------------------------------------------------------------------------------------------------
     # Records.
 
-    def add(self, line: JournalLine) -> None:
+    def add(self, line: JournalLine | ViewLine) -> None:
         """One line of the journal: a record, or a line that is none (shown raw)."""
         record = line.record
         if record is None:
             self.bad(line, "is not a record")
             return
+        message = line.message if isinstance(line, ViewLine) else None
         try:
-            self.record(record, line.message if isinstance(line, ViewLine) else _UNPARSED)
+            self.record(record, _UNPARSED if message is None else message)
         except Exception:  # a journal is input: a record we cannot make sense of is shown raw, and reading goes on
             self.bad(line, "could not be rendered")
 
-    def bad(self, line: JournalLine, why: str) -> None:
+    def bad(self, line: JournalLine | ViewLine, why: str) -> None:
         """A line shown raw, and counted as skipped."""
         self.skipped.append(line.number)
         text = line.data[:_RAW].decode("utf-8", "replace")
         self._event("bad", self._time({}), x=clean(text), n=line.number, why=why, size=len(line.data))
 
-    def record(self, record: dict[str, Any], message: Any = None) -> None:
+    def record(self, record: dict[str, Any], message: Any = _UNPARSED) -> None:
         """One journal record (and its line's message, when it was parsed with it)."""
         at = self._time(record)
         kind = record["type"]
         if kind == "decision":
             self.decision(record, at)
         elif kind == "line":
-            parsed = line_message(record) if message is _UNPARSED or message is None else message
+            parsed = line_message(record) if message is _UNPARSED else message
             if record.get("dir") == "out":
                 self.outgoing(record, parsed, at)
             else:
@@ -478,7 +485,7 @@ class TurnBuilder:
         elif kind != "epoch":
             self._event("other", at, x=clean(record, _RAW))
         trace = record.get("trace_id")
-        if not self.trace and is_trace(trace):
+        if trace is not None and not self.trace and is_trace(trace):
             self.trace = str(trace)
 
     def outgoing(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
@@ -1012,7 +1019,7 @@ class EpochTurns:
         self.max_turn_bytes = max_turn_bytes
         self.turns = [TurnBuilder(Budget(max_turn_bytes, max_turn_bytes))]
 
-    def add(self, line: JournalLine) -> None:
+    def add(self, line: JournalLine | ViewLine) -> None:
         """One line of the epoch, in journal order."""
         record = line.record
         last = self.turns[-1]
