@@ -3,9 +3,11 @@
 :func:`render_html` turns a source into the page, :func:`write_html` writes it to a file. A source is
 
 * a batch's output directory (its ``results.jsonl``, and the journals its records name, found in its
-  ``journals/`` when the directory has moved),
-* one journal file (every epoch of it, split into turns at each prompt), or
-* a directory of journal files (``*.jsonl``; the latest first).
+  ``journals/`` when the directory has moved): a row per item, its latest attempt deciding its outcome, the
+  earlier attempts inside it,
+* one journal file (every epoch of it, split into turns at each prompt),
+* a directory of journal files (its regular ``*.jsonl`` files, the latest first; links are not followed), or
+* a list of batch directories, compared: their items matched by id, an outcome per batch, the differing first.
 
 The page has an overview per agent (turns, ok, failed, median and 90th percentile duration, tokens, cost, with
 small charts), a table of every turn that sorts and filters, and each turn's transcript when it is opened: the
