@@ -84,9 +84,17 @@ _parse_raw = msgspec.json.Decoder(msgspec.Raw).decode
 
 def timestamp(now: float | None = None) -> str:
     """UTC, ISO 8601, microseconds: sortable as text and readable in a log."""
+    global _second  # noqa: PLW0603  one tuple, replaced whole: a thread reads either the old one or the new one
     now = time.time() if now is None else now
     seconds = int(now)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((now - seconds) * 1e6):06d}Z"
+    second = _second
+    if second[0] != seconds:  # a batch turn stamps a dozen records within the same second or two
+        second = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{second[1]}.{int((now - seconds) * 1e6):06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
+"""The last second :func:`timestamp` wrote out, and its text."""
 
 
 class JsonlJournal(BaseObserver):

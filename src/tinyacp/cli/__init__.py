@@ -21,7 +21,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
@@ -29,6 +28,10 @@ from .._version import __version__
 from .shared._dirs import default_config_path
 from .shared._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 from .shared._usage import ParseError, Parser, json_asked, usage_error
+
+TYPE_CHECKING = False  # not typing's: typing is a tenth of `tinyacp --help` (benchmarks/RESULTS.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["main"]
 
@@ -146,9 +149,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = _Subcommands(subparsers.add_parser, None if argv is None else _chosen(argv))
 
-    config = argparse.ArgumentParser(add_help=False)
+    config = Parser(add_help=False)  # Parser's formatter: no shutil import for the options' metavar checks
     config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
-    agent = argparse.ArgumentParser(add_help=False)
+    agent = Parser(add_help=False)
     agent.add_argument(
         "--agent",
         metavar="NAME",
