@@ -975,3 +975,42 @@ def test_the_page_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) ->
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_SERVED = ["fs/read_text_file", "fs/write_text_file", "terminal/create", "terminal/output", "terminal/wait_for_exit",
+           "terminal/kill", "terminal/release"]  # fmt: skip
+_PARAMS = ["path", "line", "limit", "content", "command", "args", "cwd", "env", "terminalId", "sessionId",
+           "outputByteLimit"]  # fmt: skip
+_RESULTS = ["content", "terminalId", "output", "truncated", "exitStatus", "exitCode", "signal"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    requests=st.lists(
+        st.tuples(
+            st.sampled_from(_SERVED),
+            st.dictionaries(st.sampled_from(_PARAMS), _JSON | st.just("term-1"), max_size=5),
+            st.one_of(st.dictionaries(st.sampled_from(_RESULTS), _JSON | st.just("term-1"), max_size=4), _JSON),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_any_file_or_terminal_request_and_answer_renders_without_a_raw_fallback(
+    requests: list[tuple[str, dict[str, Any], Any, bool]],
+) -> None:
+    import tempfile
+
+    from helpers.view import answered, requested
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "served.jsonl"
+        journal, epoch = prompted(path)
+        for n, (method, params, result, refused) in enumerate(requests):
+            requested(journal, epoch, {"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+            answer = {"error": {"code": -32000, "message": result}} if refused else {"result": result}
+            answered(journal, epoch, {"jsonrpc": "2.0", "id": n, **answer}, "policy")
+        journal.close()
+        page = view.render_html(path, max_turn_bytes=4096)
+    assert "bad" not in kinds(page, 0)  # each was rendered, none fell back to its raw line
+    assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000
