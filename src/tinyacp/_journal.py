@@ -3,8 +3,9 @@
 One JSON object per line (JSON Lines), written in the order the client saw or wrote each line. Every line carries
 ``type`` and ``epoch``; the kinds are::
 
-    {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}      (a traced run adds "trace_id":"<32 hex>")
+    {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
     {"type":"epoch","epoch":3,"ts":"…","sandbox":{"kind":"bubblewrap","bwrap":["--unshare-user",…],…}}
+    {"type":"epoch","epoch":4,"ts":"…","trace_id":"<32 hex>"}    (a traced run)
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",

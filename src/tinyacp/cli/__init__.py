@@ -241,7 +241,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="a batch or journals as one self-contained HTML page to read in a browser",
         description="Write one self-contained HTML page (it loads and sends nothing) showing a batch's output "
         "directory, a journal or a directory of journals: an overview per agent, a table of the turns that sorts "
-        "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first.",
+        "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first. "
+        "With several batch directories (tinyacp view A B ...), one page matching their items by id: an outcome "
+        "column per batch, the items that differ first, the batches' totals and each item's turns side by side.",
     )
     commands.add(
         "export",
@@ -384,10 +386,10 @@ def _view_options(view: argparse.ArgumentParser) -> None:
     view.add_argument(
         "path",
         type=Path,
-        nargs="?",
+        nargs="*",
         metavar="PATH",
-        help="a batch's --out directory, a journal, "
-        "or a directory of journals (default: the journals of tinyacp prompt and chat)",
+        help="a batch's --out directory, a journal, or a directory of journals (default: the journals of tinyacp "
+        "prompt and chat); two or more batch directories: one page comparing them item by item",
     )
     view.add_argument(
         "-o",

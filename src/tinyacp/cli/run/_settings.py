@@ -41,6 +41,7 @@ from ._mcp import read_mcp_config
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
+    from ...otel._config import TraceExport
 
 __all__ = ["PromptSettings", "prompt_settings"]
 
