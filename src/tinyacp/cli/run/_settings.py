@@ -23,7 +23,6 @@ from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
 from ..._serve import Serve
-from ...otel._config import TraceExport
 from ...reader import ReaderLimits
 from ..agents._resolve import AgentSpec, load_config, resolve_agent
 from ..agents._session import SessionPlan
