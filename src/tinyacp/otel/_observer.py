@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ._spans import PROCESS, SpanModel, cut
+from ._spans import KINDS_READ, PROCESS, SpanModel, cut
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -77,6 +77,8 @@ class TracingObserver:
         capture = capture_from_env() if capture_content is None else capture_content
         self._model = SpanModel(self._sink, agent_name=agent_name, capture_content=capture)
         self._capture = capture
+        self._read = frozenset(KINDS_READ | ({"agent_message_chunk"} if capture else set()))
+        """The update kinds decoded: those that make a span, an event or an attribute."""
         self._lock = threading.Lock()
         self._broken = False
         self._started = False
@@ -129,7 +131,7 @@ class TracingObserver:
     def on_update(self, update: Update) -> Awaitable[None] | None:
         """Count the update (a tool call, a usage, a notice… also makes a span or an event), then hand it on."""
         kind = str(update.kind)
-        if kind == "agent_message_chunk" and not self._capture:
+        if kind not in self._read:  # a thought, a plan, a reply chunk not captured: only counted
             with self._lock:
                 self._safely(self._model.update, time.time_ns(), update.session_id, kind, None)
         else:

@@ -21,7 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-__all__ = ["MAX_ATTRIBUTE_LENGTH", "MAX_CAPTURED_CHARS", "MAX_EVENTS", "PROCESS", "Sink", "SpanModel", "cut"]
+__all__ = [
+    "KINDS_READ",
+    "MAX_ATTRIBUTE_LENGTH",
+    "MAX_CAPTURED_CHARS",
+    "MAX_EVENTS",
+    "PROCESS",
+    "Sink",
+    "SpanModel",
+    "cut",
+]
 
 MAX_ATTRIBUTE_LENGTH: Final = 1024
 """The longest attribute value (a str, in characters): longer ones end in ``…`` after 1023 of theirs."""
@@ -483,6 +492,11 @@ def _error_type(code: Any) -> str:
     """The tinyacp exception an error answer raises (:class:`~tinyacp.RequestError` unless more precise)."""
     return _ERRORS.get(code, "RequestError") if isinstance(code, int) else "RequestError"
 
+
+KINDS_READ: Final = frozenset(
+    {"tool_call", "tool_call_update", "usage_update", "notice", "compaction_update", "subagent_update"}
+)
+"""The update kinds the model reads (a reply chunk too when content is captured); the others are only counted."""
 
 _HANDLERS: Final = {
     "tool_call": SpanModel._tool_call,
