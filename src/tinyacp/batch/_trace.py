@@ -5,6 +5,7 @@ worker in the turn's settings. Each turn's client gets a :class:`~tinyacp.otel.T
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
@@ -103,8 +104,9 @@ class TurnTrace:
             inner, tracer_provider=self._provider, capture_content=self._spec.capture_content, parent=context
         )
 
-    def end(self, error: tuple[str, str] | None, stop_reason: str | None) -> None:
-        """End the turn's span and send what is queued (bounded)."""
+    async def end(self, error: tuple[str, str] | None, stop_reason: str | None) -> None:
+        """End the turn's span; on a worker, send what is queued before the turn's record goes back (at most
+        :data:`~tinyacp.otel._provider.SHUTDOWN_WAIT` seconds, in a thread: the worker's other turns go on)."""
         if self._span is None:
             return
         if stop_reason is not None:
@@ -114,6 +116,6 @@ class TurnTrace:
             self._span.set_status(Status(StatusCode.ERROR, cut(error[1])))
         self._span.end()
         if (self._spec.endpoint, self._spec.service_name) not in _here:
-            # On a worker (Ray): send now, in the background, rather than at the next tick of the processor,
-            # since the cluster may stop the worker when the batch ends. Never waited for here.
-            threading.Thread(target=flush, args=(self._provider,), daemon=True).start()
+            # On a worker (Ray): sent before the record goes back, since the cluster may stop the worker as soon
+            # as the batch has its last record. In this process (the local engine) the batch's end sends them.
+            await asyncio.to_thread(flush, self._provider)

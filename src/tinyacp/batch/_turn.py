@@ -698,7 +698,7 @@ async def turn(
         error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
     stop_reason = str(result.stop_reason) if result is not None else None
     if traced is not None:
-        traced.end(None if error is None else (error.type, error.message), stop_reason)
+        await traced.end(None if error is None else (error.type, error.message), stop_reason)
     return TurnRecord(
         id=item.id,
         ok=error is None and stop_reason == "end_turn",
