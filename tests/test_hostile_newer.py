@@ -5,7 +5,10 @@ test failed before: a traceback, or a run ended where it should go on."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +177,63 @@ def parse_default(spec: Field) -> bool:
     if spec.kind == "array":
         return isinstance(default, list) and all(isinstance(item, str) for item in default)
     return isinstance(default, str)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# journals --prune --older-than: an age no one means is refused (exit 2) and nothing is deleted.
+
+
+def _journals(cli: Cli) -> Path:
+    directory = cli.tmp / "state" / "tinyacp" / "journals"
+    directory.mkdir(parents=True)
+    for name, age in (("old.jsonl", 90 * 86400), ("new.jsonl", 60)):
+        path = directory / name
+        path.write_text('{"kind": "meta"}\n')
+        when = time.time() - age
+        os.utime(path, (when, when))
+    return directory
+
+
+@pytest.mark.parametrize(
+    "age",
+    ["9" * 400 + "d", "9" * 5000 + "d", "9" * 30 + "s", "0d", "0s", "-5d", "-0d", "1e3d", "30 days", "nan"],
+)
+def test_prune_refuses_an_age_no_one_means_and_deletes_nothing(cli: Cli, age: str) -> None:
+    directory = _journals(cli)
+    done = cli.run("journals", "--prune", f"--older-than={age}")
+    err = _no_traceback(done, 2)
+    assert "--older-than" in err
+    assert sorted(path.name for path in directory.iterdir()) == ["new.jsonl", "old.jsonl"]
+
+
+def test_prune_says_why_an_age_of_0_and_a_negative_age_are_refused(cli: Cli) -> None:
+    _journals(cli)
+    zero = _no_traceback(cli.run("journals", "--prune", "--older-than", "0d"), 2)
+    assert "every journal" in zero and "--all" in zero
+    negative = _no_traceback(cli.run("journals", "--prune", "--older-than=-5d"), 2)
+    assert "negative" in negative
+
+
+def test_prune_with_all_removes_every_journal_as_asked(cli: Cli) -> None:
+    directory = _journals(cli)
+    dry = cli.run("journals", "--prune", "--all", "--dry-run")
+    _no_traceback(dry, 0)
+    assert sorted(path.name for path in directory.iterdir()) == ["new.jsonl", "old.jsonl"]
+    done = cli.run("journals", "--prune", "--older-than", "0s", "--all")
+    out = _no_traceback(done, 0) + done.stdout.decode()
+    assert "removed 2 journal(s)" in out
+    assert list(directory.iterdir()) == []
+
+
+def test_all_is_refused_without_prune_and_with_a_positive_age(cli: Cli) -> None:
+    directory = _journals(cli)
+    assert "--prune" in _no_traceback(cli.run("journals", "--all"), 2)
+    assert "--all" in _no_traceback(cli.run("journals", "--prune", "--older-than", "30d", "--all"), 2)
+    assert sorted(path.name for path in directory.iterdir()) == ["new.jsonl", "old.jsonl"]
+
+
+def test_prune_still_removes_what_is_older_than_a_sound_age(cli: Cli) -> None:
+    directory = _journals(cli)
+    done = cli.run("journals", "--prune", "--older-than", "30d")
+    _no_traceback(done, 0)
+    assert [path.name for path in directory.iterdir()] == ["new.jsonl"]
