@@ -237,3 +237,76 @@ def test_prune_still_removes_what_is_older_than_a_sound_age(cli: Cli) -> None:
     done = cli.run("journals", "--prune", "--older-than", "30d")
     _no_traceback(done, 0)
     assert [path.name for path in directory.iterdir()] == ["new.jsonl"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# probe: every answer read defensively.
+
+PROVIDERS_INIT = {
+    "protocolVersion": 1,
+    "agentCapabilities": {"providers": {}},
+    "agentInfo": {"name": "scripted", "version": "1"},
+}
+
+
+@pytest.mark.parametrize(
+    "provider",
+    [
+        {"providerId": "p", "supported": 5},
+        {"providerId": "p", "supported": True},
+        {"providerId": "p", "supported": {"openai": True}},
+        {"providerId": "p", "supported": "openai"},
+        {"providerId": "p", "supported": ["openai", 5, None], "current": ["x"]},
+        {"providerId": "p", "current": {"apiType": {"x": 1}, "baseUrl": 5}},
+        {"providerId": "p", "required": "yes", "current": True},
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_probe_reads_a_provider_list_of_the_wrong_types_without_a_traceback(
+    cli: Cli, provider: dict[str, Any], output: str
+) -> None:
+    agent = cli.scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": PROVIDERS_INIT},
+            {"op": "expect", "method": "providers/list"},
+            {"op": "reply", "result": {"providers": [provider]}},
+            {"op": "expect", "method": "session/new"},
+            {"op": "reply", "result": {"sessionId": "s1"}},
+        ]
+    )
+    done = cli.run("probe", "--agent", agent, "--format", output)
+    _no_traceback(done, 0)
+    if output == "json":
+        (listed,) = json.loads(done.stdout)["newer"]["provider_list"]
+        assert listed["id"] == "p"
+        assert all(isinstance(kind, str) for kind in listed["supported"])
+        assert isinstance(listed["required"], bool)
+        current = listed["current"]
+        assert current is None or all(value is None or isinstance(value, str) for value in current.values())
+    else:
+        assert b"  p: " in done.stdout
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [5, None, [], {"providers": {"p": {}}}, {"providers": [5, "p", {"providerId": 5}, None]}, {"providers": None}],
+    ids=repr,
+)
+def test_probe_reads_a_providers_answer_of_any_shape_without_a_traceback(cli: Cli, answer: Any) -> None:
+    agent = cli.scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": PROVIDERS_INIT},
+            {"op": "expect", "method": "providers/list"},
+            {"op": "reply", "result": answer},
+            {"op": "expect", "method": "session/new"},
+            {"op": "reply", "result": {"sessionId": "s1"}},
+        ]
+    )
+    for output in ("text", "json"):
+        done = cli.run("probe", "--agent", agent, "--format", output)
+        _no_traceback(done, 0)
+    listed = json.loads(done.stdout)["newer"]["provider_list"]
+    assert listed == [] or isinstance(listed, str)
