@@ -310,3 +310,35 @@ def test_probe_reads_a_providers_answer_of_any_shape_without_a_traceback(cli: Cl
         _no_traceback(done, 0)
     listed = json.loads(done.stdout)["newer"]["provider_list"]
     assert listed == [] or isinstance(listed, str)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A NUL byte in config.toml: a usage error naming the entry and the key.
+
+NUL_ENTRIES = [
+    ('[agents.bad]\ncommand = ["python3", "-c\\u0000x"]\n', "agents.bad.command"),
+    ('[agents.bad]\ncommand = "python3 -c\\u0000x"\n', "agents.bad.command"),
+    ('[agents.bad]\ncommand = ["python3"]\nenv = { FOO = "a\\u0000b" }\n', "agents.bad.env"),
+    ('[agents.bad]\ncommand = ["python3"]\nenv = { "F\\u0000O" = "a" }\n', "agents.bad.env"),
+    (
+        '[agents.bad.distribution.npx]\npackage = "left-pad\\u0000@1"\n',
+        "agents.bad.distribution.npx.package",
+    ),
+    (
+        '[agents.bad.distribution.uvx]\npackage = "cowsay"\nargs = ["a\\u0000"]\n',
+        "agents.bad.distribution.uvx.args",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), NUL_ENTRIES, ids=[key for _, key in NUL_ENTRIES])
+@pytest.mark.parametrize("command", [["prompt", "--agent", "bad", "hi"], ["agents", "--check", "bad"]])
+def test_a_nul_byte_in_a_config_entry_is_a_usage_error_naming_the_entry_and_key(
+    cli: Cli, text: str, key: str, command: list[str]
+) -> None:
+    config = cli.tmp / "config" / "tinyacp"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text(text)
+    err = _no_traceback(cli.run(*command), 2)
+    assert key in err, err
+    assert "NUL" in err, err
