@@ -379,6 +379,9 @@ def _journals_options(journals: argparse.ArgumentParser) -> None:
     journals.add_argument("--prune", action="store_true", help="remove the journals older than --older-than")
     journals.add_argument("--older-than", metavar="AGE", help="with --prune: an age such as 30d, 12h, 2w")
     journals.add_argument("--dry-run", action="store_true", help="with --prune: say what would go, remove nothing")
+    journals.add_argument(
+        "--all", action="store_true", help="with --prune: remove every journal (an --older-than of 0 needs it)"
+    )
     journals.set_defaults(handler=_lazy("journals._journals", "cmd_journals"))
 
 
