@@ -1,4 +1,4 @@
-"""The pages of ``docs/agents/`` stay true to the agent table (``tinyacp.cli._agents.BUILTIN_AGENTS``).
+"""The pages of ``docs/agents/`` stay true to the agent table (``tinyacp.cli.agents._resolve.BUILTIN_AGENTS``).
 
 Each built-in agent but the demo has a page with the same headings; its Start section's first code block is the
 exact command line tinyacp runs, and the page carries the pinned version, the login hint's commands and variables,
@@ -16,8 +16,8 @@ import shlex
 import pytest
 
 from helpers import TESTS
-from tinyacp.cli._agent_table import launcher_of
-from tinyacp.cli._agents import BUILTIN_AGENTS, DEMO, AgentSpec
+from tinyacp.cli.agents._resolve import BUILTIN_AGENTS, DEMO, AgentSpec
+from tinyacp.cli.agents._table import launcher_of
 
 PAGES = TESTS.parent / "docs" / "agents"
 AGENTS = {name: spec for name, spec in BUILTIN_AGENTS.items() if name != DEMO}

@@ -16,9 +16,9 @@ from referencing import Registry, Resource
 
 from helpers.cli import Cli
 from tinyacp import PermissionPolicy
-from tinyacp.cli._agent_table import TABLE_PATH, launcher_of, platform_target
-from tinyacp.cli._agents import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
-from tinyacp.cli._features import rule_notes
+from tinyacp.cli.agents._resolve import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
+from tinyacp.cli.agents._table import TABLE_PATH, launcher_of, platform_target
+from tinyacp.cli.shared._features import rule_notes
 
 SCHEMAS = Path(__file__).parent / "registry"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -274,7 +274,7 @@ def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) 
 
 
 def test_a_reported_version_with_a_builds_detail_is_the_pinned_one() -> None:
-    from tinyacp.cli._check import _same_version
+    from tinyacp.cli.agents._check import _same_version
 
     assert _same_version("0.36.0", "0.36.0 (commit 7c61e5bb)")  # auggie 0.36.0's own words
     assert _same_version("1.2.3", "v1.2.3")

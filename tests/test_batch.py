@@ -482,7 +482,7 @@ def test_the_progress_line_shows_done_failed_running_rate_and_eta() -> None:
     import io
 
     from tinyacp.batch import BatchProgress
-    from tinyacp.cli._batch import ProgressLine
+    from tinyacp.cli.batch._batch import ProgressLine
 
     stream = io.StringIO()
     line = ProgressLine(stream)
@@ -496,7 +496,7 @@ def test_the_progress_line_shows_done_failed_running_rate_and_eta() -> None:
 
 def test_the_summary_table_has_a_row_per_agent_with_its_median_and_cost(tmp_path: Path) -> None:
     from tinyacp.batch import AgentSummary, BatchSummary
-    from tinyacp.cli._batch import summary_table
+    from tinyacp.cli.batch._batch import summary_table
 
     summary = BatchSummary(
         ok=3, failed=1, missing=0, ran=4, skipped=2, seconds=9.0,

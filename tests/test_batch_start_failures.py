@@ -35,7 +35,7 @@ from helpers.start_failures import (
 )
 from tinyacp._startup_watch import STARTUP_GRACE
 from tinyacp.batch import TurnRecord, run_batch, run_turn
-from tinyacp.cli._agents import AgentSpec
+from tinyacp.cli.agents._resolve import AgentSpec
 
 TURN_TIMEOUT = 90.0
 """The turns' own deadline where it must not be what ends them (far above the grace, below pytest's 120 s)."""

@@ -397,8 +397,8 @@ class _Question:
     them, asking on a pipe instead of a terminal."""
 
     def __init__(self) -> None:
-        from tinyacp.cli._display import Display
-        from tinyacp.cli._terminal import Asker, Interrupts
+        from tinyacp.cli.run._terminal import Asker, Interrupts
+        from tinyacp.cli.shared._display import Display
 
         self.display = Display(io.StringIO(), None)
         self.wake_r, self.wake_w = os.pipe()
@@ -437,7 +437,7 @@ def test_ctrl_c_landing_just_before_the_question_waits_still_interrupts_it(monke
     # The Python handler runs only between two bytecodes: a SIGINT that lands after the interpreter last looked
     # for signals and before select() sleeps is seen by no one until select() returns. Here it lands exactly
     # there: raise() and select() run one after the other in C, with no bytecode between them.
-    from tinyacp.cli import _terminal
+    from tinyacp.cli.run import _terminal
 
     raise_signal = getattr(ctypes.CDLL(None), "raise")  # signal.raise_signal would run the handler at once
     real_select = select.select
@@ -584,7 +584,7 @@ def test_replay_command_stands_in_for_the_recorded_agent(cli: Cli) -> None:
 
 
 def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cli) -> None:
-    from tinyacp.cli._agents import BUILTIN_AGENTS
+    from tinyacp.cli.agents._resolve import BUILTIN_AGENTS
 
     done = cli.run("agents", "--format", "json")
     listing = json.loads(done.stdout)
@@ -667,7 +667,7 @@ def test_files_are_embedded_and_images_linked_when_the_agent_cannot_take_them(cl
 def test_import_tinyacp_does_not_import_the_cli() -> None:
     code = (
         "import sys, tinyacp; tinyacp.JsonlJournal; "
-        "bad = [m for m in ('tinyacp.cli', 'tinyacp.cli._run', 'tinyacp.cli._display', 'argparse') "
+        "bad = [m for m in ('tinyacp.cli', 'tinyacp.cli.run._prompt', 'tinyacp.cli.shared._display', 'argparse') "
         "if m in sys.modules]; "
         "print(bad)"
     )
@@ -688,24 +688,12 @@ _NOT_FOR_HELP = (
     "tinyacp._async_client",
     "tinyacp._journal",
     "tinyacp.batch",
-    "tinyacp.cli._agents",
-    "tinyacp.cli._attachments",
-    "tinyacp.cli._batch",
-    "tinyacp.cli._chat",
-    "tinyacp.cli._commands",
-    "tinyacp.cli._display",
-    "tinyacp.cli._events",
-    "tinyacp.cli._explain",
-    "tinyacp.cli._index",
-    "tinyacp.cli._outcome",
-    "tinyacp.cli._run",
-    "tinyacp.cli._run_observer",
-    "tinyacp.cli._session",
-    "tinyacp.cli._show",
-    "tinyacp.cli._terminal",
-    "tinyacp.cli._view",
+    "tinyacp.cli.shared._display",
+    "tinyacp.cli.shared._index",
     "tinyacp.view",
 )
+_SUBCOMMAND_FOLDERS = ("agents", "batch", "journals", "run", "sessions")
+"""The command's folders that hold a subcommand: none of their modules (nor the folder) is imported for the help."""
 
 
 @pytest.mark.smoke
@@ -725,6 +713,9 @@ def test_help_starts_without_the_modules_that_run_commands(argv: list[str]) -> N
     imported = {line.rpartition(b"|")[2].strip().decode() for line in done.stderr.splitlines()}
     assert "tinyacp.cli" in imported  # -X importtime reported the imports
     assert sorted(imported.intersection(_NOT_FOR_HELP)) == []
+    assert all((SRC / "tinyacp" / "cli" / folder / "__init__.py").is_file() for folder in _SUBCOMMAND_FOLDERS)
+    folders = {f"tinyacp.cli.{folder}" for folder in _SUBCOMMAND_FOLDERS}
+    assert sorted(name for name in imported if name.rpartition(".")[0] in folders or name in folders) == []
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -748,13 +739,13 @@ def test_help_starts_without_the_modules_that_run_commands(argv: list[str]) -> N
     ],
 )
 def test_sanitize_removes_escape_sequences_and_replaces_controls(raw: str, shown: str) -> None:
-    from tinyacp.cli._display import sanitize
+    from tinyacp.cli.shared._display import sanitize
 
     assert sanitize(raw) == shown
 
 
 def test_platform_dirs_follow_xdg_and_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinyacp.cli import _dirs
+    from tinyacp.cli.shared import _dirs
 
     home = {"HOME": str(tmp_path)}
     monkeypatch.setattr(sys, "platform", "linux")
@@ -940,8 +931,8 @@ def test_docs_cli_shows_every_flag_of_every_command() -> None:
 
 
 def test_docs_cli_tables_every_exit_status_and_every_built_in_agent() -> None:
-    from tinyacp.cli._agents import BUILTIN_AGENTS
-    from tinyacp.cli._exit import Exit
+    from tinyacp.cli.agents._resolve import BUILTIN_AGENTS
+    from tinyacp.cli.shared._exit import Exit
 
     text = DOC.read_text()
     for code in Exit:
@@ -1014,7 +1005,7 @@ def test_sessions_lists_the_runs_of_this_machine_most_recent_first(cli: Cli) -> 
 
 
 def test_the_session_index_skips_torn_lines_and_stays_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinyacp.cli import _index
+    from tinyacp.cli.shared import _index
 
     monkeypatch.setattr(_index, "_COMPACT_AT", 256 * 1024)  # 3000 entries pass it several times
     index = _index.SessionIndex(tmp_path / "sessions.jsonl")

@@ -23,8 +23,8 @@ import pytest
 import tinyacp
 from helpers import wait_for
 from helpers.cli import TIMEOUT, Cli, Terminal, marked_processes
-from tinyacp.cli._agents import AgentSpec
-from tinyacp.cli._check import _check, _table
+from tinyacp.cli.agents._check import _check, _table
+from tinyacp.cli.agents._resolve import AgentSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = (sys.executable, "-m", "tinyacp.demo")

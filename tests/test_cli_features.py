@@ -18,7 +18,7 @@ import pytest
 from helpers import end_turn, handshake
 from helpers.cli import Cli, Terminal, json_events
 from helpers.hostile import EVIL, assert_clean
-from tinyacp.cli._show import show
+from tinyacp.cli.journals._show import show
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "scripted", "version": "1"}}
 FALLBACK_LINE = "notice (warning): Model fallback — demo-large is overloaded; this turn uses demo-small."
@@ -493,7 +493,7 @@ def test_a_url_question_shows_the_link_and_is_declined(cli: Cli) -> None:
     ],
 )
 def test_each_kind_of_field_reads_its_answer(spec: dict[str, Any], text: str, expected: tuple[bool, Any]) -> None:
-    from tinyacp.cli._questions import fields_of, parse
+    from tinyacp.cli.run._questions import fields_of, parse
 
     fields = fields_of({"type": "object", "properties": {"f": spec}})
     assert not isinstance(fields, str)
@@ -514,14 +514,14 @@ def test_each_kind_of_field_reads_its_answer(spec: dict[str, Any], text: str, ex
     ],
 )
 def test_a_form_the_command_cannot_ask_is_declined_unasked(schema: dict[str, Any], why: str) -> None:
-    from tinyacp.cli._questions import fields_of
+    from tinyacp.cli.run._questions import fields_of
 
     found = fields_of(schema)
     assert isinstance(found, str) and found.startswith(why)
 
 
 def test_a_field_the_command_cannot_ask_and_need_not_is_left_out() -> None:
-    from tinyacp.cli._questions import fields_of
+    from tinyacp.cli.run._questions import fields_of
 
     found = fields_of({"properties": {"odd": {"type": "object"}, "name": {"type": "string"}}})
     assert not isinstance(found, str)

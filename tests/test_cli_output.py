@@ -144,7 +144,7 @@ def test_force_color_colours_the_display_in_a_pipe(env: dict[str, str], tmp_path
 
 
 def test_wants_color_reads_the_environment_then_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinyacp.cli._display import wants_color
+    from tinyacp.cli.shared._display import wants_color
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -32,9 +32,9 @@ from tinyacp import AgentExited, AgentTimeout
 from tinyacp._launch_failures import Launch, launch_failure, launch_of
 from tinyacp._records import AgentMessage, MessageKind
 from tinyacp._startup_watch import STARTUP_GRACE, NotAcp, StartupWatch
-from tinyacp.cli._agents import BUILTIN_AGENTS, AgentSpec
-from tinyacp.cli._exit import Exit
-from tinyacp.cli._explain import explain
+from tinyacp.cli.agents._explain import explain
+from tinyacp.cli.agents._resolve import BUILTIN_AGENTS, AgentSpec
+from tinyacp.cli.shared._exit import Exit
 
 
 def fake_runner(cli: Cli, name: str, stderr: str, status: int) -> dict[str, str]:

@@ -10,7 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "tinyacp"
-SUB_PACKAGES = {"batch/": PACKAGE / "batch", "cli/": PACKAGE / "cli", "demo/": PACKAGE / "demo"}
+SUB_PACKAGES = {
+    f"{init.parent.relative_to(PACKAGE).as_posix()}/": init.parent
+    for init in sorted(PACKAGE.rglob("__init__.py"))
+    if init.parent != PACKAGE
+}
+"""Every sub-package, by the heading that opens it in the map (``cli/run/`` for ``src/tinyacp/cli/run``)."""
 
 
 def code_map(text: str) -> dict[Path, list[str]]:

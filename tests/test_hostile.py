@@ -20,7 +20,7 @@ import tinyacp
 from helpers import end_turn
 from helpers.cli import CLI, Cli, Terminal
 from helpers.hostile import EVIL, assert_clean
-from tinyacp.cli._show import show
+from tinyacp.cli.journals._show import show
 
 # --------------------------------------------------------------------------------------------------------------
 # 1. Every field of every message an agent sends, set to escape sequences, reaches no screen raw.
@@ -335,7 +335,7 @@ def test_default_journals_get_an_unpredictable_name_and_a_planted_link_receives_
     # A link planted under the very name the next run would pick (were it guessable) is skipped, never opened.
     import secrets
 
-    from tinyacp.cli import _dirs
+    from tinyacp.cli.shared import _dirs
 
     victim = cli.tmp / "victim.txt"
     victim.write_text("precious\n")
@@ -362,7 +362,7 @@ def test_a_journal_directory_others_can_write_is_refused_with_the_fix(cli: Cli) 
 
 
 def test_every_directory_created_for_journals_is_private_whatever_the_umask(tmp_path: Path) -> None:
-    from tinyacp.cli._dirs import private_dir
+    from tinyacp.cli.shared._dirs import private_dir
 
     old = os.umask(0o002)
     try:
@@ -384,7 +384,7 @@ def test_a_state_directory_others_can_write_does_not_stop_a_run_without_a_journa
 
 
 def test_a_journal_directory_of_another_user_is_refused(tmp_path: Path) -> None:
-    from tinyacp.cli._dirs import UnsafeDirectory, check_private
+    from tinyacp.cli.shared._dirs import UnsafeDirectory, check_private
 
     mode = stat.S_IFDIR | 0o700
     other = os.stat_result((mode, 0, 0, 2, os.geteuid() + 1, 0, 4096, 0, 0, 0))
@@ -588,7 +588,7 @@ def test_show_renders_a_journal_five_times_its_address_space_limit(
 def test_the_batch_summary_shows_an_agents_currency_clean() -> None:
     from types import SimpleNamespace
 
-    from tinyacp.cli._batch import summary_table
+    from tinyacp.cli.batch._batch import summary_table
 
     agent = SimpleNamespace(median_seconds=1.0, cost={f"EUR{EVIL}": 1.5}, ok=1, failed=0)
     summary = SimpleNamespace(

@@ -482,8 +482,8 @@ def test_a_config_command_line_may_name_a_known_agent_as_the_agent_flag_does(cli
 def test_writes_to_the_session_index_while_another_run_compacts_it_are_never_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tinyacp.cli import _index
-    from tinyacp.cli._index import SessionIndex
+    from tinyacp.cli.shared import _index
+    from tinyacp.cli.shared._index import SessionIndex
 
     monkeypatch.setattr(_index, "_COMPACT_AT", 64 * 1024)  # a compaction every few dozen writes of each writer
     index = SessionIndex(tmp_path / "sessions.jsonl")

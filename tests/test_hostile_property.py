@@ -19,8 +19,8 @@ import tinyacp
 from helpers import UPDATE_KINDS, end_turn, handshake
 from helpers.cli import Cli, Terminal
 from helpers.hostile import EVIL, assert_clean
-from tinyacp.cli._exit import Exit
-from tinyacp.cli._show import show
+from tinyacp.cli.journals._show import show
+from tinyacp.cli.shared._exit import Exit
 from tinyacp.replay import EXIT_BAD_JOURNAL, EXIT_MISMATCH, EXIT_OK, JournalUnusable, load_recording, serve
 
 # Text as hostile as it gets: every control, escape sequences whole and cut, bidi controls, lone surrogates.

@@ -29,7 +29,7 @@ from tinyacp import (
     TransferLimits,
     TurnUsage,
 )
-from tinyacp.cli._show import show
+from tinyacp.cli.journals._show import show
 from tinyacp.replay import Mismatch, Replayer, load_recording
 
 TIMEOUT = 20.0

@@ -5,7 +5,7 @@
 
 For each entry started through ``npx`` or ``uvx`` it asks the package's registry whether the pinned version
 exists (and is not yanked or deprecated) and what the newest release is, so that a pin is moved on purpose, after
-the newer release was tried, never by a user's first run. It reads ``src/tinyacp/cli/agents.json`` through
+the newer release was tried, never by a user's first run. It reads ``src/tinyacp/cli/agents/agents.json`` through
 tinyacp itself; nothing is written. A release that exists may still not install: mistral-vibe 3.0.3 pins a
 dependency release PyPI no longer has, which only installing it shows (``tinyacp agents --check NAME``).
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tinyacp.cli._agents import BUILTIN_AGENTS, AgentSpec
+from tinyacp.cli.agents._resolve import BUILTIN_AGENTS, AgentSpec
 
 Fetch = Callable[[str], dict[str, Any]]
 """Reads one registry document (JSON) by its URL; raises OSError when it cannot."""

@@ -4,7 +4,7 @@ decide what it may run, and keep a record.
 Subcommands: ``prompt`` (the main job), ``chat``, ``probe``, ``sessions``, ``agents``, ``show``, ``journals``,
 ``batch``, ``view``, ``replay`` and ``demo-agent``; run ``tinyacp COMMAND --help`` for each. The exit status of
 ``prompt``, ``chat`` and ``probe`` is listed in ``EXIT_STATUS`` (shown by ``--help``) and defined by
-:class:`tinyacp.cli._exit.Exit`.
+:class:`tinyacp.cli.shared._exit.Exit`.
 
 This module is not imported by ``import tinyacp``: the library stays free of the command. It builds the parser
 from light modules alone and imports a subcommand's module when that subcommand runs, so ``tinyacp --help`` and a
@@ -26,9 +26,9 @@ from typing import Any
 from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
 from .._version import __version__
-from ._dirs import default_config_path
-from ._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
-from ._usage import ParseError, Parser, json_asked, usage_error
+from .shared._dirs import default_config_path
+from .shared._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
+from .shared._usage import ParseError, Parser, json_asked, usage_error
 
 __all__ = ["main"]
 
@@ -96,7 +96,8 @@ def _count(text: str) -> int:
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
-    """The handler ``name`` of the sibling ``module``, imported when the subcommand runs, not when it is parsed."""
+    """The handler ``name`` of ``module`` (dotted, under this package), imported when the subcommand runs, not when
+    it is parsed."""
 
     def handler(args: argparse.Namespace) -> int:
         found: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(f".{module}", __name__), name)
@@ -255,12 +256,12 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
     content.add_argument("--file", action="append", default=[], metavar="FILE", help="attach a file")
     content.add_argument("--image", action="append", default=[], metavar="FILE", help="attach an image")
     _add_run_options(prompt, chat=False)
-    prompt.set_defaults(handler=_lazy("_commands", "cmd_prompt"))
+    prompt.set_defaults(handler=_lazy("run._command", "cmd_prompt"))
 
 
 def _chat_options(chat: argparse.ArgumentParser) -> None:
     _add_run_options(chat, chat=True)
-    chat.set_defaults(handler=_lazy("_commands", "cmd_chat"))
+    chat.set_defaults(handler=_lazy("run._command", "cmd_chat"))
 
 
 def _probe_options(probe: argparse.ArgumentParser) -> None:
@@ -273,7 +274,7 @@ def _probe_options(probe: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"per agent call (default {_PROBE_TIMEOUT:g}: an npx cold start)",
     )
-    probe.set_defaults(handler=_lazy("_commands", "cmd_probe"))
+    probe.set_defaults(handler=_lazy("agents._probe", "cmd_probe"))
 
 
 def _sessions_options(sessions: argparse.ArgumentParser) -> None:
@@ -285,7 +286,7 @@ def _sessions_options(sessions: argparse.ArgumentParser) -> None:
         "--limit", type=_positive, metavar="N", help="only the first N of each list (this machine's: the most recent)"
     )
     sessions.add_argument("--timeout", type=_seconds, default=_PROBE_TIMEOUT, metavar="SECONDS", help="per agent call")
-    sessions.set_defaults(handler=_lazy("_commands", "cmd_sessions"))
+    sessions.set_defaults(handler=_lazy("sessions._sessions", "cmd_sessions"))
 
 
 _CHECK_TIMEOUT = 30.0
@@ -338,8 +339,8 @@ def _agents_or_check(args: argparse.Namespace) -> int:
         ]
         if given:
             raise UsageProblem(f"{given[0]} is an option of --check")
-        return _lazy("_commands", "cmd_agents")(args)
-    return _lazy("_check", "cmd_check")(args)
+        return _lazy("agents._list", "cmd_agents")(args)
+    return _lazy("agents._check", "cmd_check")(args)
 
 
 def _show_options(show: argparse.ArgumentParser) -> None:
@@ -350,7 +351,7 @@ def _show_options(show: argparse.ArgumentParser) -> None:
         help="a journal file; `last`: the latest journal; a session id: the latest journal of that session",
     )
     show.add_argument("--format", choices=("text", "json"), default="text")
-    show.set_defaults(handler=_lazy("_commands", "cmd_show"))
+    show.set_defaults(handler=_lazy("journals._show", "cmd_show"))
 
 
 def _journals_options(journals: argparse.ArgumentParser) -> None:
@@ -359,7 +360,7 @@ def _journals_options(journals: argparse.ArgumentParser) -> None:
     journals.add_argument("--prune", action="store_true", help="remove the journals older than --older-than")
     journals.add_argument("--older-than", metavar="AGE", help="with --prune: an age such as 30d, 12h, 2w")
     journals.add_argument("--dry-run", action="store_true", help="with --prune: say what would go, remove nothing")
-    journals.set_defaults(handler=_lazy("_journals", "cmd_journals"))
+    journals.set_defaults(handler=_lazy("journals._journals", "cmd_journals"))
 
 
 def _view_options(view: argparse.ArgumentParser) -> None:
@@ -386,7 +387,7 @@ def _view_options(view: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="text of each turn's transcript kept in the page (default 256K; the page says what it cut)",
     )
-    view.set_defaults(handler=_lazy("_view", "cmd_view"))
+    view.set_defaults(handler=_lazy("journals._view", "cmd_view"))
 
 
 def _replay_options(replayer: argparse.ArgumentParser) -> None:
@@ -418,7 +419,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
-    parser.set_defaults(handler=_lazy("_batch", "cmd_batch"))
+    parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
 
 
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:

@@ -1,0 +1,10 @@
+"""``tinyacp prompt`` and ``tinyacp chat``: one run of an agent, watched and answered on the terminal.
+
+- ``_command``: ``cmd_prompt`` and ``cmd_chat``, the arguments made into the run's settings.
+- ``_prompt``: one ``prompt`` run; ``_chat``: ``chat``, many turns in one session.
+- What a run wires: ``_observer`` (journal, show, ask), ``_terminal`` (the person's answer, Ctrl-C),
+  ``_questions`` (the agent's questions, asked on the terminal), ``_events`` (``--format json``), ``_outcome``
+  (how the run ended), ``_attachments`` (``--file``, ``--image``), ``_mcp`` (``--mcp-config``).
+
+This ``__init__`` imports nothing: the parser never loads this folder; the subcommand does when it runs.
+"""

@@ -1,0 +1,93 @@
+"""Usage errors: the error first, then a one-line usage and where the whole help is; with ``prompt --format
+json``, the ``result`` event too, so that a reader of stdout always gets its last event.
+
+argparse prints its whole usage (some 20 lines for ``prompt``) before the one line that matters; here a parser
+raises :class:`ParseError` instead and :func:`usage_error` says it in three lines. This module is imported by
+every run of the command, so it stays light: the JSON event's writer is imported only to write one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import BinaryIO, NoReturn
+
+from ._exit import Exit
+
+__all__ = ["ParseError", "Parser", "json_asked", "usage_error", "usage_result"]
+
+RESULT_EVENTS = frozenset({"prompt"})
+"""The subcommands whose ``--format json`` output ends with a ``result`` event, whatever happened."""
+
+
+class ParseError(Exception):
+    """The command line does not parse: the message, and the usage of the (sub)command that refused it."""
+
+    def __init__(self, message: str, prog: str, usage: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are raised as :class:`ParseError` (its subcommands' parsers are of the
+    same class) rather than printed with the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ParseError(message, self.prog, short_usage(self))
+
+
+def short_usage(parser: argparse.ArgumentParser) -> str:
+    """``PROG [options] --required VALUE POSITIONALS``: the usage on one line."""
+    formatter = parser._get_formatter()
+    words = [parser.prog]
+    if any(action.option_strings and not action.required for action in parser._actions):
+        words.append("[options]")
+    for action in parser._actions:
+        if action.option_strings and action.required:
+            metavar = formatter._get_default_metavar_for_optional(action)
+            words.append(f"{action.option_strings[0]} {formatter._format_args(action, metavar)}")
+    for action in parser._actions:
+        if not action.option_strings and action.help != argparse.SUPPRESS:
+            metavar = formatter._get_default_metavar_for_positional(action)
+            words.append(formatter._format_args(action, metavar))
+    return " ".join(words)
+
+
+def json_asked(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks a subcommand with a ``result`` event for ``--format json`` (read before, or without,
+    a successful parse: the options before a ``--`` only)."""
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    if command not in RESULT_EVENTS:
+        return False
+    pairs = zip(words, [*words[1:], ""], strict=True)
+    return any(word == "--format=json" or (word == "--format" and after == "json") for word, after in pairs)
+
+
+def usage_error(message: str, *, prog: str = "tinyacp", usage: str | None = None, json_result: bool = False) -> int:
+    """Say what is wrong (and the one-line usage, for a command line that does not parse); exit status 2.
+
+    With ``json_result``, stdout gets the ``result`` event of a run that never started (``outcome``
+    ``usage_error``, the message as its ``error``).
+    """
+    from ._display import sanitize
+
+    print(sanitize(f"{prog}: error: {message}"), file=sys.stderr)
+    if usage is not None:
+        print(sanitize(f"usage: {usage}"), file=sys.stderr)
+        print(f"see: {prog} --help", file=sys.stderr)
+    if json_result:
+        usage_result(sys.stdout.buffer, message)
+    return int(Exit.USAGE)
+
+
+def usage_result(out: BinaryIO, message: str, epoch: int = 1) -> None:
+    """The ``result`` event of a run stopped by a usage error before it began."""
+    from ..run._events import JsonEvents
+    from ..run._outcome import Outcome
+
+    outcome = Outcome(int(Exit.USAGE), error=message, error_type="UsageError")
+    events = JsonEvents(out, epoch=epoch)
+    events.result(outcome, seq=0, session_id=None, allowed=0, rejected=0, usage=None, elapsed=0.0, journal=None)
