@@ -40,7 +40,7 @@ from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
-from ._terminal import Asker, Interrupts
+from ._terminal import Asker, Interrupts, stopped_words
 
 __all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
 
@@ -98,6 +98,7 @@ class PromptRun:
         self.init: Initialize | None = None
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
+        self.interrupts: Interrupts | None = None
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
@@ -124,7 +125,7 @@ class PromptRun:
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
-        interrupts = self.interrupts_class(self.display, wake_w)
+        interrupts = self.interrupts = self.interrupts_class(self.display, wake_w)
         terminal = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted)
         asker = terminal if settings.ask else None
         observer = RunObserver(
@@ -277,9 +278,15 @@ class PromptRun:
         return Client(options)
 
     def _failed(self, exc: BaseException, observer: RunObserver) -> Outcome:
-        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
+        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr; or, when a
+        signal stopped the agent, that the person stopped the run (the error is what stopping it caused)."""
         client = self.client
         observer.watch.disarm()
+        stopped_by = self.interrupts.stopped_by if self.interrupts is not None else None
+        if stopped_by is not None:
+            return Outcome(
+                int(Exit.CANCELLED), None, stopped_words(stopped_by, self._phase(observer)), type(exc).__name__
+            )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         why = explain(
             exc,
@@ -297,6 +304,14 @@ class PromptRun:
         return Outcome(
             int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data, tuple(why.hint)
         )
+
+    def _phase(self, observer: RunObserver) -> str:
+        """Where the run was when it stopped, in words."""
+        if self.init is None:
+            return "while the agent was starting (it had not answered initialize)"
+        if observer.session_id is None:
+            return "while the session was opening"
+        return "during the turn"
 
     def _ready(self, init: Initialize, session_id: str, pid: int) -> None:
         info = init.agent_info
