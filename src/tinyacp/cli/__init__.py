@@ -95,6 +95,14 @@ def _count(text: str) -> int:
     return _whole(text, 0)
 
 
+def _tool_name(text: str) -> str:
+    """A tool name of ``--allow-tool`` or ``--deny-tool``: matched exactly against the agent's, so an empty one (a
+    shell variable left unset) would match nothing and hide the mistake."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a tool name cannot be empty or blank: {text!r} (names look like Read, Bash)")
+    return text
+
+
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The handler ``name`` of ``module`` (dotted, under this package), imported when the subcommand runs, not when
     it is parsed."""
@@ -425,12 +433,18 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
     """The rules of the permission policy, shared by ``prompt``, ``chat`` and ``batch``."""
     rules.add_argument(
-        "--allow-tool", action="append", default=[], metavar="NAME", help="allow the tool NAME (Read, Grep, ...)"
+        "--allow-tool",
+        action="append",
+        default=[],
+        type=_tool_name,
+        metavar="NAME",
+        help="allow the tool NAME (Read, Grep, ...)",
     )
     rules.add_argument(
         "--deny-tool",
         action="append",
         default=[],
+        type=_tool_name,
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )

@@ -222,6 +222,7 @@ class ChatRun(PromptRun):
         """Each turn had its ``done`` line: at the end, only an error and where the journal is."""
         if outcome.error is not None:
             self.display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
+        self.display.lines(observer.unmatched_tool_rules(), "33")
         if self.settings.journal is not None:
             self.display.info(f"journal: {self.settings.journal}")
 

@@ -344,6 +344,7 @@ class PromptRun:
                 ],
                 "33",
             )
+        display.lines(observer.unmatched_tool_rules(), "33")
         if self.settings.journal is not None:
             display.info(f"journal: {self.settings.journal}")
         if self.events is not None:
