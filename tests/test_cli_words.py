@@ -48,3 +48,55 @@ def test_an_empty_tool_name_is_refused(cli: Cli, flag: str, name: str) -> None:
         done = cli.run(command, "--no-journal", flag, name, *(["hi"] if command == "prompt" else []))
         assert done.returncode == 2
         assert f"argument {flag}: a tool name cannot be empty or blank" in done.stderr.decode()
+
+
+def test_a_default_agent_typo_in_the_config_file_says_where_it_came_from(cli: Cli) -> None:
+    path = cli.tmp / "config" / "tinyacp" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text('default_agent = "claud"\n')
+    for args in (("prompt", "--no-journal", "hi"), ("batch", "--out", "out", "items.jsonl")):
+        (cli.work / "items.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+        done = cli.run(*args)
+        assert done.returncode == 2
+        stderr = done.stderr.decode()
+        assert f"default_agent = 'claud' in the config file {path}: unknown agent 'claud'; did you mean 'claude'?" in (
+            stderr
+        )
+    done = cli.run("prompt", "--no-journal", "--agent", "claud", "hi")  # the flag's own typo: no file named
+    assert "config file" not in done.stderr.decode() and "unknown agent 'claud'" in done.stderr.decode()
+
+
+def test_an_agent_name_that_is_not_utf8_says_so_as_cwd_does(cli: Cli) -> None:
+    done = cli.run("prompt", "--no-journal", "--agent", "\udcff\udcfeagent", "hi")
+    assert done.returncode == 2
+    assert "is not UTF-8 text (byte 0xff at character 0)" in done.stderr.decode()
+    assert "unknown agent" not in done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("mark", "words"),
+    [(b"\xef\xbb\xbf", "a UTF-8 byte-order mark (EF BB BF)"), (b"\xff\xfe", "a UTF-16 byte-order mark (FF FE)")],
+)
+def test_a_batch_file_with_a_byte_order_mark_says_so(cli: Cli, mark: bytes, words: str) -> None:
+    (cli.work / "items.jsonl").write_bytes(mark + b'{"id": "a", "prompt": "hi"}\n')
+    done = cli.run("batch", "--out", "out", "items.jsonl")
+    assert done.returncode == 2
+    assert f"items.jsonl: starts with {words}: save it as UTF-8 without one" in done.stderr.decode()
+
+
+def test_batch_out_naming_a_file_says_it_must_be_a_directory(cli: Cli) -> None:
+    (cli.work / "items.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    (cli.work / "results.txt").write_text("mine\n")
+    done = cli.run("batch", "--out", "results.txt", "items.jsonl")
+    assert done.returncode == 2
+    assert "--out results.txt: must be a directory (it is a file)" in done.stderr.decode()
+    assert (cli.work / "results.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_batch_file_says_it_has_no_items(cli: Cli, text: str) -> None:
+    (cli.work / "items.jsonl").write_text(text)
+    done = cli.run("batch", "--out", "out", "items.jsonl")
+    assert done.returncode == 2
+    assert "items.jsonl: has no items (a batch file is one JSON object per line)" in done.stderr.decode()
+    assert not (cli.work / "out").exists()
