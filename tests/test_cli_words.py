@@ -100,3 +100,50 @@ def test_an_empty_batch_file_says_it_has_no_items(cli: Cli, text: str) -> None:
     assert done.returncode == 2
     assert "items.jsonl: has no items (a batch file is one JSON object per line)" in done.stderr.decode()
     assert not (cli.work / "out").exists()
+
+
+def journal_names(cli: Cli, count: int) -> list[str]:
+    """Run the demo ``count`` times with a journal; the names ``tinyacp journals`` prints, newest first."""
+    for _ in range(count):
+        assert cli.run("prompt", "-y", "hi").returncode == 0
+    listed = cli.run("journals").stdout.decode().splitlines()[1:]
+    return [row.split()[-1] for row in listed]
+
+
+def test_the_names_journals_prints_are_taken_by_show_and_view(cli: Cli) -> None:
+    (name,) = journal_names(cli, 1)
+    shown = cli.run("show", name)
+    assert shown.returncode == 0, shown.stderr
+    assert "> initialize" in shown.stdout.decode() and "tinyacp: showing the journal " in shown.stderr.decode()
+    page = cli.tmp / "page.html"
+    viewed = cli.run("view", name, "-o", str(page))
+    assert viewed.returncode == 0, viewed.stderr
+    assert page.is_file() and name.encode() not in viewed.stderr
+
+
+def test_journals_limit_says_how_many_of_how_many(cli: Cli) -> None:
+    journal_names(cli, 3)
+    header, *rows = cli.run("journals", "--limit", "2").stdout.decode().splitlines()
+    assert header.startswith("2 of 3 journals, ") and len(rows) == 2
+    assert cli.run("journals", "--limit", "3").stdout.decode().startswith("3 journal(s), ")
+
+
+def test_show_of_a_binary_file_prints_no_byte_of_it(cli: Cli) -> None:
+    binary = cli.work / "blob.jsonl"
+    binary.write_bytes(bytes(range(256)) * 40 + b"\n\x00\x1b[2J\xff\n" * 30)
+    done = cli.run("show", str(binary))
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert "not a tinyacp journal: its first 20 lines are not journal records" in done.stderr.decode()
+
+
+def test_show_of_a_journal_with_binary_lines_names_them_without_their_bytes(cli: Cli) -> None:
+    (name,) = journal_names(cli, 1)
+    journal = cli.tmp / "state" / "tinyacp" / "journals" / name
+    first, *rest = journal.read_bytes().splitlines(keepends=True)
+    mixed = cli.work / "mixed.jsonl"
+    mixed.write_bytes(b"".join([first, b"\x00\x01\xff\xfe\x1b[2J binary\n", *rest]))
+    done = cli.run("show", str(mixed))
+    assert done.returncode == 0, done.stderr
+    assert b"journal line 2 is not a record: (15 bytes that are not text)" in done.stdout
+    assert b"\x00" not in done.stdout and b"\x1b[2J" not in done.stdout

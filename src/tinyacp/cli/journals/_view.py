@@ -24,6 +24,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     from ..shared._dirs import journal_dir
 
     source = args.path if args.path is not None else journal_dir()
+    if args.path is not None and not os.path.lexists(args.path):  # a journal's name, as `tinyacp journals` prints it
+        from ._journals import journal_named
+
+        source = journal_named(os.fspath(args.path)) or source
     if args.path is None and not source.is_dir():
         print_error(f"no journals yet in {source}: run `tinyacp prompt` first, or name a batch directory or journal")
         return int(Exit.USAGE)
