@@ -33,7 +33,8 @@ from .shared._usage import ParseError, Parser, json_asked, usage_error
 __all__ = ["main"]
 
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
-_STARTUP_TIMEOUT = 120.0
+_STARTUP_TIMEOUT = 120.0  # an npx/uvx entry: its first start downloads the package
+_LOCAL_STARTUP_TIMEOUT = 30.0  # any other program: a local start that takes longer is stuck, not busy
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -508,10 +509,13 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     timing.add_argument(
         "--startup-timeout",
         type=_seconds,
-        default=_STARTUP_TIMEOUT,
         metavar="SECONDS",
-        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+        help=(
+            f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g} for an npx/uvx agent, "
+            f"whose first start downloads it; {_LOCAL_STARTUP_TIMEOUT:g} for any other)"
+        ),
     )
+    parser.set_defaults(download_startup_timeout=_STARTUP_TIMEOUT, local_startup_timeout=_LOCAL_STARTUP_TIMEOUT)
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
     # Imported here, for the subcommands that take them: `tinyacp --help` needs neither (nor their dataclasses).

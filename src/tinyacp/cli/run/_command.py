@@ -128,9 +128,18 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
-        startup_timeout=args.startup_timeout,
+        startup_timeout=_startup_timeout(args, agent),
         fail_on_reject=not chat and args.fail_on_reject,
     )
+
+
+def _startup_timeout(args: argparse.Namespace, agent: AgentSpec) -> float:
+    """``--startup-timeout``, else the default of the agent's kind: an ``npx``/``uvx`` first start downloads the
+    package (two minutes), any other program starts here or is stuck (half a minute)."""
+    if args.startup_timeout is not None:
+        return float(args.startup_timeout)
+    downloads = agent.launcher in ("npx", "uvx")
+    return float(args.download_startup_timeout if downloads else args.local_startup_timeout)
 
 
 def _check_texts(args: argparse.Namespace, text: str) -> None:

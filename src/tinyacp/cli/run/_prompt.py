@@ -197,7 +197,11 @@ class PromptRun:
         self.agent_pid = client.pid
         interrupts.attach(client)
         self.startup, left = deadline.first(settings.startup_timeout)
-        init = self.init = client.initialize(timeout=left)
+        self.display.waiting(waits_on(settings.agent), left)
+        try:
+            init = self.init = client.initialize(timeout=left)
+        finally:
+            self.display.done_waiting()
         self.startup = None
         problem = check_transports(list(settings.plan.mcp_servers), init.agent_capabilities.mcp_capabilities)
         if problem is not None:
@@ -378,6 +382,14 @@ class PromptRun:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
         parts += usage_words(result.usage, observer.usage)
         return f"done: {' · '.join(parts)}"
+
+
+def waits_on(agent: AgentSpec) -> str:
+    """What a start waits on, in words: an ``npx``/``uvx`` agent's package may be downloading; any other program
+    has not answered yet."""
+    if agent.launcher in ("npx", "uvx") and agent.package:
+        return f"{agent.launcher} may be fetching {one_line(agent.package, 120)}"
+    return f"{one_line(os.path.basename(agent.command[0]) or agent.name, 60)} has not answered yet"
 
 
 def _count(number: int, noun: str) -> str:
