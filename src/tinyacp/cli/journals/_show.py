@@ -220,6 +220,9 @@ class _Renderer:
             self.write("> initialize")
         elif method == "session/new":
             self.write(f"> session/new in {one_line(params.get('cwd'), 300)}")
+        elif method in ("session/fork", "session/load", "session/resume"):
+            session = one_line(params.get("sessionId"), 100)
+            self.write(f"> {method} {session} in {one_line(params.get('cwd'), 300)}")
         elif method == "session/prompt":
             self.flush()
             self.write("> prompt:")
@@ -276,7 +279,7 @@ class _Renderer:
             info = _dict(result.get("agentInfo"))
             name = one_line(f"{shown(info.get('name', '?'))} {shown(info.get('version'))}", 100)
             self.write(f"< agent {name}, protocol {one_line(result.get('protocolVersion'), 40)}")
-        elif method == "session/new":
+        elif method in ("session/new", "session/fork"):  # a fork's own session is the one its turn runs in
             self.write(f"< session {one_line(result.get('sessionId'), 100)}")
         elif method == "session/prompt":
             self.write(f"< stop reason: {one_line(result.get('stopReason'), 60)}")

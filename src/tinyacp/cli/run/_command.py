@@ -121,6 +121,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         cancel_grace=args.cancel_grace,
         kill_grace=args.kill_grace,
         journal=_journal_path(args, agent),
+        journal_own=not args.no_journal and args.journal is None,
         sync_journal=args.sync_journal,
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,

@@ -65,6 +65,9 @@ class PromptSettings:
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
     journal: Path | None = None
+    journal_own: bool = False
+    """Whether ``journal`` is the run's own new file (not ``--journal PATH``): a run refused before its prompt
+    removes it, so ``journals`` and ``show last`` list only runs that prompted (or failed on the agent's side)."""
     sync_journal: bool = False
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
@@ -99,6 +102,10 @@ class PromptRun:
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
         self.interrupts: Interrupts | None = None
+        self.prompted = False
+        """Whether a prompt was sent: a run refused before it keeps no journal of its own."""
+        self.journal_kept = settings.journal
+        """The journal the run leaves (None when there is none, or a refused run removed its own)."""
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
@@ -163,6 +170,7 @@ class PromptRun:
                     journal_error = exc
         if journal_error is not None and outcome.code == Exit.OK:
             outcome = self._failed(journal_error, observer)
+        self._drop_refused_journal(outcome, interrupts)
         forced = interrupts.code
         if forced is not None:  # the person (or the system) stopped the run, whatever the agent answered
             outcome.code = forced
@@ -170,6 +178,20 @@ class PromptRun:
             outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
         return outcome.code
+
+    def _drop_refused_journal(self, outcome: Outcome, interrupts: Interrupts) -> None:
+        """Remove the run's own journal when the run was refused before its prompt: nothing to continue, a mode,
+        model, option or auth method the agent does not offer (exit status 2), or stopped by you while starting.
+        A failure on the agent's side keeps its journal: it is how the failure is read."""
+        settings = self.settings
+        refused = outcome.code == Exit.USAGE or interrupts.stopped_by is not None
+        if self.prompted or not refused or not settings.journal_own or settings.journal is None:
+            return
+        try:
+            settings.journal.unlink()
+        except OSError:  # it stays, and is said as usual
+            return
+        self.journal_kept = None
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
         settings = self.settings
@@ -229,13 +251,15 @@ class PromptRun:
         self._remember(session.id)
         return client
 
-    def _remember(self, session_id: str) -> None:
-        """Note the session in the index of sessions this machine ran (for ``--continue``); a failure only warns."""
+    def _remember(self, session_id: str, title: str | None = None) -> None:
+        """Note the session in the index of sessions this machine ran (for ``--continue``), with ``title`` (the
+        prompt's text by default); a failure only warns."""
         settings = self.settings
         if settings.index is None:
             return
+        title = settings.text if title is None else title
         try:
-            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, settings.text)
+            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, title)
         except OSError as exc:
             self.display.lines([f"could not note the session for --continue: {exc}"], "33")
 
@@ -251,6 +275,7 @@ class PromptRun:
         assert observer.session_id is not None
         self.display.activity("waiting for the agent")
         observer.in_turn = interrupts.in_turn = True
+        self.prompted = True
         try:
             return client.prompt(observer.session_id, blocks, timeout=timeout)
         finally:
@@ -349,8 +374,10 @@ class PromptRun:
                 "33",
             )
         display.lines(observer.unmatched_tool_rules(), "33")
-        if self.settings.journal is not None:
-            display.info(f"journal: {self.settings.journal}")
+        if self.journal_kept is not None:
+            display.info(f"journal: {self.journal_kept}")
+        elif self.settings.journal is not None:
+            display.info("no journal kept: the run was refused before its prompt")
         if self.events is not None:
             self.events.result(
                 outcome,
@@ -360,7 +387,7 @@ class PromptRun:
                 rejected=observer.rejected,
                 usage=observer.usage,
                 elapsed=elapsed,
-                journal=self.settings.journal,
+                journal=self.journal_kept,
             )
 
     def _done_line(self, result: PromptResult, observer: RunObserver, elapsed: float) -> str:
