@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
-_STARTUP_TIMEOUT = 120.0
+_STARTUP_TIMEOUT = 120.0  # an npx/uvx entry: its first start downloads the package
+_LOCAL_STARTUP_TIMEOUT = 30.0  # any other program: a local start that takes longer is stuck, not busy
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -96,6 +97,14 @@ def _concurrency(text: str) -> int:
 
 def _count(text: str) -> int:
     return _whole(text, 0)
+
+
+def _tool_name(text: str) -> str:
+    """A tool name of ``--allow-tool`` or ``--deny-tool``: matched exactly against the agent's, so an empty one (a
+    shell variable left unset) would match nothing and hide the mistake."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a tool name cannot be empty or blank: {text!r} (names look like Read, Bash)")
+    return text
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -486,12 +495,18 @@ def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
     """The rules of the permission policy, shared by ``prompt``, ``chat`` and ``batch``."""
     rules.add_argument(
-        "--allow-tool", action="append", default=[], metavar="NAME", help="allow the tool NAME (Read, Grep, ...)"
+        "--allow-tool",
+        action="append",
+        default=[],
+        type=_tool_name,
+        metavar="NAME",
+        help="allow the tool NAME (Read, Grep, ...)",
     )
     rules.add_argument(
         "--deny-tool",
         action="append",
         default=[],
+        type=_tool_name,
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )
@@ -617,10 +632,13 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     timing.add_argument(
         "--startup-timeout",
         type=_seconds,
-        default=_STARTUP_TIMEOUT,
         metavar="SECONDS",
-        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+        help=(
+            f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g} for an npx/uvx agent, "
+            f"whose first start downloads it; {_LOCAL_STARTUP_TIMEOUT:g} for any other)"
+        ),
     )
+    parser.set_defaults(download_startup_timeout=_STARTUP_TIMEOUT, local_startup_timeout=_LOCAL_STARTUP_TIMEOUT)
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
     # Imported here, for the subcommands that take them: `tinyacp --help` needs neither (nor their dataclasses).

@@ -65,6 +65,9 @@ class PromptSettings:
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
     journal: Path | None = None
+    journal_own: bool = False
+    """Whether ``journal`` is the run's own new file (not ``--journal PATH``): a run refused before its prompt
+    removes it, so ``journals`` and ``show last`` list only runs that prompted (or failed on the agent's side)."""
     sync_journal: bool = False
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
@@ -145,6 +148,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         cancel_grace=args.cancel_grace,
         kill_grace=args.kill_grace,
         journal=None if args.no_journal else args.journal or new_journal(agent.name),
+        journal_own=not args.no_journal and args.journal is None,
         sync_journal=args.sync_journal,
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
@@ -152,7 +156,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
-        startup_timeout=args.startup_timeout,
+        startup_timeout=_startup_timeout(args, agent),
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
@@ -174,6 +178,15 @@ def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bub
         return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
     except SandboxUnavailable as exc:
         raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+def _startup_timeout(args: argparse.Namespace, agent: AgentSpec) -> float:
+    """``--startup-timeout``, else the default of the agent's kind: an ``npx``/``uvx`` first start downloads the
+    package (two minutes), any other program starts here or is stuck (half a minute)."""
+    if args.startup_timeout is not None:
+        return float(args.startup_timeout)
+    downloads = agent.launcher in ("npx", "uvx")
+    return float(args.download_startup_timeout if downloads else args.local_startup_timeout)
 
 
 def _prompt_text(words: list[str]) -> str:
