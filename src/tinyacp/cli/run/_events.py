@@ -12,8 +12,8 @@ from ..._elicitation import ElicitationReply, ElicitationRequest
 from ..._messages import Initialize, Notice, UsageUpdate
 from ..._permissions import PermissionRequest
 from ..._records import Update, usage_fields
-from ..shared._display import Display
 from ..shared._exit import OUTCOME_WORDS, Exit
+from ._display import Display
 from ._outcome import Outcome
 
 __all__ = ["JsonEvents"]

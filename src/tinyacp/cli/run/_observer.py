@@ -18,7 +18,8 @@ from ..._observer import BaseObserver
 from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
 from ..._startup_watch import StartupWatch
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
+from ._display import Display, Styled
 from ._events import JsonEvents
 from ._questions import Questions
 from ._terminal import Asker, Interrupts

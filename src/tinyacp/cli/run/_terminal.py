@@ -19,8 +19,9 @@ from typing import Any
 from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._permissions import PermissionRequest
-from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
+from ..shared._display import one_line, tool_output_lines, tool_words
 from ..shared._exit import Exit
+from ._display import Display, Styled
 
 __all__ = ["Asker", "Interrupts"]
 
