@@ -21,7 +21,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
@@ -29,6 +28,10 @@ from .._version import __version__
 from .shared._dirs import default_config_path
 from .shared._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 from .shared._usage import ParseError, Parser, json_asked, usage_error
+
+TYPE_CHECKING = False  # not typing's: typing is a tenth of `tinyacp --help` (benchmarks/RESULTS.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["main"]
 
@@ -146,9 +149,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = _Subcommands(subparsers.add_parser, None if argv is None else _chosen(argv))
 
-    config = argparse.ArgumentParser(add_help=False)
+    config = Parser(add_help=False)  # Parser's formatter: no shutil import for the options' metavar checks
     config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
-    agent = argparse.ArgumentParser(add_help=False)
+    agent = Parser(add_help=False)
     agent.add_argument(
         "--agent",
         metavar="NAME",
@@ -322,6 +325,11 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--concurrency", type=_concurrency, default=4, metavar="N", help="with --check: agents at once (default 4)"
     )
+    check.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="with --check: start each agent in the sandbox (bubblewrap, Linux), with its table's defaults",
+    )
     agents.set_defaults(handler=_agents_or_check, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
 
 
@@ -334,6 +342,7 @@ def _agents_or_check(args: argparse.Namespace) -> int:
                 ("--all", args.all),
                 ("--timeout", args.timeout),
                 ("--agent-command", args.agent_command),
+                ("--sandbox", args.sandbox),
             )
             if value
         ]
@@ -419,7 +428,31 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
+    _add_sandbox_options(parser)
+    _add_serve_options(parser)
     parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
+
+
+def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """``--sandbox`` and its options, shared by ``prompt``, ``chat`` and ``batch``."""
+    box = parser.add_argument_group(
+        "sandbox (Linux, bubblewrap: the agent writes only in its cwd, its state directories and --writable)"
+    )
+    which = box.add_mutually_exclusive_group()
+    which.add_argument("--sandbox", action="store_true", help="run the agent in the sandbox")
+    which.add_argument("--no-sandbox", action="store_true", help="not in the sandbox, whatever config.toml says")
+    box.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        help="the agent's network in the sandbox (default: on, it must reach its model; off: loopback only)",
+    )
+    box.add_argument(
+        "--writable",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another directory the sandboxed agent may write in (repeatable; implies --sandbox)",
+    )
 
 
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
@@ -434,9 +467,60 @@ def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument(
+        "--allow-kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="allow tool calls of KIND, and served actions of KIND (read, edit, execute)",
+    )
     rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call but a --deny-tool")
+    rules.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="allow every tool call but a --deny-tool, and every served read, write and command inside the "
+        "session's folders but a --deny-command",
+    )
+
+
+def _serve_kinds(text: str) -> list[str]:
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    wrong = [word for word in words if word not in ("read", "write", "terminal")]
+    if not words or wrong:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of read, write and terminal")
+    return words
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """The files and terminals served to the agent, shared by ``prompt``, ``chat`` and ``batch``."""
+    serve = parser.add_argument_group(
+        "files and terminals served to the agent (default: none; also per agent in config.toml)"
+    )
+    serve.add_argument(
+        "--serve",
+        type=_serve_kinds,
+        action="append",
+        default=[],
+        metavar="read,write,terminal",
+        help="do the agent's reads, writes and commands for it, each decided like a permission request and "
+        "confined to the session's folders (see docs: serving files and terminals)",
+    )
+    serve.add_argument("--root", action="append", default=[], metavar="DIR", help="serve DIR besides the session's")
+    serve.add_argument(
+        "--allow-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run command lines matching PATTERN (a glob: 'pytest*'); a coarse guard an agent can word around",
+    )
+    serve.add_argument(
+        "--deny-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="never run command lines matching PATTERN ('*git push*'), whatever allows them, --yes included",
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
@@ -444,6 +528,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    _add_serve_options(parser)
     if not chat:
         rules.add_argument(
             "--fail-on-reject",
@@ -520,6 +605,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         "-q", "--quiet", action="store_true", help="show nothing on stderr but errors and how a failed turn ended"
     )
     shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
+    _add_sandbox_options(parser)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ..agents._session import apply_settings, open_session, raw_auth_methods
 from ..shared._display import one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
+from ..shared._sandbox import describe as describe_sandbox
 from ._attachments import prompt_with_attachments
 from ._display import Display
 from ._events import JsonEvents, usage_result
@@ -63,7 +64,8 @@ class PromptRun:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch()
+            plan = self.settings.sandbox_plan
+            self.epoch = self.journal.begin_epoch(sandbox=plan.record() if plan is not None else None)
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -97,6 +99,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -106,6 +109,8 @@ class PromptRun:
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
+        if settings.sandbox_plan is not None:
+            self.display.info(describe_sandbox(settings.sandbox_plan))
         interrupts.install()
         journal_error: OSError | None = None
         try:
@@ -233,6 +238,8 @@ class PromptRun:
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
+            sandbox=settings.sandbox,
+            serve=settings.serve,
         )
         return Client(options)
 
@@ -266,7 +273,9 @@ class PromptRun:
             f"{self.settings.cwd}"
         )
         if self.events is not None:
-            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal)
+            plan = self.settings.sandbox_plan
+            sandbox = plan.record() if plan is not None else None
+            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal, sandbox=sandbox)
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         display = self.display

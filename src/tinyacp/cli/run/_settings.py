@@ -12,13 +12,17 @@ parser (:mod:`tinyacp.cli`), read here, and becomes a field of :class:`PromptSet
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..._errors import SandboxUnavailable
 from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
+from ..._serve import Serve
 from ...reader import ReaderLimits
 from ..agents._resolve import AgentSpec, load_config, resolve_agent
 from ..agents._session import SessionPlan
@@ -27,9 +31,14 @@ from ..shared._display import isatty, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
+from ..shared._sandbox import sandbox_of_args
+from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ._attachments import Attachment, read_attachments
 from ._mcp import read_mcp_config
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap, Plan
 
 __all__ = ["PromptSettings", "prompt_settings"]
 
@@ -67,6 +76,12 @@ class PromptSettings:
     startup_timeout: float | None = 120.0
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
+    sandbox: Bubblewrap | None = None
+    """The agent's sandbox (``--sandbox``), or None."""
+    sandbox_plan: Plan | None = None
+    """How bwrap starts it, as the live line and the journal's epoch record say."""
+    serve: Serve = field(default_factory=Serve)
+    """The files and terminals served to the agent (``--serve``, ``--root``, ``--allow-command``, ...)."""
 
 
 _DEFAULT_LIMITS = TransferLimits()
@@ -109,6 +124,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
     policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
     for line in rule_notes(agent.name, agent.notes, policy):
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
+    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
     return PromptSettings(
         agent=agent,
@@ -134,7 +150,25 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         agent_key=agent.key,
         startup_timeout=args.startup_timeout,
         fail_on_reject=not chat and args.fail_on_reject,
+        sandbox=sandbox,
+        sandbox_plan=sandbox_plan,
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
     )
+
+
+def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bubblewrap | None, Plan | None]:
+    """The run's sandbox (``--sandbox``, or the agent's config entry) and how bwrap will start it, decided before
+    the journal's first record, which says so; a sandbox that cannot be made here starts no agent."""
+    env = {**os.environ, **agent.env}
+    sandbox = sandbox_of_args(args, agent.sandbox, env)
+    if sandbox is None:
+        return None, None
+    from ..._sandbox import plan
+
+    try:  # a missing program is left to the start, which names it as every run does
+        return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
 
 
 def _prompt_text(words: list[str]) -> str:
