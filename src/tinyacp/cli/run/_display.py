@@ -50,7 +50,7 @@ from ..._permissions import PermissionRequest
 from ..._process import signals_blocked
 from ..._records import Update
 from ..._sanitize import one_line, sanitize  # the one sanitizer, the batch's records' too
-from ..shared._display import char_width, fit, isatty, plan_lines, tool_output_lines, tool_words, wants_color
+from ..shared._display import char_width, fit, isatty, plan_lines, same_file, tool_output_lines, tool_words, wants_color
 
 __all__ = ["Display", "Styled", "verdict"]
 
@@ -120,7 +120,7 @@ class Display:
         self.color = color
         """Whether lines carry our SGR colours."""
         self.out_tty = out is not None and isatty(out)
-        self._shared = self.live and self.out_tty and _same_file(err, out)
+        self._shared = self.live and self.out_tty and same_file(err, out)
         encoding = (getattr(err, "encoding", None) or "").lower().replace("-", "")
         self._spinner = _SPINNER_UNICODE if encoding == "utf8" else _SPINNER_ASCII
         self._lock = threading.Lock()
@@ -295,7 +295,7 @@ class Display:
             OSError: the stream cannot be written.
         """
         with self._lock:
-            shared = self.live and _same_file(self._err, stream)
+            shared = self.live and same_file(self._err, stream)
             if shared:
                 self._write_err(self._clear_live())
                 self._live_height = 0
@@ -646,10 +646,3 @@ def _block_texts(blocks: Iterable[Any]) -> list[str]:
 
 def _flat(text: str) -> str:
     return sanitize(text).replace("\n", " ").replace("\t", " ")
-
-
-def _same_file(a: Any, b: Any) -> bool:
-    try:
-        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
-    except (AttributeError, ValueError, OSError):
-        return False

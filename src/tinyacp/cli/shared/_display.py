@@ -24,6 +24,7 @@ __all__ = [
     "one_line",
     "plan_lines",
     "print_error",
+    "same_file",
     "sanitize",
     "shown",
     "tool_output_lines",
@@ -99,6 +100,15 @@ def isatty(stream: Any) -> bool:
     """Whether ``stream`` is a terminal; a closed or fake stream is not."""
     try:
         return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def same_file(a: Any, b: Any) -> bool:
+    """Whether two streams write to the same file (stderr and stdout on one terminal); a closed or fake stream
+    is no file."""
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
     except (AttributeError, ValueError, OSError):
         return False
 
