@@ -322,6 +322,7 @@ class AsyncClient(ShellBase):
         await self._reaped()
         if services is not None:
             await asyncio.to_thread(services.close)
+        self._trace_exit()
 
     async def _terminate(self) -> None:
         """``terminate()`` with the wait for the agent's exit on the event loop (which reads its stderr meanwhile):

@@ -4,6 +4,8 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
 ``type`` and ``epoch``; the kinds are::
 
     {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
+    {"type":"epoch","epoch":3,"ts":"…","sandbox":{"kind":"bubblewrap","bwrap":["--unshare-user",…],…}}
+    {"type":"epoch","epoch":4,"ts":"…","trace_id":"<32 hex>"}    (a traced run)
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
@@ -13,6 +15,8 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
     {"type":"serve_decision","epoch":2,"ts":"…","id":3,"method":"fs/write_text_file","session_id":"s1",
      "kind":"edit","path":"…","resolved":"…","size":12,"prior":{"exists":true,"size":9,"sha256":"…"},
      "allowed":true,"decided_by":"policy","reason":"…"}
+
+An epoch whose agent ran in a sandbox says so and how in its ``sandbox`` object (``begin_epoch(sandbox=...)``).
 
 ``dir`` is ``in`` (the agent wrote it) or ``out`` (the client wrote it). ``kind`` is what the client made of the
 line: ``update``, ``permission_request`` or a :class:`~tinyacp.MessageKind` value for the agent's lines;
@@ -51,7 +55,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -89,9 +93,17 @@ _parse_raw = msgspec.json.Decoder(msgspec.Raw).decode
 
 def timestamp(now: float | None = None) -> str:
     """UTC, ISO 8601, microseconds: sortable as text and readable in a log."""
+    global _second  # noqa: PLW0603  one tuple, replaced whole: a thread reads either the old one or the new one
     now = time.time() if now is None else now
     seconds = int(now)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((now - seconds) * 1e6):06d}Z"
+    second = _second
+    if second[0] != seconds:  # a batch turn stamps a dozen records within the same second or two
+        second = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{second[1]}.{int((now - seconds) * 1e6):06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
+"""The last second :func:`timestamp` wrote out, and its text."""
 
 
 class JsonlJournal(BaseObserver):
@@ -152,7 +164,9 @@ class JsonlJournal(BaseObserver):
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self, *, durable: bool = True) -> int:
+    def begin_epoch(
+        self, *, durable: bool = True, sandbox: Mapping[str, Any] | None = None, trace_id: str | None = None
+    ) -> int:
         """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
         new file).
 
@@ -164,6 +178,11 @@ class JsonlJournal(BaseObserver):
                 fsync, a permission decision's, since an fsync covers every record before it. Until then a crash
                 of the machine may lose it together with every later record of the epoch, and the epoch's number
                 would be given again. ``sync=True`` fsyncs it all the same.
+            sandbox: how the epoch's agent is sandboxed (JSON values: what bwrap was given, which directories are
+                writable, the network), recorded as the epoch record's ``sandbox``: whoever reads the journal
+                knows what the agent could touch. None: nothing is said.
+            trace_id: the run's OpenTelemetry trace id (32 hex characters), kept in the epoch record as
+                ``trace_id`` so that a reader of the journal finds the run's trace.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -182,7 +201,11 @@ class JsonlJournal(BaseObserver):
                         f"{self.path} has no epoch left: its last is {epoch - 1}, and a client takes at most "
                         f"{MAX_SAFE_INT}; start a new journal"
                     )
-                record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                record: dict[str, Any] = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                if sandbox is not None:
+                    record["sandbox"] = dict(sandbox)
+                if trace_id is not None:
+                    record["trace_id"] = trace_id
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -50,6 +50,7 @@ from ._options import Options, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
 from ._requests import Meta
+from ._trace_context import agent_env, process_context, request_tracer
 from .reader import LineReader
 
 if TYPE_CHECKING:
@@ -108,6 +109,11 @@ class ShellBase:
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
         callbacks = resolve_callbacks(require_observer(options))
+        plan = None
+        if options.sandbox is not None:  # checked before anything starts: never an unsandboxed run
+            from ._sandbox import plan as sandbox_plan
+
+            plan = sandbox_plan(options.sandbox, options.command, cwd=options.cwd, env=options.env)
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,
@@ -116,8 +122,10 @@ class ShellBase:
             client_info=options.client_info,
             features=options.features,
             has_observer=options.observer is not None,
+            sandbox_roots=None if plan is None else plan.allowed,
             serve=options.serve if options.serve.methods else None,
         )
+        self._core.trace = request_tracer(options.trace_context, getattr(options.observer, "trace_request", None))
         # The line buffer exists before the agent does: memory is budgeted first.
         reader = LineReader(None, options.reader_limits)
         self._closed = False
@@ -125,11 +133,12 @@ class ShellBase:
         self._proc = AgentProcess.spawn(
             options.command,
             cwd=options.cwd,
-            env=options.env,
+            env=agent_env(options.env, process_context(options.trace_context, options.observer, options.command)),
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
             tail_thread=tail_thread,
+            sandbox=plan,
         )
         self._services: Services | None = None
         if options.serve.methods:
@@ -437,6 +446,13 @@ class ShellBase:
         finally:
             if self._services is not None:
                 self._services.close()
+        self._trace_exit()
+
+    def _trace_exit(self) -> None:
+        """The agent is gone: a tracing observer (:mod:`tinyacp.otel`) ends the process's span."""
+        exited = getattr(self.options.observer, "trace_exit", None)
+        if callable(exited):
+            exited(self._proc.returncode, self._failure)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.

@@ -23,6 +23,10 @@ A prompt turn, in order (every step is a ``session/update`` unless marked otherw
     agent_message_chunk   x --chunks, saying it was not allowed to read the files
     -> {"stopReason": "end_turn"}
 
+When the prompt's ``_meta`` carries a W3C ``traceparent``, or the agent was started with ``TRACEPARENT`` in its
+environment, the reply says which trace it joined, after the echo: ``Joined trace <trace id> (from _meta, parent
+span <span id>)`` and ``Started in trace <trace id> (from TRACEPARENT, parent span <span id>)``.
+
 A ``session/cancel`` for the session at any point of the turn, or a ``cancelled`` permission outcome, stops
 the stream: the tool call, if started and not finished, is marked ``failed`` and the prompt gets
 ``{"stopReason": "cancelled"}``. The agent does not wait for the permission answer once the turn is
@@ -132,14 +136,7 @@ from __future__ import annotations
 from ._agent import DemoAgent
 from ._sessions import API_KEY_ENV
 from ._settings import PROG, REQUIRE_AUTH_ENV, DemoSettings, parse_args
-
-# The `noqa` names: the tests of the store and of the command line reach them here, as when this was one module.
-from ._settings import argparse_settings as _argparse_settings  # noqa: F401
-from ._settings import plain_settings as _plain_settings  # noqa: F401
 from ._store import STATE_DIR_ENV, default_state_dir
-from ._store import Session as _Session  # noqa: F401
-from ._store import Store as _Store  # noqa: F401
-from ._store import session_number as _session_number  # noqa: F401
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
