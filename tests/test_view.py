@@ -888,7 +888,7 @@ def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(
 
 
 def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_decided(tmp_path: Path) -> None:
-    from helpers.view import answered, requested
+    from helpers.view import answered, requested, serve_decided
 
     path = tmp_path / "served.jsonl"
     journal, epoch = prompted(path)
@@ -906,12 +906,27 @@ def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_
          "policy"),
         ("terminal/release", {"sessionId": "s", "terminalId": "term-1"}, {"result": {}}, "policy"),
     ]  # fmt: skip
+    decisions = {
+        "fs/write_text_file": {"allowed": False, "decided_by": "default-reject", "reason": "outside the roots",
+                               "resolved": "/etc/passwd", "size": 9, "prior": {"exists": True, "size": 120,
+                               "sha256": "ab" * 32}},
+        "terminal/create": {"allowed": True, "decided_by": "policy", "reason": "", "command_line": "pytest -q"},
+    }  # fmt: skip
     for n, (method, params, answer, by) in enumerate(steps):
         requested(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", "method": method, "params": params})
+        if method in decisions:  # the client's decision, recorded before it acts and answers
+            serve_decided(journal, path, epoch, {"id": f"a{n}", "method": method, **decisions[method]})
         answered(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", **answer}, by)
     journal.close()
     page = view.render_html(path)
+    assert "other" not in kinds(page, 0)  # no record left raw
     read, write, terminal = events(page, 0, "served")
+    assert "decision" not in read
+    decided = {name: value for name, value in write["decision"].items() if name != "dt"}
+    assert decided == {"allowed": False, "by": "default-reject", "reason": "outside the roots",
+                       "resolved": "/etc/passwd", "size": 9, "prior": {"exists": True, "size": 120,
+                       "sha256": "ab" * 32}}  # fmt: skip
+    assert terminal["decision"]["line"] == "pytest -q" and terminal["decision"]["allowed"] is True
     assert (read["m"], read["path"], read["line"], read["limit"], read["x"]) == (
         "fs/read_text_file", "/w/a.py", 3, 2, "x = 1\ny = 2"
     )  # fmt: skip
