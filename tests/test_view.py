@@ -1029,3 +1029,34 @@ def test_any_file_or_terminal_request_and_answer_renders_without_a_raw_fallback(
         page = view.render_html(path, max_turn_bytes=4096)
     assert "bad" not in kinds(page, 0)  # each was rendered, none fell back to its raw line
     assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000
+
+
+def test_a_real_run_that_serves_files_and_a_terminal_shows_each_with_its_decision(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello\n", encoding="utf-8")
+    journal = tinyacp.JsonlJournal(tmp_path / "run.jsonl")
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"],
+        epoch=journal.begin_epoch(),
+        observer=journal,
+        serve=tinyacp.Serve(read=True, write=True, terminal=True, commands=["*"]),
+        policy=tinyacp.PermissionPolicy(kinds=["read", "edit", "execute"]),
+    )
+    try:
+        with tinyacp.Client(options) as client:
+            client.initialize(timeout=TIMEOUT)
+            session = client.new_session(work, timeout=TIMEOUT)
+            client.prompt(session.id, "with-read with-write with-terminal go", timeout=TIMEOUT)
+    finally:
+        journal.close()
+    page = view.render_html(tmp_path / "run.jsonl")
+    read, write, terminal = events(page, 0, "served")
+    assert (read["m"], read["path"], read["x"]) == ("fs/read_text_file", str(work / "notes.txt"), "hello\n")
+    assert (write["m"], write["decision"]["allowed"], write["decision"]["prior"]["exists"]) == (
+        "fs/write_text_file", True, False
+    )  # fmt: skip
+    assert terminal["cmd"].startswith("ls") and terminal["exit"][0] == 0 and "notes.txt" in terminal["out"]
+    for entry in (read, write, terminal):
+        assert entry["decision"]["by"] == "policy" and entry["answers"][0]["by"] == "policy"
+    assert "other" not in kinds(page, 0) and "agentline" not in kinds(page, 0)

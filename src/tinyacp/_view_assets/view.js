@@ -516,7 +516,7 @@
         return el("div", { cls: "decision " + (a.error ? "rejected" : "allowed") }, el("span", { cls: "time" }, at(a.dt)),
           " → ", el("strong", null, a.error ? "refused" : "served"), a.m && !file ? " " + a.m : "",
           a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
-          " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"));
+          a.by ? [" · decided by ", el("strong", { cls: "data" }, a.by)] : "");  // a terminal's later steps: none
       });
       const d = e.decision;
       const decided = d ? el("div", { cls: "decision " + (d.allowed ? "allowed" : "rejected") },
