@@ -1298,6 +1298,31 @@ def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: C
     assert new["params"]["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}
 
 
+@pytest.mark.parametrize(
+    ("flags", "sent"),
+    [
+        ([], {"mode": "override", "content": [{"type": "text", "text": "From the config."}]}),
+        (
+            ["--system-prompt-mode", "append"],
+            {"mode": "append", "content": [{"type": "text", "text": "From the config."}]},
+        ),
+        (["--system-prompt", "Be brief."], {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}),
+    ],
+)
+def test_each_system_prompt_flag_wins_over_the_agents_entry_and_the_entry_gives_the_rest(
+    cli: Cli, flags: list[str], sent: dict[str, object]
+) -> None:
+    name_scripted_agent(
+        cli,
+        steps_with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}),
+        'system_prompt = "From the config."\nsystem_prompt_mode = "override"\n',
+    )
+    done = cli.run("prompt", "--agent", "scripted", *flags, "hi")
+    assert done.returncode == 0, done.stderr
+    (new,) = [m for m in lines_received(cli) if m.get("method") == "session/new"]
+    assert new["params"]["systemPrompt"] == sent
+
+
 def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cli) -> None:
     steps = steps_with_settings(
         [

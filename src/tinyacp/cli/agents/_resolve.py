@@ -94,20 +94,6 @@ class AgentSettings:
     system_prompt: str | None = None
     system_prompt_mode: str = "append"
 
-    def over(self, base: AgentSettings) -> AgentSettings:
-        """These settings, falling back on ``base`` for what they leave unset (options are merged)."""
-        return AgentSettings(
-            auth=self.auth if self.auth is not None else base.auth,
-            mode=self.mode if self.mode is not None else base.mode,
-            model=self.model if self.model is not None else base.model,
-            options={**base.options, **self.options},
-            mcp_config=self.mcp_config if self.mcp_config is not None else base.mcp_config,
-            system_prompt=self.system_prompt if self.system_prompt is not None else base.system_prompt,
-            system_prompt_mode=self.system_prompt_mode
-            if self.system_prompt is not None or self.system_prompt_mode != "append"
-            else base.system_prompt_mode,
-        )
-
 
 @dataclass(frozen=True)
 class AgentSpec:

@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -20,70 +19,26 @@ from ..._client import Client
 from ..._errors import RequestError, TinyAcpError
 from ..._files import open_output
 from ..._journal import JsonlJournal
-from ..._limits import TransferLimits
 from ..._messages import Initialize, PromptContent
 from ..._options import Options
-from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
-from ..._sandbox import Bubblewrap, Plan
-from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
-from ..agents._resolve import AgentSpec
-from ..agents._session import SessionPlan, apply_settings, open_session, raw_auth_methods
+from ..agents._session import apply_settings, open_session, raw_auth_methods
 from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
-from ..shared._index import SessionIndex
 from ..shared._sandbox import describe as describe_sandbox
 from ..shared._usage import usage_result
-from ._attachments import Attachment, prompt_with_attachments
+from ._attachments import prompt_with_attachments
 from ._events import JsonEvents
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
+from ._settings import PromptSettings
 from ._terminal import Asker, Interrupts
 
-__all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
-
-
-@dataclass(frozen=True)
-class PromptSettings:
-    """Everything ``tinyacp prompt`` was asked to do, checked and read."""
-
-    agent: AgentSpec
-    text: str
-    cwd: Path
-    attachments: tuple[Attachment, ...] = ()
-    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
-    ask: bool = False
-    questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
-    no_ask_reason: str = "there is no terminal to ask"
-    """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
-    json: bool = False
-    quiet: bool = False
-    timeout: float | None = None
-    cancel_grace: float = 5.0
-    kill_grace: float = 2.0
-    journal: Path | None = None
-    sync_journal: bool = False
-    reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
-    transfer_limits: TransferLimits = field(default_factory=TransferLimits)
-    agent_log: Path | None = None
-    plan: SessionPlan = field(default_factory=lambda: SessionPlan(Path.cwd()))
-    """How to open the session (new or continued, MCP servers, login) and the settings to apply in it."""
-    index: SessionIndex | None = None
-    """Where the session is noted for ``--continue`` (None: nowhere)."""
-    agent_key: str = ""
-    """The agent's name in the index of sessions (its command line when it has no name)."""
-    startup_timeout: float | None = 120.0
-    """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
-    fail_on_reject: bool = False
-    sandbox: Bubblewrap | None = None
-    """The agent's sandbox (``--sandbox``), or None."""
-    sandbox_plan: Plan | None = None
-    """How bwrap starts it, as the live line and the journal's epoch record say."""
+__all__ = ["Deadline", "PromptRun", "run_prompt"]
 
 
 class PromptRun:
