@@ -340,3 +340,12 @@ def test_bubblewrap_pickles_for_a_batch_on_other_nodes() -> None:
 
     sandbox = tinyacp.Bubblewrap(writable=["/srv/out"], network=False, extra_args=["--setenv", "A", "1"])
     assert pickle.loads(pickle.dumps(sandbox)) == sandbox
+
+
+def test_a_supervised_agent_runs_in_the_sandbox_too(
+    bwrap: str, make_client: Callable[..., ClientLike], work: Path
+) -> None:
+    client = make_client(command=AGENT, cwd=str(work), sandbox=tinyacp.Bubblewrap(), supervise=True)
+    results = run(client, work, [{"op": "write", "path": "/etc/tinyacp-x"}, {"op": "whoami"}])
+    assert results[0] == {"ok": False, "error": "EROFS"}
+    assert results[1]["uid"] != 0 and int(results[1]["cap_eff"], 16) == 0
