@@ -15,7 +15,7 @@ import tempfile
 import time
 
 import tinyacp
-from benchmarks.run import child_env, median_range, ms, table
+from benchmarks.common import child_env, median_range, ms, table
 from tinyacp import _sandbox
 
 ROWS = (

@@ -140,6 +140,8 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
     from ._sandbox import Bubblewrap
+    from ._serve import FileState, Serve, ServeRequest
+    from ._trace_context import TraceContext
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -171,6 +173,7 @@ _LAZY: dict[str, str] = {
     "ElicitationReply": "._elicitation",
     "ElicitationRequest": "._elicitation",
     "EnvVariable": "._messages",
+    "FileState": "._serve",
     "HttpHeader": "._messages",
     "Initialize": "._messages",
     "JsonlJournal": "._journal",
@@ -213,6 +216,8 @@ _LAZY: dict[str, str] = {
     "PromptTextResource": "._messages",
     "ReaderLimits": ".reader",
     "Secret": "._messages",
+    "Serve": "._serve",
+    "ServeRequest": "._serve",
     "Session": "._messages",
     "SessionInfo": "._messages",
     "SessionInfoUpdate": "._messages",
@@ -232,6 +237,7 @@ _LAZY: dict[str, str] = {
     "ToolCallStatus": "._messages",
     "ToolCallUpdate": "._messages",
     "ToolKind": "._messages",
+    "TraceContext": "._trace_context",
     "TransferLimits": "._limits",
     "TurnUsage": "._messages",
     "UnknownUpdate": "._messages",
@@ -283,6 +289,7 @@ __all__ = [
     "ElicitationReply",
     "ElicitationRequest",
     "EnvVariable",
+    "FileState",
     "HttpHeader",
     "Initialize",
     "JsonlJournal",
@@ -334,6 +341,8 @@ __all__ = [
     "RequestError",
     "SandboxUnavailable",
     "Secret",
+    "Serve",
+    "ServeRequest",
     "Session",
     "SessionInfo",
     "SessionInfoUpdate",
@@ -356,6 +365,7 @@ __all__ = [
     "ToolCallStatus",
     "ToolCallUpdate",
     "ToolKind",
+    "TraceContext",
     "TransferLimitExceeded",
     "TransferLimits",
     "TurnUsage",

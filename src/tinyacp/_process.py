@@ -319,6 +319,10 @@ class AgentProcess:
             except OSError:  # EPIPE, ECONNRESET, EBADF: nothing more reaches the agent through this pipe
                 return CLOSED
 
+    def close_stdin(self) -> None:
+        """Close our end of the agent's stdin now: it reads EOF (a served terminal's command gets no input)."""
+        self._close_stdin()
+
     def poll(self) -> int | None:
         """Reap the agent if it has exited, without blocking, and return its returncode (None if alive)."""
         return self._proc.poll()

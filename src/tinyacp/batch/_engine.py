@@ -5,6 +5,7 @@ both share in :mod:`tinyacp.batch._plan`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -111,7 +112,7 @@ def run_batch(
     out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories
     out.mkdir(parents=True, exist_ok=True)
     journals = journal_directory(out)  # never a link planted as out/journals
-    with ResultsFile(out / "results.jsonl") as results:
+    with ResultsFile(out / "results.jsonl") as results, _traced(settings, out) as settings:
         outcomes = results.outcomes()
         to_run = None
         preflight = Preflight(settings, elsewhere=engine == "ray")
@@ -145,6 +146,15 @@ def run_batch(
         cpu = cpu_seconds() - cpu + run.engine_cpu
         failures = results.failures(tally.failed_keys(plan), FAILURES_KEPT)
         return tally.summary(plan, started, results.path, journals, cpu, failures=failures)
+
+
+def _traced(settings: TurnSettings, out: Path) -> contextlib.AbstractContextManager[TurnSettings]:
+    """The batch's span around its turns when it exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return contextlib.nullcontext(settings)
+    from ._trace import batch_trace
+
+    return batch_trace(settings, out)
 
 
 async def _with_retries(run: Run, item: Item, attempt: int) -> TurnRecord:

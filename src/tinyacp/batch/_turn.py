@@ -30,12 +30,14 @@ from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
 from .._sandbox import Bubblewrap, check_available, network_on, plan
+from .._serve import Serve, ServeRequest
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
 if TYPE_CHECKING:
     from .._async_client import AsyncClient
+    from ..otel._config import TraceExport
 
 __all__ = [
     "PermissionCounts",
@@ -109,6 +111,8 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
     agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
     answer came from another model says so."""
+    trace_id: str | None = None
+    """The trace of the attempt (32 hex characters) when the batch exported spans (``trace``)."""
 
 
 class AgentEntry(Protocol):
@@ -156,7 +160,12 @@ class TurnOptions(TypedDict, total=False):
         sandbox: a :class:`~tinyacp.Bubblewrap` to run every turn's agent in, as in :class:`tinyacp.Options`
             (Linux); an agent entry's ``sandbox_writable`` (its state directories) is added to its ``writable``,
             and each record's ``sandbox`` holds bwrap's options.
+        serve: the files and terminals the turns serve to their agents, as in :class:`tinyacp.Options` (default:
+            none); decided by ``policy`` and the :class:`~tinyacp.Serve`'s command patterns (nobody is asked).
         attempt: the attempt number to record (default 1).
+        trace: export each turn's spans, a ``turn {id}`` span over its client's, as a
+            :class:`tinyacp.otel.TraceExport` says (``pip install "tinyacp[otel]"``); :func:`run_batch` puts the
+            turns under one ``batch {name}`` span. Default: none.
     """
 
     agent: str | Sequence[str] | None
@@ -177,7 +186,9 @@ class TurnOptions(TypedDict, total=False):
     supervise: bool
     features: ClientFeatures
     sandbox: Bubblewrap | None
+    serve: Serve
     attempt: int
+    trace: TraceExport | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,13 +221,16 @@ class TurnSettings:
     sandbox: Bubblewrap | None = None
     agent_writable: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The directories an agent's entry needs writable in the sandbox (its state), by the agent's name."""
+    serve: Serve = field(default_factory=Serve)
+    trace: TraceExport | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
         """Check the options of a call.
 
         Raises:
-            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits`` or ``sandbox`` of another type.
+            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits``, ``serve`` or ``sandbox`` of
+                another type.
             SandboxUnavailable: ``sandbox`` was asked for and bwrap cannot run here.
             ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
                 1,000,000, an ``attempt`` that is not a positive int.
@@ -257,11 +271,15 @@ class TurnSettings:
         check_timeout("timeout", settings.timeout)
         for name in ("kill_grace", "cancel_grace"):
             check_seconds(name, getattr(settings, name))
-        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
+        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits), ("serve", Serve)):
             check_kind(name, getattr(settings, name), kind)
         if settings.sandbox is not None:  # said once, here, rather than in every turn's record
             check_kind("sandbox", settings.sandbox, Bubblewrap)
             check_available(network=network_on(settings.sandbox, True))
+        if settings.trace is not None:
+            from ..otel._config import TraceExport
+
+            check_kind("trace", settings.trace, TraceExport)
         return settings
 
 
@@ -519,6 +537,9 @@ class _TurnJournal(StartObserver):
     def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
         return self._decided(request)
 
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None]:
+        return _synced(self._dir, self.journal.on_serve_decision, request)
+
     async def _decided(self, request: PermissionRequest) -> None:
         await _synced(self._dir, self.journal.on_permission_decision, request)
         if request.allowed:
@@ -548,7 +569,7 @@ def _remaining(deadline: float) -> float | None:
 
 
 async def _converse(
-    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int, *, traced: Any = None
 ) -> PromptResult:
     from .._async_client import AsyncClient
 
@@ -556,7 +577,7 @@ async def _converse(
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     base = settings.cwd or os.getcwd()
     cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
-    options = agent_options(agent, settings, cwd, observer, epoch)
+    options = agent_options(agent, settings, cwd, observer if traced is None else traced.observer(observer), epoch)
     if options.sandbox is not None:  # the same plan the client makes: its exact arguments, for the record
         observer.sandbox = list(plan(options.sandbox, options.command, cwd=cwd, env=options.env).options)
     mode = item.mode if item.mode is not None else settings.mode
@@ -600,6 +621,7 @@ def agent_options(
         supervise=settings.supervise,
         features=settings.features,
         sandbox=_sandbox_of(agent, settings),
+        serve=settings.serve,
     )
 
 
@@ -653,6 +675,7 @@ async def turn(
     epoch: int | None = None
     result: PromptResult | None = None
     error: TurnError | None = None
+    traced = _turn_trace(settings, item, attempt, agent)
     try:
         where = str(journal_dir)
         if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
@@ -660,7 +683,7 @@ async def turn(
         else:
             opened, begun = _open_journal(journal_dir, path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
-        result = await _converse(item, agent, settings, observer, begun)
+        result = await _converse(item, agent, settings, observer, begun, traced=traced)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _turn_error(exc, item, agent, settings, observer)
     finally:
@@ -674,6 +697,8 @@ async def turn(
     elif result is not None and result.overflow is not None:
         error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
     stop_reason = str(result.stop_reason) if result is not None else None
+    if traced is not None:
+        traced.end(None if error is None else (error.type, error.message), stop_reason)
     return TurnRecord(
         id=item.id,
         ok=error is None and stop_reason == "end_turn",
@@ -697,7 +722,17 @@ async def turn(
         agent=agent.name,
         node=node,
         sandbox=observer.sandbox if observer is not None else None,
+        trace_id=traced.trace_id if traced is not None else None,
     )
+
+
+def _turn_trace(settings: TurnSettings, item: Item, attempt: int, agent: ResolvedAgent) -> Any:
+    """The attempt's ``turn`` span when the batch exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return None
+    from ._trace import TurnTrace
+
+    return TurnTrace(settings.trace, item.id, attempt, agent.name)
 
 
 async def arun_turn(

@@ -38,6 +38,11 @@ platform's config directory (see :mod:`tinyacp.cli.shared._dirs`)::
     enabled = true                      # always (--no-sandbox still wins)
     writable = ["$CLAUDE_CONFIG_DIR|~/.claude", "~/.npm"]   # its state ($VAR|fallback), besides its cwd
     network = "on"                      # "off": loopback only (--sandbox-network)
+    # Files and terminals served to the agent, added to the flags' (a denied command is never run, --yes included):
+    serve = ["read", "write"]           # --serve read,write
+    roots = ["~/notes"]                 # --root
+    allow_commands = ["pytest*"]        # --allow-command
+    deny_commands = ["*git push*"]      # --deny-command
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from ..._constants import SYSTEM_PROMPT_MODES
 from ..._files import read_regular
 from ..shared._dirs import default_config_path
 from ..shared._exit import UsageProblem
+from ..shared._text import text_argument, utf8_or_escaped
 from ._table import SandboxFields, TableEntry, TableError, launcher_of, start
 
 if TYPE_CHECKING:
@@ -122,6 +128,14 @@ class AgentSpec:
     """Tools the config file allows by name for this agent (``--allow-tool`` adds to them)."""
     deny_tools: tuple[str, ...] = ()
     """Tools the config file never allows for this agent (``--deny-tool`` adds to them)."""
+    serve: tuple[str, ...] = ()
+    """What the config file serves this agent (``read``, ``write``, ``terminal``; ``--serve`` adds to it)."""
+    roots: tuple[str, ...] = ()
+    """Folders the config file serves besides the session's (``--root`` adds to them)."""
+    allow_commands: tuple[str, ...] = ()
+    """Command patterns the config file allows in a served terminal (``--allow-command`` adds to them)."""
+    deny_commands: tuple[str, ...] = ()
+    """Command patterns the config file never runs in a served terminal (``--deny-command`` adds to them)."""
     version: str = ""
     """The version the entry pins (``npx``/``uvx``) or was checked against (a program on ``PATH``); empty if unknown."""
     launcher: str = "path"
@@ -343,6 +357,10 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         settings=_settings(where, table),
         allow_tools=tuple(table.allow_tools or ()),
         deny_tools=tuple(table.deny_tools or ()),
+        serve=tuple(table.serve or ()),
+        roots=tuple(os.path.expanduser(root) for root in table.roots or ()),
+        allow_commands=tuple(table.allow_commands or ()),
+        deny_commands=tuple(table.deny_commands or ()),
         version=table.version if table.version is not None else origin.version if origin is not None else "",
         launcher=origin.launcher if origin is not None else "path",
         package=origin.package if origin is not None else "",
@@ -438,14 +456,17 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
     """
     if command is not None:
         return _command(command, "--agent-command")
+    where = "--agent"
     if value is None:
         value = config.default_agent
+        if config.path is not None:  # a default of the config file: say where it came from
+            where = f"default_agent = {value!r} in the config file {utf8_or_escaped(os.fspath(config.path))}:"
     try:
         words = shlex.split(value)
     except ValueError as exc:
-        raise ConfigError(f"--agent {value!r}: {exc}") from exc
+        raise ConfigError(f"{where} {value!r}: {exc}") from exc
     if not words:
-        raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
+        raise ConfigError(f"{where} is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
     spec = config.agents.get(words[0]) or config.agents.get(ALIASES.get(words[0], ""))
     if spec is not None:
         return spec.with_args(words[1:])
@@ -453,10 +474,15 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
         return _command(value, "--agent")
     import difflib
 
+    try:
+        text_argument(f"{where} {utf8_or_escaped(words[0])!r}", words[0], "agent names are text")
+    except UsageProblem as exc:
+        raise ConfigError(str(exc)) from None
     close = difflib.get_close_matches(words[0], list(config.agents), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    prefix = f"{where} " if where != "--agent" else ""
     raise ConfigError(
-        f"unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
+        f"{prefix}unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
         f'to run a program of your own, use --agent-command "CMD ARGS")'
     )
 

@@ -22,6 +22,7 @@ from ..._errors import SandboxUnavailable
 from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
+from ..._serve import Serve
 from ...reader import ReaderLimits
 from ..agents._resolve import AgentSpec, load_config, resolve_agent
 from ..agents._session import SessionPlan
@@ -31,12 +32,15 @@ from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
 from ..shared._sandbox import sandbox_of_args
+from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
+from ..shared._trace import trace_export
 from ._attachments import Attachment, read_attachments
 from ._mcp import read_mcp_config
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
+    from ...otel._config import TraceExport
 
 __all__ = ["PromptSettings", "prompt_settings"]
 
@@ -61,6 +65,9 @@ class PromptSettings:
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
     journal: Path | None = None
+    journal_own: bool = False
+    """Whether ``journal`` is the run's own new file (not ``--journal PATH``): a run refused before its prompt
+    removes it, so ``journals`` and ``show last`` list only runs that prompted (or failed on the agent's side)."""
     sync_journal: bool = False
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
@@ -78,6 +85,10 @@ class PromptSettings:
     """The agent's sandbox (``--sandbox``, or its config entry), or None."""
     sandbox_plan: Plan | None = None
     """How bwrap starts it, as the live line and the journal's epoch record say."""
+    serve: Serve = field(default_factory=Serve)
+    """The files and terminals served to the agent (``--serve``, ``--root``, ``--allow-command``, ...)."""
+    trace: TraceExport | None = None
+    """Where the run's spans go (``--otel-endpoint``, the OTEL_* variables); None: no export."""
 
 
 _DEFAULT_LIMITS = TransferLimits()
@@ -137,6 +148,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         cancel_grace=args.cancel_grace,
         kill_grace=args.kill_grace,
         journal=None if args.no_journal else args.journal or new_journal(agent.name),
+        journal_own=not args.no_journal and args.journal is None,
         sync_journal=args.sync_journal,
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
@@ -144,10 +156,12 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
-        startup_timeout=args.startup_timeout,
+        startup_timeout=_startup_timeout(args, agent),
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
+        trace=trace_export(args),
     )
 
 
@@ -169,6 +183,15 @@ def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bub
         return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
     except SandboxUnavailable as exc:
         raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+def _startup_timeout(args: argparse.Namespace, agent: AgentSpec) -> float:
+    """``--startup-timeout``, else the default of the agent's kind: an ``npx``/``uvx`` first start downloads the
+    package (two minutes), any other program starts here or is stuck (half a minute)."""
+    if args.startup_timeout is not None:
+        return float(args.startup_timeout)
+    downloads = agent.launcher in ("npx", "uvx")
+    return float(args.download_startup_timeout if downloads else args.local_startup_timeout)
 
 
 def _prompt_text(words: list[str]) -> str:
