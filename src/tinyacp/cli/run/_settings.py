@@ -160,7 +160,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
-        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands, sandbox=sandbox),
         trace=trace_export(args),
     )
 
