@@ -1215,7 +1215,7 @@ class Conversation:
             return None
         op = {"fs/read_text_file": "read", "fs/write_text_file": "write"}.get(method, "create")
         content = params.content if isinstance(params, serving.WriteParams) else ""
-        result = yield Act(op, request, content=content)
+        result = yield Act(op, request, self._roots.get(request.session_id, ()), content=content)
         if isinstance(result, Failure):
             answer = self._error(request_id, result.code, result.message)
         else:

@@ -269,7 +269,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     config = load_config(args.config)
     check_arguments(args, config)
     sandbox = _sandbox(args, config)
-    serve = serve_of(args)  # the flags': an agent's keys in config.toml apply to prompt and chat
+    serve = serve_of(args, sandbox=sandbox)  # the flags': an agent's keys in config.toml apply to prompt and chat
     trace = trace_export(args)
 
     def on_record(record: Any) -> None:

@@ -82,7 +82,7 @@ class PromptSettings:
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
     sandbox: Bubblewrap | None = None
-    """The agent's sandbox (``--sandbox``), or None."""
+    """The agent's sandbox (``--sandbox``, or its config entry), or None."""
     sandbox_plan: Plan | None = None
     """How bwrap starts it, as the live line and the journal's epoch record say."""
     serve: Serve = field(default_factory=Serve)
@@ -131,8 +131,8 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
     policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
     for line in rule_notes(agent.name, agent.notes, policy):
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
-    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
+    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     return PromptSettings(
         agent=agent,
         text=text,
@@ -160,14 +160,19 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
-        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands, sandbox=sandbox),
         trace=trace_export(args),
     )
 
 
 def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bubblewrap | None, Plan | None]:
     """The run's sandbox (``--sandbox``, or the agent's config entry) and how bwrap will start it, decided before
-    the journal's first record, which says so; a sandbox that cannot be made here starts no agent."""
+    the journal's first record, which says so; a sandbox that cannot be made here starts no agent.
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
+            cannot run here.
+    """
     env = {**os.environ, **agent.env}
     sandbox = sandbox_of_args(args, agent.sandbox, env)
     if sandbox is None:
