@@ -928,7 +928,7 @@ class Conversation:
             if envelope.request_id is None:
                 return self._invalid(raw, envelope.detail)
             return self._answer_invalid(raw, None, envelope.request_id, envelope.detail, envelope.code)
-        kind = inbound.kind(envelope, elicitation=self.features.elicitation)
+        kind = inbound.kind(envelope, elicitation=self.features.elicitation or self.features.elicitation_url)
         if kind is Kind.UPDATE:
             return self._loose_update(raw, envelope)
         if kind is Kind.NOTIFICATION:

@@ -459,6 +459,11 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    rules.add_argument(
+        "--open-urls",
+        action="store_true",
+        help="open in your browser an http(s) link the agent asks you to visit (default: show it only)",
+    )
     if not chat:
         rules.add_argument(
             "--fail-on-reject",

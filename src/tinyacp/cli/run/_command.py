@@ -114,6 +114,7 @@ def _run_settings(args: argparse.Namespace, text: str, *, chat: bool = False) ->
         policy=policy,
         ask=terminal and not args.yes and not args.no_input,
         questions=terminal and not args.no_input,
+        open_urls=args.open_urls,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
         json=not chat and args.format == "json",
         quiet=args.quiet,

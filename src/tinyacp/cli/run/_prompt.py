@@ -8,6 +8,7 @@ The pieces it wires live beside it: the observer (:mod:`tinyacp.cli.run._observe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -56,7 +57,10 @@ class PromptSettings:
     policy: PermissionPolicy = field(default_factory=PermissionPolicy)
     ask: bool = False
     questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
+    """Whether the agent's questions (``elicitation/create``: forms, and links to open) are asked on the terminal
+    (else declined; and links are not advertised)."""
+    open_urls: bool = False
+    """``--open-urls``: a link the agent asks the person to visit is opened in the browser (http and https only)."""
     no_ask_reason: str = "there is no terminal to ask"
     """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
     json: bool = False
@@ -150,6 +154,7 @@ class PromptRun:
                 terminal if settings.questions else None,
                 settings.no_ask_reason,
                 self.display.child_name,
+                open_urls=settings.open_urls,
             ),
         )
         self.display.start()
@@ -302,7 +307,8 @@ class PromptRun:
             stderr=stderr,
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
-            features=COMMAND_FEATURES,
+            # Links to open are asked for only where someone can open them and say when they are done.
+            features=dataclasses.replace(COMMAND_FEATURES, elicitation_url=settings.questions),
         )
         return Client(options)
 
