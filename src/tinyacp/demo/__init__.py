@@ -23,6 +23,10 @@ A prompt turn, in order (every step is a ``session/update`` unless marked otherw
     agent_message_chunk   x --chunks, saying it was not allowed to read the files
     -> {"stopReason": "end_turn"}
 
+When the prompt's ``_meta`` carries a W3C ``traceparent``, or the agent was started with ``TRACEPARENT`` in its
+environment, the reply says which trace it joined, after the echo: ``Joined trace <trace id> (from _meta, parent
+span <span id>)`` and ``Started in trace <trace id> (from TRACEPARENT, parent span <span id>)``.
+
 A ``session/cancel`` for the session at any point of the turn, or a ``cancelled`` permission outcome, stops
 the stream: the tool call, if started and not finished, is marked ``failed`` and the prompt gets
 ``{"stopReason": "cancelled"}``. The agent does not wait for the permission answer once the turn is
@@ -52,6 +56,12 @@ codex-acp do, and each is reached by a word in the prompt, or for every turn by 
   Without the opt-in, the ordinary turn.
 - ``with-bash``: the tool call is ``Bash`` (kind execute, ``ls -l <cwd>``), asked for even in mode ``auto``.
   Nothing is run: the agent lists the files itself. Tool names need no opt-in.
+- ``with-read``, ``with-write``, ``with-terminal`` (``_served.py``): the files of the cwd are read with
+  ``fs/read_text_file``, a summary written to ``demo-notes.md`` with ``fs/write_text_file`` (a ``Write`` tool call,
+  kind edit, asked for), ``ls -l <cwd>`` run in a client's terminal (a ``Bash`` tool call, kind execute, asked for;
+  ``terminal/create`` embedded in the tool call, ``wait_for_exit``, ``output``, ``release``), each when the client
+  offers it (``fs.readTextFile``, ``fs.writeTextFile``, ``terminal``), as kimi-cli and fast-agent do; without the
+  offer the agent does it itself. The reply says which, and what the client refused.
 - every turn: ``plan_update`` (items under one ``planId``) in place of ``plan``, and ``plan_removed`` once the
   turn is done (opt-in ``plan``); without it, the legacy ``plan``.
 
@@ -107,7 +117,7 @@ permission answer (no prompt response is written then), after the turn if the tu
 - ``_tools.py``: the ``Read`` tool call every ordinary turn makes, its permission request, the files it lists.
 - ``_kinds.py``: ``--all-kinds``, one update of each kind.
 - the features, one module each, named in ``_words.py``: ``_notice.py``, ``_compaction.py``, ``_question.py``,
-  ``_login.py``, ``_subagent.py``, ``_bash.py``.
+  ``_login.py``, ``_subagent.py``, ``_bash.py``, ``_served.py`` (``with-read``, ``with-write``, ``with-terminal``).
 - ``_unstable.py``: the provider methods and the extension method; ``_settings.py``: the command line;
   ``_wire.py``: JSON-RPC codes and the builders of messages.
 
@@ -126,14 +136,7 @@ from __future__ import annotations
 from ._agent import DemoAgent
 from ._sessions import API_KEY_ENV
 from ._settings import PROG, REQUIRE_AUTH_ENV, DemoSettings, parse_args
-
-# The `noqa` names: the tests of the store and of the command line reach them here, as when this was one module.
-from ._settings import argparse_settings as _argparse_settings  # noqa: F401
-from ._settings import plain_settings as _plain_settings  # noqa: F401
 from ._store import STATE_DIR_ENV, default_state_dir
-from ._store import Session as _Session  # noqa: F401
-from ._store import Store as _Store  # noqa: F401
-from ._store import session_number as _session_number  # noqa: F401
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

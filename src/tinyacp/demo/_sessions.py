@@ -291,7 +291,8 @@ def system_prompt_of(value: Any) -> tuple[str, str]:
 def client_features(capabilities: Any) -> set[str]:
     """What ``initialize``'s ``clientCapabilities`` opt in to, read as the adapters read it: an object (``{}``
     included) opts in; absent, null or anything else does not. Names: ``notices``, ``compaction``, ``plan``,
-    ``subagents``, ``elicitation.form``, ``elicitation.url``."""
+    ``subagents``, ``elicitation.form``, ``elicitation.url``; and the services a client offers when true:
+    ``fs.readTextFile``, ``fs.writeTextFile``, ``terminal``."""
     if not isinstance(capabilities, dict):
         return set()
     session, elicitation = capabilities.get("session"), capabilities.get("elicitation")
@@ -300,6 +301,11 @@ def client_features(capabilities: Any) -> set[str]:
         found.update(name for name in ("notices", "compaction") if isinstance(session.get(name), dict))
     if isinstance(elicitation, dict):
         found.update(f"elicitation.{mode}" for mode in ("form", "url") if isinstance(elicitation.get(mode), dict))
+    fs = capabilities.get("fs")
+    if isinstance(fs, dict):
+        found.update(f"fs.{name}" for name in ("readTextFile", "writeTextFile") if fs.get(name) is True)
+    if capabilities.get("terminal") is True:
+        found.add("terminal")
     return found
 
 

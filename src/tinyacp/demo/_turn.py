@@ -4,7 +4,7 @@ reports what it used. What each feature adds is in its own module (see ``_words.
 
 from __future__ import annotations
 
-from . import _words
+from . import _trace, _words
 from ._sessions import active, check_auth
 from ._store import now
 from ._tools import summary, use_tool
@@ -54,6 +54,7 @@ def prompt(agent: DemoAgent, params: JsonObject) -> JsonObject:
         if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
     )
     agent.turn = turn = Turn(session, _words.words_in(text).union(agent.options.extras))
+    turn.notes.extend(_trace.joined(params))
     try:
         if agent.options.all_kinds or _words.ALL_KINDS_KEYWORD in text:
             return {"stopReason": _all_kinds_turn(agent, turn, text)}  # its own usage_update, no account

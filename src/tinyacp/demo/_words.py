@@ -31,6 +31,10 @@ FEATURES = {
     "login": "_login",
     "subagent": "_subagent",
     "bash": "_bash",
+    # The three words of the files and terminals a client serves share one module: the first does the work of all.
+    "read": "_served",
+    "write": "_served",
+    "terminal": "_served",
 }
 EXTRAS = tuple(FEATURES)
 """The names of the features, as ``--with`` takes them."""

@@ -24,7 +24,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._async_client import AsyncClient
 from ..._errors import (
@@ -40,11 +40,15 @@ from ..._launch_failures import NOT_ACP_WORDS
 from ..._options import Options
 from ..._startup_watch import NotAcp
 from ..shared._display import one_line, sanitize, wants_color
-from ..shared._exit import Exit
+from ..shared._exit import Exit, UsageProblem
 from ..shared._features import COMMAND_FEATURES
+from ..shared._sandbox import sandbox_for
 from ._explain import NOT_ACP, explain, stderr_lines
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
 from ._resolve import AgentSpec, Config, load_config, resolve_agent
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap
 
 __all__ = ["check_exit_status", "cmd_check"]
 
@@ -75,10 +79,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     chosen, left = _choose(args.check, args.agent_command, config, everything=args.all)
     timeouts = [_timeout(args, spec) for spec in chosen]
+    if args.sandbox:
+        _sandbox_available()
     progress = _Progress(len(chosen))
     stopped_by: int | None = None
     try:
-        rows = asyncio.run(_until_signal(_check_all(chosen, timeouts, args.concurrency, progress)))
+        rows = asyncio.run(
+            _until_signal(_check_all(chosen, timeouts, args.concurrency, progress, sandboxed=args.sandbox))
+        )
     except _Stopped as stopped:  # the rows it has, and a row that says so for each agent it stopped
         stopped_by = stopped.signum
         rows = [
@@ -195,6 +203,21 @@ async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def _sandbox_available() -> None:
+    """``--sandbox``: bwrap works here, else nothing is checked.
+
+    Raises:
+        UsageProblem: it does not; the message says what to install.
+    """
+    from ..._errors import SandboxUnavailable
+    from ..._sandbox import check_available
+
+    try:
+        check_available(network=True)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
+
+
 class _Progress:
     """What the check has done so far, for the report of a check that a signal stopped."""
 
@@ -206,7 +229,12 @@ class _Progress:
 
 
 async def _check_all(
-    specs: list[AgentSpec], timeouts: list[float], concurrency: int, progress: _Progress
+    specs: list[AgentSpec],
+    timeouts: list[float],
+    concurrency: int,
+    progress: _Progress,
+    *,
+    sandboxed: bool = False,
 ) -> list[dict[str, Any]]:
     """Check the agents, at most ``concurrency`` at once; the rows in the order of ``specs``."""
     slots = asyncio.Semaphore(concurrency)
@@ -214,15 +242,16 @@ async def _check_all(
     async def one(index: int, spec: AgentSpec, timeout: float) -> dict[str, Any]:
         async with slots:
             progress.started[index] = time.monotonic()
-            row = progress.rows[index] = await _check(spec, timeout)
+            row = progress.rows[index] = await _check(spec, timeout, sandboxed=sandboxed)
             return row
 
     checks = (one(index, spec, timeout) for index, (spec, timeout) in enumerate(zip(specs, timeouts, strict=True)))
     return list(await asyncio.gather(*checks))
 
 
-async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
-    """Start one agent in an empty temporary directory, send ``initialize``, stop it: its row."""
+async def _check(spec: AgentSpec, timeout: float, *, sandboxed: bool = False) -> dict[str, Any]:
+    """Start one agent in an empty temporary directory (in the sandbox, with its table's defaults, when
+    ``sandboxed``), send ``initialize``, stop it: its row."""
     row = _row(spec, checked=True)
     answer = InitializeAnswer()
     env = {**os.environ, **spec.env} if spec.env else None
@@ -230,6 +259,7 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
         started = time.monotonic()
         client: AsyncClient | None = None
         try:
+            sandbox = _sandbox_of(spec, cwd, row) if sandboxed else None
             options = Options(
                 command=_from_here(spec.command),
                 cwd=cwd,
@@ -237,6 +267,7 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
                 observer=answer,
                 stderr="tail",
                 features=COMMAND_FEATURES,
+                sandbox=sandbox,
             )
             client = AsyncClient(options)
             # A first line that is not JSON-RPC: the program gets a moment to exit, so how it ended is told too.
@@ -252,6 +283,24 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
             answer.watch.disarm()
     row.update(_answered(spec, initialize_report(spec, init, answer.raw)))
     return row
+
+
+def _sandbox_of(spec: AgentSpec, cwd: str, row: dict[str, Any]) -> Bubblewrap:
+    """The agent's sandbox with its table's (and config entry's) defaults; the row says how bwrap starts it.
+
+    Raises:
+        SandboxUnavailable: a state directory cannot be created (the row's error).
+    """
+    from ..._errors import SandboxUnavailable
+    from ..._sandbox import plan
+
+    env = {**os.environ, **spec.env}
+    try:
+        sandbox = sandbox_for(spec.sandbox, env)
+    except UsageProblem as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    row["sandbox"] = list(plan(sandbox, spec.command, cwd=cwd, env=env, find_program=False).options)
+    return sandbox
 
 
 def _from_here(command: tuple[str, ...]) -> tuple[str, ...]:
@@ -298,6 +347,7 @@ def _row(spec: AgentSpec, *, checked: bool) -> dict[str, Any]:
         "load_session": None,
         "session_capabilities": [],
         "newer": None,
+        "sandbox": None,
     }
 
 
@@ -417,7 +467,15 @@ def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
         lines += _wrapped(_detail_lines(row), width)
     if not checked:
         lines.append("no agent was checked")
+    if any(row["sandbox"] for row in checked):
+        lines += _wrapped(["", _IN_SANDBOX], width, "")
     return "\n".join(lines + _footer(rows, width))
+
+
+_IN_SANDBOX = (
+    "checked in the sandbox (bubblewrap): each agent could write only in its temporary directory and the state "
+    "directories of its entry (--format json: each row's sandbox holds bwrap's options)"
+)
 
 
 def _sizes(cells: list[list[str]], width: int) -> list[int]:

@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -141,6 +142,7 @@ class _Renderer:
         self.pending: _Remembered = _Remembered()  # our request ids -> method
         self.asks: _Remembered = _Remembered()  # the agent's questions (elicitation/create) awaiting our answer
         self.children: _Remembered = _Remembered()  # child sessions (subagents) by id -> their name
+        self.served: _Remembered = _Remembered()  # the agent's requests for files and terminals -> method
 
     # The boundary: every character this renderer writes goes through here.
     def put(self, text: str) -> None:
@@ -188,14 +190,17 @@ class _Renderer:
         kind = record["type"]
         if kind == "epoch":
             self.flush()
-            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}")
+            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}{_sandboxed(record)}")
         elif kind == "decision":
             self.decision(record)
+        elif kind == "serve_decision":
+            self.serve_decision(record)
         elif kind == "line":
             message = line_message(record)
             if record.get("dir") == "out":
                 self.outgoing(message)
                 self.answer(record, message)
+                self.served_answer(message)
                 self.marks(record)
             else:
                 self.incoming(record, message)
@@ -260,6 +265,9 @@ class _Renderer:
             return
         if kind == "elicitation" and message is not None:
             self.question(message)
+            return
+        if kind == "served" and message is not None:
+            self.served_request(message)
             return
         detail = f": {one_line(record['detail'], 200)}" if record.get("detail") else ""
         method = f" {one_line(record['method'], 80)}" if record.get("method") else ""
@@ -412,6 +420,60 @@ class _Renderer:
         reason = one_line(record.get("reason"), 200)
         self.write(f"    -> {said} (decided by {who}: {reason})")
 
+    def served_request(self, message: dict[str, Any]) -> None:
+        """A read, write or command the agent asks the client for (``Options(serve=...)``), or a terminal's."""
+        method = one_line(message.get("method"), 40)
+        params = _dict(message.get("params"))
+        self.served[_key(message.get("id"))] = method
+        self.flush()
+        if method == "fs/read_text_file":
+            self.write(f"  ? asks the client to read {one_line(params.get('path'), 300)}")
+        elif method == "fs/write_text_file":
+            size = len(str(params.get("content", "")).encode("utf-8", "surrogatepass"))
+            self.write(f"  ? asks the client to write {one_line(params.get('path'), 300)} ({size:,} bytes)")
+        elif method == "terminal/create":
+            line = " ".join([str(params.get("command")), *(shlex.quote(str(arg)) for arg in _list(params.get("args")))])
+            self.write(f"  ? asks the client to run {one_line(line, 300)}")
+        else:
+            self.write(f"  {method} {one_line(params.get('terminalId'), 40)}")
+
+    def serve_decision(self, record: dict[str, Any]) -> None:
+        """The decision on a served request, who made it, and a write's file as it was."""
+        said = "allowed" if record.get("allowed") is True else "refused"
+        who = one_line(record.get("decided_by"), 40) or "None"
+        prior = _dict(record.get("prior"))
+        was = ""
+        if prior:
+            was = f"; it was {prior.get('size', 0):,} bytes, sha256 {one_line(prior.get('sha256'), 16)}…"
+            if prior.get("exists") is not True:
+                was = "; a new file"
+        self.write(f"    -> {said} (decided by {who}: {one_line(record.get('reason'), 200)}){was}")
+
+    def served_answer(self, message: dict[str, Any] | None) -> None:
+        """Our answer to a served request: what was read, the terminal, how the command ended, or the error."""
+        if message is None or "method" in message:
+            return
+        method = self.served.pop(_key(message.get("id")), None)
+        if method is None:
+            return
+        result, error = _dict(message.get("result")), message.get("error")
+        if isinstance(error, dict):
+            said = f"error: {one_line(error.get('message'), 200)}"
+        elif method == "fs/read_text_file":
+            said = f"{len(str(result.get('content', '')).encode('utf-8', 'surrogatepass')):,} bytes read"
+        elif method == "terminal/create":
+            said = one_line(result.get("terminalId"), 40)
+        elif method in ("terminal/wait_for_exit", "terminal/output"):
+            status = _dict(result.get("exitStatus")) if method == "terminal/output" else result
+            ended = f"signal {status.get('signal')}" if status.get("signal") else f"exit {status.get('exitCode')}"
+            said = ended if status else "running"
+            if method == "terminal/output":
+                tail = one_line(str(result.get("output", ""))[-200:], 200)
+                said += f"; output {'(truncated) ' if result.get('truncated') else ''}…{tail}"
+        else:
+            return
+        self.write(f"    -> {said}")
+
 
 def render_text(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
     """The conversation, readable: ``>`` what the client sent, ``<`` the agent's answers, indented updates.
@@ -496,3 +558,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     path, note = resolve_journal(args.journal)
     show_note(note)
     return show(path, args.format, sys.stdout, sys.stderr)
+
+
+def _sandboxed(record: dict[str, Any]) -> str:
+    """What an epoch record says of its agent's sandbox, for the epoch's heading ("" when it says nothing)."""
+    sandbox = record.get("sandbox")
+    if not isinstance(sandbox, dict):
+        return ""
+    writable = sandbox.get("writable")
+    where = ", ".join(one_line(path, 200) for path in writable) if isinstance(writable, list) else "?"
+    network = {True: "shared", False: "off"}.get(sandbox.get("network"), "?")  # type: ignore[arg-type]
+    return f" · in a sandbox ({one_line(sandbox.get('kind'), 40)}): writable {where}; network {network}"

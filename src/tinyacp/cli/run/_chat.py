@@ -24,7 +24,8 @@ from ..shared._exit import Exit, SettingUnavailable, UsageProblem
 from ..shared._text import text_argument
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result
-from ._prompt import Deadline, PromptRun, PromptSettings
+from ._prompt import Deadline, PromptRun
+from ._settings import PromptSettings
 from ._terminal import Interrupts
 
 __all__ = ["ChatRun", "run_chat"]
@@ -61,6 +62,7 @@ class ChatRun(PromptRun):
     """One ``tinyacp chat``."""
 
     interrupts_class = ChatInterrupts
+    span_name = "tinyacp chat"
 
     def __init__(self, settings: PromptSettings, *, read: Callable[[str], str] = input) -> None:
         super().__init__(settings, stdin_fd=sys.stdin.fileno(), stdout=sys.stdout.buffer, stderr=sys.stderr)

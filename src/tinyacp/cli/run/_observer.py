@@ -17,10 +17,12 @@ from ..._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
 from ..._observer import BaseObserver
 from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
+from ..._serve import Serve, ServeRequest
 from ..._startup_watch import StartupWatch
 from ..shared._display import Display, Styled, one_line
 from ._events import JsonEvents
 from ._questions import Questions
+from ._served import ServedActions
 from ._terminal import Asker, Interrupts
 
 __all__ = ["RunObserver"]
@@ -42,6 +44,7 @@ class RunObserver(BaseObserver):
         no_ask_reason: str = "there is no terminal to ask",
         config_tools: tuple[Iterable[str], Iterable[str]] = ((), ()),
         questions: Questions | None = None,
+        serve: Serve | None = None,
     ) -> None:
         self.journal = journal
         self.no_ask_reason = no_ask_reason
@@ -76,6 +79,15 @@ class RunObserver(BaseObserver):
         """The agent's answer to ``initialize`` as it sent it (auth methods carry fields the client does not keep)."""
         self.usage: UsageUpdate | None = None
         """The agent's last ``usage_update``: context used, and the session's cost when it reports one."""
+        self.served = ServedActions(
+            policy=policy,
+            serve=serve or Serve(),
+            display=display,
+            events=events,
+            asker=asker,
+            no_ask_reason=no_ask_reason,
+        )
+        """The reads, writes and commands served to the agent: asked, shown."""
 
     def new_turn(self) -> None:
         """Count the next turn's permissions and reply afresh (a chat has many turns)."""
@@ -206,9 +218,19 @@ class RunObserver(BaseObserver):
             self.events.elicitation(request, reply, words, self.last_seq)
         return reply
 
+    def on_serve(self, request: ServeRequest) -> bool | None:
+        """A read, write or command the agent asks tinyacp for: the rules decide, else the person, else refused."""
+        return self.served.decide(request, self.interrupts.interrupted)
+
+    def on_serve_decision(self, request: ServeRequest) -> None:
+        if self.journal is not None:
+            self.journal.on_serve_decision(request)
+        self.served.decided(request, self.last_seq)
+
     def on_message(self, message: AgentMessage) -> None:
         if self.journal is not None:
             self.journal.on_message(message)
+        self.served.seen(message)
         self.watch.seen(message.raw, message)
         if message.kind == MessageKind.RESPONSE and message.method == "initialize":
             self.initialize_answer = message.raw
@@ -216,6 +238,7 @@ class RunObserver(BaseObserver):
     def on_send(self, message: OutgoingMessage) -> None:
         if self.journal is not None:
             self.journal.on_send(message)
+        self.served.answered(message)
 
     def flush(self) -> None:
         """The client's flush point: the journal writes what it recorded since the last one."""
@@ -223,7 +246,7 @@ class RunObserver(BaseObserver):
             self.journal.flush()
 
 
-def _policy_rule(
+def _policy_rule(  # noqa: PLR0911  one return per rule, in the policy's order
     policy: PermissionPolicy, tool: PermissionToolCall, config_tools: tuple[frozenset[str], frozenset[str]]
 ) -> str | None:
     """Which rule of the policy decides a tool call, in the words of the command line or the config file
@@ -233,6 +256,8 @@ def _policy_rule(
     allowed_by_config, denied_by_config = config_tools
     if policy.denies(tool):
         return f"deny_tools {name} (config.toml)" if name in denied_by_config else f"--deny-tool {name}"
+    if name is None and policy.deny_tools:  # it could be a denied tool: no rule allows it (the person may)
+        return None
     if policy.allow_all:
         return "--yes"
     if name is not None and name in policy.tools:

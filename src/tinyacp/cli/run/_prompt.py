@@ -13,7 +13,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -21,76 +20,35 @@ from ..._client import Client
 from ..._errors import RequestError, TinyAcpError
 from ..._files import open_output
 from ..._journal import JsonlJournal
-from ..._limits import TransferLimits
 from ..._messages import Initialize, PromptContent
 from ..._options import Options
-from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
-from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
-from ..agents._session import SessionPlan, apply_settings, open_session, raw_auth_methods
+from ..agents._session import apply_settings, open_session, raw_auth_methods
 from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
-from ..shared._index import SessionIndex
+from ..shared._sandbox import describe as describe_sandbox
+from ..shared._trace import CommandTrace
 from ..shared._usage import usage_result
-from ._attachments import Attachment, prompt_with_attachments
+from ._attachments import prompt_with_attachments
 from ._events import JsonEvents
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
+from ._settings import PromptSettings
 from ._terminal import Asker, Interrupts, stopped_words
 
-__all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
-
-
-@dataclass(frozen=True)
-class PromptSettings:
-    """Everything ``tinyacp prompt`` was asked to do, checked and read."""
-
-    agent: AgentSpec
-    text: str
-    cwd: Path
-    attachments: tuple[Attachment, ...] = ()
-    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
-    ask: bool = False
-    questions: bool = False
-    """Whether the agent's questions (``elicitation/create``: forms, and links to open) are asked on the terminal
-    (else declined; and links are not advertised)."""
-    open_urls: bool = False
-    """``--open-urls``: a link the agent asks the person to visit is opened in the browser (http and https only)."""
-    no_ask_reason: str = "there is no terminal to ask"
-    """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
-    json: bool = False
-    quiet: bool = False
-    timeout: float | None = None
-    cancel_grace: float = 5.0
-    kill_grace: float = 2.0
-    journal: Path | None = None
-    journal_own: bool = False
-    """Whether ``journal`` is the run's own new file (not ``--journal PATH``): a run refused before its prompt
-    removes it, so ``journals`` and ``show last`` list only runs that prompted (or failed on the agent's side)."""
-    sync_journal: bool = False
-    reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
-    transfer_limits: TransferLimits = field(default_factory=TransferLimits)
-    agent_log: Path | None = None
-    plan: SessionPlan = field(default_factory=lambda: SessionPlan(Path.cwd()))
-    """How to open the session (new or continued, MCP servers, login) and the settings to apply in it."""
-    index: SessionIndex | None = None
-    """Where the session is noted for ``--continue`` (None: nowhere)."""
-    agent_key: str = ""
-    """The agent's name in the index of sessions (its command line when it has no name)."""
-    startup_timeout: float | None = 120.0
-    """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
-    fail_on_reject: bool = False
+__all__ = ["Deadline", "PromptRun", "run_prompt"]
 
 
 class PromptRun:
     """One run of ``tinyacp prompt``."""
 
     interrupts_class: type[Interrupts] = Interrupts
+    span_name = "tinyacp prompt"
 
     def __init__(self, settings: PromptSettings, *, stdin_fd: int, stdout: BinaryIO, stderr: TextIO) -> None:
         self.settings = settings
@@ -105,6 +63,8 @@ class PromptRun:
         self.init: Initialize | None = None
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
+        self.trace: CommandTrace | None = None
+        """The run's span, when spans are exported."""
         self.interrupts: Interrupts | None = None
         self.prompted = False
         """Whether a prompt was sent: a run refused before it keeps no journal of its own."""
@@ -115,7 +75,11 @@ class PromptRun:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch()
+            plan = self.settings.sandbox_plan
+            self.epoch = self.journal.begin_epoch(
+                sandbox=plan.record() if plan is not None else None,
+                trace_id=self.trace.trace_id if self.trace is not None else None,
+            )
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -129,6 +93,21 @@ class PromptRun:
     def run(self) -> int:
         """Run and return the exit status."""
         settings = self.settings
+        if settings.trace is not None:
+            self.trace = CommandTrace(settings.trace, self.span_name)
+        try:
+            code = self._run()
+        except BaseException as exc:
+            if self.trace is not None:
+                self.trace.end(-1, type(exc).__name__)
+            raise
+        if self.trace is not None:
+            self.trace.end(code, None if code == Exit.OK else self.error_type)
+        return code
+
+    def _run(self) -> int:
+        settings = self.settings
+        self.error_type: str | None = None
         if settings.journal is not None and not self._open_journal(settings.journal):
             return int(Exit.USAGE)
         if settings.json:
@@ -149,6 +128,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -159,6 +139,8 @@ class PromptRun:
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
+        if settings.sandbox_plan is not None:
+            self.display.info(describe_sandbox(settings.sandbox_plan))
         interrupts.install()
         journal_error: OSError | None = None
         try:
@@ -182,6 +164,7 @@ class PromptRun:
         elif settings.fail_on_reject and outcome.code == Exit.OK and observer.rejected:
             outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
+        self.error_type = outcome.error_type
         return outcome.code
 
     def _drop_refused_journal(self, outcome: Outcome, interrupts: Interrupts) -> None:
@@ -300,7 +283,7 @@ class PromptRun:
             cwd=settings.cwd,
             env=env,
             epoch=self.epoch,
-            observer=observer,
+            observer=observer if self.trace is None else self.trace.observer(observer),
             policy=settings.policy,
             reader_limits=settings.reader_limits,
             transfer_limits=settings.transfer_limits,
@@ -309,6 +292,8 @@ class PromptRun:
             cancel_grace=settings.cancel_grace,
             # Links to open are asked for only where someone can open them and say when they are done.
             features=dataclasses.replace(COMMAND_FEATURES, elicitation_url=settings.questions),
+            sandbox=settings.sandbox,
+            serve=settings.serve,
         )
         return Client(options)
 
@@ -356,7 +341,9 @@ class PromptRun:
             f"{self.settings.cwd}"
         )
         if self.events is not None:
-            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal)
+            plan = self.settings.sandbox_plan
+            sandbox = plan.record() if plan is not None else None
+            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal, sandbox=sandbox)
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         display = self.display

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._elicitation import ElicitationReply, ElicitationRequest
@@ -53,13 +53,16 @@ class Field:
 
 def fields_of(schema: Any) -> list[Field] | str:
     """The fields of a form's ``requestedSchema``, in its order; or why the command cannot ask it (a field of a
-    kind it does not know that is required, too many fields)."""
+    kind it does not know that is required, too many fields, a ``required`` that is not a list of names: a form
+    read wrong could leave out a field the agent needs, so it is declined). Any JSON is read without an error."""
     if not isinstance(schema, dict) or not isinstance(schema.get("properties", {}), dict):
         return "its form has no fields the command can read"
     properties: dict[str, Any] = schema.get("properties", {})
     if len(properties) > _MAX_FIELDS:
         return f"its form has {len(properties)} fields (the command asks at most {_MAX_FIELDS})"
-    required = schema.get("required") or []
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        return f"its form's required is not a list of field names ({one_line(required, 40)})"
     found: list[Field] = []
     for name, spec in properties.items():
         made = _field(str(name), spec, name in required)
@@ -84,7 +87,28 @@ def _field(name: str, spec: Any, required: bool) -> Field | str:
         return f"its field {one_line(name, 40)!r} asks for several values without saying which"
     bounds = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems")}.get(kind, ("minimum", "maximum"))
     low, high = (spec.get(key) if _is_number(spec.get(key)) else None for key in bounds)
-    return Field(name, kind, title, description, required, spec.get("default"), choices, low, high)
+    made = Field(name, kind, title, description, required, None, choices, low, high)
+    default = spec.get("default")
+    # A default is offered (and sent, on Enter) only when it is an answer the field takes: one the agent got
+    # wrong (an object for a string, numbers for choices) is ignored, and the field is asked without one.
+    return replace(made, default=default) if _fits(default, made) else made
+
+
+def _fits(value: Any, spec: Field) -> bool:
+    """Whether ``value`` is an answer ``spec`` takes, of its type and among its choices (bounds aside: a
+    default outside them is the agent's own word)."""
+    if value is None:
+        return False
+    if spec.kind == "boolean":
+        return isinstance(value, bool)
+    if spec.kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec.kind == "number":
+        return _is_number(value)
+    values = {choice for choice, _ in spec.choices}
+    if spec.kind == "array":
+        return isinstance(value, list) and all(isinstance(item, str) and item in values for item in value)
+    return isinstance(value, str) and (not spec.choices or value in values)
 
 
 def _text(value: Any) -> str:
@@ -156,7 +180,9 @@ def _plain(number: float) -> str:
 
 def _choice(text: str, spec: Field) -> str | None:
     """The value a choice answer names: its number in the list shown, the value itself, or its title."""
-    if text.isdigit() and 1 <= int(text) <= len(spec.choices):
+    # ASCII digits only, and no more than a list's length can need: "²" is a digit no int() reads, and a number
+    # of 5,000 digits is past int()'s limit.
+    if text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= len(spec.choices):
         return spec.choices[int(text) - 1][0]
     for value, title in spec.choices:
         if text == value or text.lower() == title.lower():

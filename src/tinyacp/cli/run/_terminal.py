@@ -19,8 +19,10 @@ from typing import Any
 from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._permissions import PermissionRequest
+from ..._serve import ServeRequest
 from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
 from ..shared._exit import Exit
+from ..shared._serving import action_words
 
 __all__ = ["Asker", "Interrupts"]
 
@@ -50,6 +52,19 @@ class Asker:
         lines += tool_output_lines(tool.content)
         if tool.raw_input is not None:
             lines.append(f"  input: {one_line(json.dumps(tool.raw_input, ensure_ascii=False, default=str), 300)}")
+        return self._choose(lines, remember)
+
+    def ask_serve(self, request: ServeRequest, remember: str) -> str:
+        """A read, write or command the agent asks the client for (shown sanitised): ``once``, ``run``,
+        ``reject`` or ``interrupted``, as :meth:`ask`."""
+        child = self._display.child_name(request.session_id)
+        who = "the agent" if child is None else f"its subagent [{child}]"
+        lines = [f"? {who} asks tinyacp to {action_words(request, 400)}"]
+        if request.tool_call is not None:
+            lines.append(f"  for: {tool_words(request.tool_call, 200)}")
+        return self._choose(lines, remember)
+
+    def _choose(self, lines: list[str], remember: str) -> str:
         self._display.pause(lines)
         try:
             while True:
