@@ -112,7 +112,7 @@ args = ["acp"]
     )
     agents = load_config(path).agents
     npx = agents["viaNpx"]
-    assert npx.command == ("npx", "-y", "@acme/agent@1.2.3", "--acp")
+    assert npx.command == ("npx", "--prefer-offline", "-y", "@acme/agent@1.2.3", "--acp")
     assert (npx.launcher, npx.package, npx.version) == ("npx", "@acme/agent@1.2.3", "1.2.3")
     assert npx.env == {"ACME_NO_UPDATE": "1"} and npx.notes == ("edits files without asking in mode auto",)
     uvx = agents["viaUvx"]
@@ -274,7 +274,13 @@ def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) 
     text = (DOCS / "cli.md").read_text()
     example = text.split("### The config file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     config = load_config(_config(tmp_path, example))
-    assert config.agents["qwen-offline"].command == ("npx", "-y", "@qwen-code/qwen-code@0.24.4", "--acp")
+    assert config.agents["qwen-offline"].command == (
+        "npx",
+        "--prefer-offline",
+        "-y",
+        "@qwen-code/qwen-code@0.24.4",
+        "--acp",
+    )
     assert config.agents["qwen-offline"].notes and config.agents["qwen-offline"].launcher == "npx"
     assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert config.agents["slow-demo"].command[-2:] == ("--delay", "0.1")
@@ -335,3 +341,24 @@ def test_an_npx_or_uvx_agent_without_its_runner_says_which_runner_and_package(cl
     assert done.returncode == 7, err
     assert "kimi cannot start: 'uvx' was not found on PATH (it runs kimi-cli@1.51.0)" in err
     assert "to install kimi: install uv (https://docs.astral.sh/uv/)" in err
+
+
+@pytest.mark.parametrize(
+    ("package", "offline"),
+    [
+        ("@qwen-code/qwen-code@0.24.4", True),
+        ("droid@0.215.0", True),
+        ("pkg@1.2.3-beta.1", True),
+        ("pkg@latest", False),
+        ("pkg@^1.2.3", False),
+        ("@scope/pkg", False),
+        ("pkg", False),
+    ],
+)
+def test_only_an_exact_npx_pin_is_started_from_the_cache_without_asking_the_registry(
+    package: str, offline: bool
+) -> None:
+    from tinyacp.cli.agents._table import Distribution, PackageDistribution, start
+
+    begun = start(Distribution(npx=PackageDistribution(package=package)))
+    assert begun.command[:2] == (("npx", "--prefer-offline") if offline else ("npx", "-y"))

@@ -1045,7 +1045,8 @@ class Conversation:
             if envelope.request_id is None:
                 return self._invalid(raw, envelope.detail)
             return self._answer_invalid(raw, None, envelope.request_id, envelope.detail, envelope.code)
-        kind = inbound.kind(envelope, elicitation=self.features.elicitation, served=self._served_methods)
+        elicitation = self.features.elicitation or self.features.elicitation_url
+        kind = inbound.kind(envelope, elicitation=elicitation, served=self._served_methods)
         if kind is Kind.UPDATE:
             return self._loose_update(raw, envelope)
         if kind is Kind.NOTIFICATION:

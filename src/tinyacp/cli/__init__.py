@@ -580,6 +580,11 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    rules.add_argument(
+        "--open-urls",
+        action="store_true",
+        help="open in your browser an http(s) link the agent asks you to visit (default: show it only)",
+    )
     _add_serve_options(parser)
     if not chat:
         rules.add_argument(

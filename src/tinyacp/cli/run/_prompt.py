@@ -8,6 +8,7 @@ The pieces it wires live beside it: the observer (:mod:`tinyacp.cli.run._observe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -133,6 +134,7 @@ class PromptRun:
                 terminal if settings.questions else None,
                 settings.no_ask_reason,
                 self.display.child_name,
+                open_urls=settings.open_urls,
             ),
         )
         self.display.start()
@@ -288,7 +290,8 @@ class PromptRun:
             stderr=stderr,
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
-            features=COMMAND_FEATURES,
+            # Links to open are asked for only where someone can open them and say when they are done.
+            features=dataclasses.replace(COMMAND_FEATURES, elicitation_url=settings.questions),
             sandbox=settings.sandbox,
             serve=settings.serve,
         )

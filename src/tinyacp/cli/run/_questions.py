@@ -5,7 +5,9 @@ length bounds), a choice among values (``enum``, or ``oneOf`` with titles: answe
 integer or a number (with its bounds), a boolean (y or n), several choices (comma-separated). Enter keeps the
 default shown in brackets, or leaves out a field that is not required. Ctrl-D declines the form; Ctrl-C answers
 it ``cancel`` and cancels the turn. Without a terminal (or with ``--no-input``) every form is declined. A URL
-question (``mode: url``) is shown, link and all, and declined: the command never opens a link. See
+question (``mode: url``, advertised only on a terminal) shows the link, sanitized, and waits for you to say you are
+done there (Enter: accepted) or not (n, Ctrl-D: declined); the command opens it only with ``--open-urls`` (and only
+an http or https link). Without a terminal it is declined. See
 https://agentclientprotocol.com/protocol/overview and the MCP forms it follows.
 
 Reading an answer (:func:`parse`) is pure, so every field kind is tested without a terminal.
@@ -20,7 +22,7 @@ from typing import Any
 
 from ..._elicitation import ElicitationReply, ElicitationRequest
 from ..shared._display import one_line
-from ._display import Display, Styled
+from ._display import Display, Line, Styled
 from ._terminal import Asker
 
 __all__ = ["Field", "Questions", "fields_of", "parse"]
@@ -231,6 +233,7 @@ class Questions:
         asker: the terminal to ask on, or None (no terminal, or ``--no-input``).
         no_ask_reason: why nobody is asked, in words, when ``asker`` is None.
         child_name: the name of the child session (a subagent) that asks, or None for the session itself.
+        open_urls: open a link the agent asks the person to visit in the browser (``--open-urls``).
     """
 
     def __init__(
@@ -239,20 +242,21 @@ class Questions:
         asker: Asker | None,
         no_ask_reason: str,
         child_name: Callable[[str], str | None],
+        *,
+        open_urls: bool = False,
     ) -> None:
         self._display = display
         self._asker = asker
         self._no_ask_reason = no_ask_reason
         self._child_name = child_name
+        self._open_urls = open_urls
 
     def answer(self, request: ElicitationRequest) -> tuple[ElicitationReply, str]:
         """The reply to one question, and how it came, in words for the display."""
         child = self._child_name(request.session_id) if request.session_id is not None else None
         who = "the agent" if child is None else f"its subagent [{child}]"
         if request.mode == "url":
-            link = one_line(request.url, 2000)
-            self._display.lines([f"? {who} asks you to open a link: {one_line(request.message, 400)}", f"  {link}"])
-            return ElicitationReply.decline(), "declined: the command opens no links"
+            return self._link(request, who)
         unknown = "a question of a kind the command cannot ask"
         fields = fields_of(request.requested_schema) if request.mode == "form" else unknown
         if isinstance(fields, str):
@@ -277,6 +281,43 @@ class Questions:
         finally:
             self._display.resume()
         return ElicitationReply.accept(content), "answered by you"
+
+    def _link(self, request: ElicitationRequest, who: str) -> tuple[ElicitationReply, str]:
+        """A link to open: shown (sanitized), opened only with ``--open-urls``, then the person says when done."""
+        url = request.url or ""
+        lines: list[Line] = [
+            f"? {who} asks you to open a link: {one_line(request.message, 400)}",
+            f"  {one_line(url, 2000)}",
+        ]
+        if self._asker is None:
+            self._display.lines(lines)
+            return ElicitationReply.decline(), f"declined: {self._no_ask_reason}"
+        web = url.split(":", 1)[0].lower() in ("http", "https") and url.isprintable()
+        if not self._open_urls:
+            lines.append(Styled("  (not opened: open it yourself, or run with --open-urls)", "2"))
+        elif not web:
+            lines.append(Styled("  (not opened: --open-urls opens http and https links only)", "33"))
+        else:
+            import webbrowser
+
+            opened = webbrowser.open(url)
+            lines.append(Styled("  opened in your browser" if opened else "  no browser could be started here", "2"))
+        self._display.pause(lines)
+        try:
+            while True:
+                self._display.prompt_text("  done there? [Enter] yes  [n] decline: ")
+                text = self._asker.read_line()
+                if text is None:
+                    return ElicitationReply.cancel(), "cancelled: Ctrl-C"
+                if not text:
+                    return ElicitationReply.accept(), "done, said you"
+                if text.lower() in ("n", "no"):
+                    return ElicitationReply.decline(), "declined by you"
+                self._display.pause([Styled(f"  {one_line(text, 20)!r}: Enter says you are done, n declines", "33")])
+        except EOFError:
+            return ElicitationReply.decline(), "declined by you"
+        finally:
+            self._display.resume()
 
     def _ask(self, asker: Asker, spec: Field) -> Any:
         """One field's value; None to leave it out.

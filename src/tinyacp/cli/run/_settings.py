@@ -56,7 +56,10 @@ class PromptSettings:
     policy: PermissionPolicy = field(default_factory=PermissionPolicy)
     ask: bool = False
     questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
+    """Whether the agent's questions (``elicitation/create``: forms, and links to open) are asked on the terminal
+    (else declined; and links are not advertised)."""
+    open_urls: bool = False
+    """``--open-urls``: a link the agent asks the person to visit is opened in the browser (http and https only)."""
     no_ask_reason: str = "there is no terminal to ask"
     """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
     json: bool = False
@@ -141,6 +144,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         policy=policy,
         ask=terminal and not args.yes and not args.no_input,
         questions=terminal and not args.no_input,
+        open_urls=args.open_urls,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
         json=not chat and args.format == "json",
         quiet=args.quiet,
