@@ -47,7 +47,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import PYCACHE, ROOT, child_env
+
 CONCURRENCY = (2, 8, 32)
 ENGINES = ("minimal", "bare", "local", "ray")
 _WARM_TURNS = 2
@@ -378,14 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # As benchmarks.run does: the same tinyacp on the path, and bytecode cached whatever PYTHONDONTWRITEBYTECODE
     # says (every turn starts a Python agent, and an installed package has its .pyc files). One directory holds
     # everything, deleted at the very end: a deletion between rounds would make the next round's files dearer.
-    from benchmarks import run
-
     directory = Path(tempfile.mkdtemp(prefix="tinyacp-bench-batch-"))
-    run.PYCACHE[:] = [str(directory / "pycache")]
+    PYCACHE[:] = [str(directory / "pycache")]
     try:
-        rows, probes = rounds(engines, args.turns, levels, count=args.rounds, directory=directory, env=run.child_env())
+        rows, probes = rounds(engines, args.turns, levels, count=args.rounds, directory=directory, env=child_env())
     finally:
-        run.PYCACHE.clear()
+        PYCACHE.clear()
         shutil.rmtree(directory, ignore_errors=True)
     print("\n".join(["## Batches: the demo agent's turns, local and on Ray", "", *table(rows, probes)]))
     return 0

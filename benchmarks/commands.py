@@ -33,9 +33,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import ROOT, child_env
+
 FLOOD_AGENT = ROOT / "benchmarks" / "flood_agent.py"
 ACPX_ENV = "TINYACP_BENCH_ACPX"
 """Names the acpx executable to use instead of the one on ``PATH``."""
@@ -220,7 +220,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--updates", type=int, default=100_000, help="updates the flood agent sends (100 000)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each command, taking turns (3)")
     args = parser.parse_args(argv)
-    from benchmarks.run import child_env
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

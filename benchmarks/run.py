@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import tinyacp
+from benchmarks.common import PYCACHE, ROOT, child_env, median_range, ms, table
 
-ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 ROW_TIMEOUT = 600.0
 """Seconds one row may take (the SDK at a million updates takes tens of seconds)."""
@@ -84,29 +84,6 @@ class Samples:
 
 # ----------------------------------------------------------------------------------------------------------------
 # Running rows
-
-
-PYCACHE: list[str] = []
-"""The private bytecode cache of this run, once made."""
-
-
-def child_env() -> dict[str, str]:
-    """Our environment, with the tinyacp we imported first on the path: the rows measure the same code.
-
-    Bytecode is cached in a directory of this run's own, whatever PYTHONDONTWRITEBYTECODE says: an installed
-    package has its .pyc files, and compiling on every start would be timed as importing. The demo agent keeps
-    its sessions there too (unless ``TINYACP_DEMO_STATE_DIR`` says where), not in the user's state directory: a
-    run adds hundreds.
-    """
-    env = dict(os.environ)
-    if PYCACHE:
-        env.setdefault("TINYACP_DEMO_STATE_DIR", os.path.join(PYCACHE[0], "demo-sessions"))
-    src = str(Path(tinyacp.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if PYCACHE:
-        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
-    return env
 
 
 def run_row(key: str, *args: str) -> dict[str, Any]:
@@ -164,12 +141,6 @@ def ratio(values: Sequence[float]) -> str:
     )
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 def paired(a: Samples, b: Samples) -> list[float]:
     """a's rate over b's, round by round, for the rounds where both ran."""
     out = []
@@ -212,12 +183,6 @@ def machine() -> list[str]:
         f"agent-client-protocol {sdk_version() or 'not installed'}",
         f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
     ]
-
-
-def median_range(values: Sequence[float], scale: Callable[[float], str]) -> str:
-    if len(values) == 1:
-        return scale(values[0])
-    return f"{scale(statistics.median(values))} ({scale(min(values))}-{scale(max(values))})"
 
 
 def throughput_table(n: int, samples: dict[str, Samples]) -> list[str]:
@@ -403,10 +368,6 @@ def process_times(runs: int, code: str) -> list[float]:
         )
         out.append((time.perf_counter() - start) * 1000)
     return out[1:]
-
-
-def ms(digits: int) -> Callable[[float], str]:
-    return lambda v: f"{v:.{digits}f} ms"
 
 
 def teardown_cell(runs: Sequence[dict[str, Any]]) -> str:

@@ -14,7 +14,7 @@ import argparse
 import subprocess
 import sys
 
-from benchmarks.run import child_env, median_range, ms, table
+from benchmarks.common import child_env, median_range, ms, table
 
 CASES = (
     ("tinyacp", "typing", "`import tinyacp` (every program)"),

@@ -20,6 +20,7 @@ import pytest
 import tinyacp
 from helpers import AsyncFacade, ClientLike, Scripted, wait_for
 from helpers.cli import Cli, marked_processes
+from helpers.traces import Phoenix, running_phoenix
 from tinyacp._process import _live_group_members
 
 
@@ -168,3 +169,11 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 def piece(request: pytest.FixtureRequest) -> int | None:
     value: int | None = request.param
     return value
+
+
+@pytest.fixture(scope="session")
+def phoenix() -> Iterator[Phoenix]:
+    """One Phoenix server per test process, on loopback, for the tests that read spans back (each its own
+    project): tests/helpers/traces.py."""
+    with running_phoenix() as server:
+        yield server

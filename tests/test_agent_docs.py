@@ -21,7 +21,14 @@ from tinyacp.cli.agents._table import launcher_of
 
 PAGES = TESTS.parent / "docs" / "agents"
 AGENTS = {name: spec for name, spec in BUILTIN_AGENTS.items() if name != DEMO}
-HEADINGS = ["Start", "Install so it starts offline", "Log in", "What it offers", "What it does without asking"]
+HEADINGS = [
+    "Start",
+    "Install so it starts offline",
+    "Log in",
+    "What it offers",
+    "What it does without asking",
+    "In the sandbox",
+]
 
 FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```$", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"`([^`]+)`")
@@ -103,6 +110,15 @@ def test_each_agent_page_has_the_same_headings_and_starts_with_the_exact_command
     sections = _sections(text)
     assert list(sections) == HEADINGS
     assert _fences(sections["Start"])[0] == ("sh", AGENTS[name].display_command())
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_each_agent_page_names_the_directories_its_entry_makes_writable_in_the_sandbox(name: str) -> None:
+    section = _flat(_sections(_page(name))["In the sandbox"])
+    for word in AGENTS[name].sandbox.writable or []:
+        assert f"`{word}`" in section, word
+    if not AGENTS[name].sandbox.writable:
+        assert "names no state directory" in section
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))

@@ -216,7 +216,7 @@ def test_agents_shows_each_entrys_version_how_it_starts_and_its_notes(cli: Cli) 
     assert rows["goose"]["launcher"] == "path" and rows["goose"]["package"] is None
 
 
-def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> None:
+def test_an_npx_agent_whose_node_is_older_than_it_declares_gets_a_warning_not_a_verdict(cli: Cli) -> None:
     bin_dir = cli.tmp / "old-node"
     bin_dir.mkdir()
     for name, script in (("node", "echo v18.19.0"), ("npx", "exit 0")):
@@ -225,8 +225,15 @@ def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> Non
         program.chmod(0o755)
     env = dict(cli.env, PATH=f"{bin_dir}:/usr/bin:/bin")
     rows = {row["name"]: row for row in json.loads(cli.run("agents", "--format", "json", env=env).stdout)["agents"]}
-    assert rows["claude"]["state"] == "needs Node.js 22+ (found 18)" and rows["claude"]["ready"] is False
-    assert rows["codex"]["state"] == "ready"
+    claude = rows["claude"]
+    assert claude["state"] == "declares Node.js ≥ 22 (found 18)" and claude["ready"] is True
+    assert claude["warning"] == (
+        "declares Node.js ≥ 22 (found 18): `tinyacp agents --check claude` tells whether it starts on Node.js 18"
+    )
+    assert rows["codex"]["state"] == "ready" and rows["codex"]["warning"] is None
+    text = cli.run("agents", env=env).stdout.decode()
+    assert "declares Node.js ≥ 22 (found 18)" in text and "needs Node.js 22+" not in text
+    assert "    warning: declares Node.js ≥ 22 (found 18): `tinyacp agents --check claude` tells" in text
 
 
 def test_a_batch_with_a_permission_rule_warns_once_per_agent_of_its_notes(tmp_path: Path) -> None:

@@ -253,3 +253,10 @@ def test_a_long_reply_is_kept_whole_and_in_order_across_the_joined_blocks(
     assert cut.overflow is not None
     assert (cut.overflow.kept_chunks, cut.overflow.left_out_seq) == (updates, 2 * updates + 1)
     assert cut.text == FLOOD_TEXT * updates
+
+
+def test_the_tracing_benchmark_runs_every_row() -> None:
+    done = run_benchmark("tracing", "--quick", "--baseline", "HEAD")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    rows = [line.split("|")[1].strip() for line in done.stdout.decode().splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["off", "on", "on-tools", "baseline"]

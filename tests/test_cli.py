@@ -691,6 +691,7 @@ _NOT_FOR_HELP = (
     "tinyacp.cli.shared._display",
     "tinyacp.cli.shared._index",
     "tinyacp.view",
+    "shutil",  # argparse asks it the terminal's width; the parser asks the OS itself (cli/shared/_usage.py)
 )
 _SUBCOMMAND_FOLDERS = ("agents", "batch", "journals", "run", "sessions")
 """The command's folders that hold a subcommand: none of their modules (nor the folder) is imported for the help."""
@@ -716,6 +717,31 @@ def test_help_starts_without_the_modules_that_run_commands(argv: list[str]) -> N
     assert all((SRC / "tinyacp" / "cli" / folder / "__init__.py").is_file() for folder in _SUBCOMMAND_FOLDERS)
     folders = {f"tinyacp.cli.{folder}" for folder in _SUBCOMMAND_FOLDERS}
     assert sorted(name for name in imported if name.rpartition(".")[0] in folders or name in folders) == []
+
+
+@pytest.mark.smoke
+def test_the_top_help_starts_without_typing() -> None:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    code = "import sys; from tinyacp.cli import main; sys.exit(main(['--help']))"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, env=env, timeout=TIMEOUT, check=True
+    )
+    imported = {line.rpartition(b"|")[2].strip().decode() for line in done.stderr.splitlines()}
+    assert "tinyacp.cli" in imported
+    assert "typing" not in imported
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "57", "200"])
+def test_the_parsers_width_is_the_one_shutil_gives(monkeypatch: pytest.MonkeyPatch, columns: str | None) -> None:
+    import shutil
+
+    from tinyacp.cli.shared._usage import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1296,6 +1322,31 @@ def test_system_prompt_goes_with_the_new_session_when_the_agent_takes_one(cli: C
     assert done.returncode == 0, done.stderr
     (new,) = [m for m in lines_received(cli) if m.get("method") == "session/new"]
     assert new["params"]["systemPrompt"] == {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}
+
+
+@pytest.mark.parametrize(
+    ("flags", "sent"),
+    [
+        ([], {"mode": "override", "content": [{"type": "text", "text": "From the config."}]}),
+        (
+            ["--system-prompt-mode", "append"],
+            {"mode": "append", "content": [{"type": "text", "text": "From the config."}]},
+        ),
+        (["--system-prompt", "Be brief."], {"mode": "override", "content": [{"type": "text", "text": "Be brief."}]}),
+    ],
+)
+def test_each_system_prompt_flag_wins_over_the_agents_entry_and_the_entry_gives_the_rest(
+    cli: Cli, flags: list[str], sent: dict[str, object]
+) -> None:
+    name_scripted_agent(
+        cli,
+        steps_with_settings(_turn(), {"sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}),
+        'system_prompt = "From the config."\nsystem_prompt_mode = "override"\n',
+    )
+    done = cli.run("prompt", "--agent", "scripted", *flags, "hi")
+    assert done.returncode == 0, done.stderr
+    (new,) = [m for m in lines_received(cli) if m.get("method") == "session/new"]
+    assert new["params"]["systemPrompt"] == sent
 
 
 def test_chat_switches_mode_and_options_and_closes_the_session_at_ctrl_d(cli: Cli) -> None:

@@ -29,8 +29,9 @@ from helpers.agent_pipe import (
     spawning,
     validator,
 )
-from tinyacp import demo
 from tinyacp._version import __version__
+from tinyacp.demo import _settings as demo_settings
+from tinyacp.demo import _store as demo_store
 
 DEMO_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -406,9 +407,9 @@ def test_exits_when_stdin_closes_mid_turn(spawn: Spawn, tmp_path: Path) -> None:
     ],
 )
 def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(argv: list[str]) -> None:
-    plain = demo._plain_settings(argv)
+    plain = demo_settings.plain_settings(argv)
     assert plain is not None
-    assert vars(plain) == vars(demo._argparse_settings(argv))
+    assert vars(plain) == vars(demo_settings.argparse_settings(argv))
 
 
 @pytest.mark.parametrize(
@@ -431,7 +432,7 @@ def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(argv
     ],
 )
 def test_any_other_command_line_is_left_to_argparse(argv: list[str]) -> None:
-    assert demo._plain_settings(argv) is None
+    assert demo_settings.plain_settings(argv) is None
 
 
 def test_the_agent_starts_without_the_modules_it_only_needs_for_help(tmp_path: Path) -> None:
@@ -455,9 +456,9 @@ def test_the_agent_starts_without_the_modules_it_only_needs_for_help(tmp_path: P
 
 
 def test_a_session_file_keeps_every_field_but_the_system_prompt(tmp_path: Path) -> None:
-    store = demo._Store(str(tmp_path))
+    store = demo_store.Store(str(tmp_path))
     history = [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}]
-    session = demo._Session("demo-7", "/w", title="hi", used=3, cost=0.5, history=history, system_prompt="terse")
+    session = demo_store.Session("demo-7", "/w", title="hi", used=3, cost=0.5, history=history, system_prompt="terse")
     store.save(session)
     assert (tmp_path / "demo-7.json").read_text(encoding="utf-8") == (
         '{"session_id": "demo-7", "cwd": "/w", "title": "hi", "updated_at": "", "mode": "default", '
@@ -485,8 +486,8 @@ def test_a_session_file_keeps_every_field_but_the_system_prompt(tmp_path: Path) 
     ],
 )
 def test_only_the_ids_the_demo_makes_name_a_session_file(session_id: str, number: int | None) -> None:
-    assert demo._session_number(session_id) == number
-    assert (demo._Store("state")._path(session_id) is None) == (number is None)
+    assert demo_store.session_number(session_id) == number
+    assert (demo_store.Store("state")._path(session_id) is None) == (number is None)
 
 
 def test_a_new_sessions_number_comes_from_the_stored_file_names_without_reading_the_files(tmp_path: Path) -> None:
@@ -495,14 +496,14 @@ def test_a_new_sessions_number_comes_from_the_stored_file_names_without_reading_
     (tmp_path / "demo-7.json").write_text("{}", encoding="utf-8")
     (tmp_path / "demo-99.txt").write_text("", encoding="utf-8")
     (tmp_path / "other-500.json").write_text("", encoding="utf-8")
-    assert demo._Store(str(tmp_path)).next_number() == 42
-    assert demo._Store(str(tmp_path / "missing")).next_number() == 1
+    assert demo_store.Store(str(tmp_path)).next_number() == 42
+    assert demo_store.Store(str(tmp_path / "missing")).next_number() == 1
 
 
 def test_agents_sharing_a_state_directory_never_get_the_same_session_number(tmp_path: Path) -> None:
     """A batch runs many demo agents on one state directory: each new session claims its number by creating its
     file exclusively, so no session's file is another's, even when the suggested next number is stale."""
-    first, second = demo._Store(str(tmp_path)), demo._Store(str(tmp_path))
+    first, second = demo_store.Store(str(tmp_path)), demo_store.Store(str(tmp_path))
     assert [first.claim(1), second.claim(1), first.claim(1)] == [1, 2, 3]
     (tmp_path / "next-number").write_text("2", encoding="ascii")  # stale: an older agent's suggestion
     assert second.claim(1) == 4
@@ -519,11 +520,11 @@ def test_a_new_session_is_written_into_the_file_that_claimed_its_number_and_the_
 ) -> None:
     """Every file made and thrown away frees an inode, and on ext4 without a journal each file made later nearby
     (a batch's journals) skips the recently freed ones one by one: a new session makes no file it throws away."""
-    store = demo._Store(str(tmp_path))
+    store = demo_store.Store(str(tmp_path))
     number = store.claim(1)
     claimed = (tmp_path / f"demo-{number}.json").stat().st_ino
     hint = (tmp_path / "next-number").stat().st_ino
-    store.save(demo._Session(f"demo-{number}", str(tmp_path), updated_at="2026-12-01T00:00:00.000000Z"))
+    store.save(demo_store.Session(f"demo-{number}", str(tmp_path), updated_at="2026-12-01T00:00:00.000000Z"))
     assert (tmp_path / f"demo-{number}.json").stat().st_ino == claimed
     loaded = store.load(f"demo-{number}")
     assert loaded is not None and loaded.session_id == f"demo-{number}" and loaded.cwd == str(tmp_path)
@@ -541,7 +542,7 @@ def test_a_new_session_number_costs_no_listing_of_the_stored_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each new session would cost more than the one before if the stored sessions were listed to number it."""
-    store = demo._Store(str(tmp_path))
+    store = demo_store.Store(str(tmp_path))
     for _ in range(50):
         store.claim(1)
 
@@ -555,7 +556,7 @@ def test_a_new_session_number_costs_no_listing_of_the_stored_sessions(
 def test_an_unwritable_state_directory_still_numbers_sessions(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("", encoding="utf-8")  # a directory cannot be made under a file
-    assert demo._Store(str(blocked / "state")).claim(3) == 3
+    assert demo_store.Store(str(blocked / "state")).claim(3) == 3
 
 
 # -- the agent built on the official SDK ---------------------------------------------------------------------

@@ -56,6 +56,7 @@ from tinyacp import (
     UpdateKind,
 )
 from tinyacp._conversation import Conversation, Done, Reaction, Record, Write
+from tinyacp._serve import Act
 
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 
@@ -101,11 +102,13 @@ def make_core(*, policy: PermissionPolicy | None = None, has_observer: bool = Tr
     )
 
 
-def run(step: Update | Reaction, reply: PermissionReply | None = None) -> tuple[list[Record | Write], Done | None]:
+def run(
+    step: Update | Reaction, reply: PermissionReply | None = None
+) -> tuple[list[Record | Write | Act], Done | None]:
     """Run a step to its end as a shell would: every Record answered with None (or ``reply`` for a permission
     request). Returns the effects in order and the step's Done (None if the call in flight goes on)."""
     assert not isinstance(step, Update), "an accepted update is not a step"
-    effects: list[Record | Write] = []
+    effects: list[Record | Write | Act] = []
     answer: Any = None
     try:
         while True:
@@ -581,7 +584,7 @@ def test_stop_reasons_decode_and_an_unknown_one_is_kept_as_its_string(reason: st
 def test_error_examples_become_request_errors(example: dict[str, Any]) -> None:
     core = initialized()
     request = core.new_session("/p").message
-    effects_before: list[Record | Write] = []
+    effects_before: list[Record | Write | Act] = []
     with pytest.raises(RequestError) as raised:
         step = core.receive(encode({"jsonrpc": "2.0", "id": request.id, "error": example}))
         assert not isinstance(step, Update)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import helpers.view as helpers_view
 import tinyacp
 from helpers.view import (
     ANSWER,
@@ -486,7 +487,7 @@ def test_a_chat_journal_gives_a_turn_per_prompt(tmp_path: Path) -> None:
 def test_bad_sources_raise_typed_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         view.render_html(tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match=r"neither results\.jsonl nor a journal"):
+    with pytest.raises(FileNotFoundError, match=r"neither a batch's results\.jsonl nor a journal"):
         view.render_html(tmp_path)
     with pytest.raises(OSError, match="not a regular file"):
         view.render_html("/dev/null")
@@ -567,18 +568,88 @@ def test_the_command_refuses_a_file_that_holds_no_journal_record_as_show_does(tm
         assert not (tmp_path / "x.html").exists()
 
 
-def test_each_attempt_at_an_item_is_a_row_with_its_own_epoch(tmp_path: Path) -> None:
+def test_a_batch_page_counts_items_its_latest_attempt_deciding_with_the_earlier_ones_inside(tmp_path: Path) -> None:
     from tinyacp.batch import run_batch
 
     crash = [sys.executable, "-c", "import sys; sys.stderr.write('attempt\\n'); sys.exit(3)"]
-    items = [{"id": "again", "prompt": "hello", "agent": crash}]
-    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60)
-    run_batch(items, tmp_path / "out", cwd=tmp_path, timeout=60, retry_failed=True)
-    page = view.render_html(tmp_path / "out")
-    turns = page_data(page)["turns"]
-    assert [(turn["id"], turn["attempt"], turn["epoch"]) for turn in turns] == [("again", 1, 1), ("again", 2, 2)]
-    assert [transcript(page, i)["error"]["stderr"] for i in range(2)] == ["attempt\n", "attempt\n"]
-    assert page_data(page)["notes"] == []
+    flaky = [sys.executable, "-c", "import sys; sys.stderr.write('flaky\\n'); sys.exit(3)"]
+    items: list[dict[str, Any]] = [
+        {"id": "again", "prompt": "hello", "agent": crash},
+        {"id": "fixed", "prompt": "hello", "agent": flaky},
+    ]
+    ok: list[dict[str, Any]] = [{"id": "fine", "prompt": "hello"}]
+    out = tmp_path / "out"
+    run_batch(ok + items, out, agent="demo", cwd=tmp_path, timeout=60)
+    run_batch(ok + items, out, agent="demo", cwd=tmp_path, timeout=60, retry_failed=True)
+    fixed = [{"id": "fixed", "prompt": "hello"}]  # its third attempt, by the demo agent, is ok
+    summary = run_batch(ok + fixed + items[:1], out, agent="demo", cwd=tmp_path, timeout=60, retry_failed=True)
+    page = view.render_html(out)
+    data = page_data(page)
+    turns = by_id(data)
+    assert sorted(turn["id"] for turn in data["turns"]) == ["again", "fine", "fixed"]  # one row per item
+    assert (summary.ok, summary.failed) == (2, 1)
+    assert sum(turn["ok"] for turn in data["turns"]) == summary.ok  # the header's counts are the batch's
+    agents = data["overview"]["agents"]
+    assert [sum(agent[name] for agent in agents) for name in ("turns", "ok", "failed")] == [3, 2, 1]
+    assert (turns["again"]["attempts"], turns["again"]["attempt"], turns["again"]["ok"]) == (3, 3, False)
+    assert (turns["fixed"]["attempts"], turns["fixed"]["attempt"], turns["fixed"]["ok"]) == (3, 3, True)
+    assert "attempts" not in turns["fine"] and "err" not in turns["fixed"]
+    index = [turn["id"] for turn in data["turns"]].index("fixed")
+    earlier = transcript(page, index)["earlier"]
+    assert [(one["attempt"], one["ok"], one["epoch"]) for one in earlier] == [(1, False, 1), (2, False, 2)]
+    assert [one["error"]["stderr"] for one in earlier] == ["flaky\n", "flaky\n"]
+    assert earlier[0]["err"].startswith("AgentExited: ") and "events" in earlier[0]
+    assert "msg" in [event["k"] for event in transcript(page, index)["events"]]  # the latest's own turn
+    assert data["notes"] == []
+
+
+def test_a_failed_row_carries_its_reason_short_and_on_one_line_the_whole_in_its_transcript(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    message = "the agent ended\nbefore answering " + "word " * 200
+    record = {"id": "x", "ok": False, "error": {"type": "AgentExited", "message": message}}
+    (out / "results.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    page = view.render_html(out)
+    row = page_data(page)["turns"][0]
+    assert row["err"].startswith("AgentExited: the agent ended before answering word word")
+    assert len(row["err"]) == 160 and row["err"].endswith("\u2026") and "\n" not in row["err"]
+    assert transcript(page, 0)["error"]["message"] == message
+
+
+def test_the_page_of_ones_runs_carries_the_start_the_session_and_the_prompt_of_each_turn(tmp_path: Path) -> None:
+    path = tmp_path / "20261204T183012Z-demo-0123456789abcdef.jsonl"
+    journal, epoch = prompted(path)
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}, "session/prompt")
+    journal.close()
+    (row,) = page_data(view.render_html(tmp_path))["turns"]
+    assert (row["session"], row["prompt"], row["agent"]) == ("s", "hi", "demo")
+    assert abs(row["started"] / 1000 - path.stat().st_mtime) < 120
+
+
+def test_a_tool_calls_replaced_content_is_kept_marked_with_when_it_was_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "replaced.jsonl"
+    journal, epoch = prompted(path)
+    diff = {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
+    done = {"type": "content", "content": {"type": "text", "text": "edited a.py"}}
+    call = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.py", "kind": "edit", "content": [diff]}
+    update(journal, epoch, 1, call)
+    asked = {"sessionId": "s", "toolCall": {"toolCallId": "t1", "content": [diff]},
+             "options": [{"optionId": "y", "name": "Yes", "kind": "allow_once"}]}  # fmt: skip
+    helpers_view.asked(
+        journal, epoch, {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": asked}
+    )
+    update(journal, epoch, 2, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"})
+    update(journal, epoch, 3, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                               "content": [done]})  # fmt: skip
+    journal.close()
+    page = view.render_html(path)
+    (tool,) = events(page, 0, "tool")
+    assert tool["content"] == [{"type": "text", "x": "edited a.py"}]
+    (replaced,) = tool["replaced"]
+    assert replaced["content"] == [{"type": "diff", "path": "a.py", "old": "x = 1", "new": "x = 2"}]
+    assert replaced["t"] == tool["t"] and replaced["until"] == tool["end"]
+    (perm,) = events(page, 0, "perm")
+    assert perm["content"] == [{"type": "diff", "path": "a.py", "old": "x = 1", "new": "x = 2"}]
 
 
 # Any JSON value an agent might put in a field, strings of any character (lone surrogates included: JSON allows them).
@@ -627,3 +698,319 @@ def test_any_update_and_any_line_render_as_data_that_cannot_end_its_element(
     data = page_data(page)
     assert len(data["turns"]) == 1
     assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000  # bounded, escapes included
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Numbers past a double's range, budgets, links, the command's words.
+
+
+def test_sums_past_a_doubles_range_are_clamped_and_said_never_a_traceback(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    huge = 1.7e308
+    record = {"ok": True, "agent": "a", "usage": {"total_tokens": huge, "cost": {"amount": huge, "currency": "USD"}}}
+    lines = [json.dumps({"id": f"i{n}", **record}) for n in range(2)]
+    lines.append(json.dumps({"id": "big-int", "ok": True, "agent": "a", "usage": {"total_tokens": 10**400}}))
+    (out / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run(out, "-o", tmp_path / "page.html", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    data = page_data((tmp_path / "page.html").read_text(encoding="utf-8"))
+    (agent,) = data["overview"]["agents"]
+    assert agent["tokens"] == agent["cost"]["USD"] == 1.7976931348623157e308
+    notes = " ".join(data["notes"])
+    assert "the tokens of a add up past the largest number the page can hold" in notes
+    assert "the cost in USD of a add up past" in notes
+    assert "tokens" not in by_id(data)["big-int"]  # an int no double holds is no figure
+
+
+def test_a_turns_input_and_output_tokens_past_a_doubles_range_are_clamped_and_said(tmp_path: Path) -> None:
+    path = tmp_path / "usage.jsonl"
+    journal, epoch = prompted(path)
+    usage = {"inputTokens": 1.7e308, "outputTokens": 1.7e308}
+    received(journal, epoch, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn", "usage": usage}},
+             "session/prompt")  # fmt: skip
+    journal.close()
+    data = page_data(view.render_html(path))
+    assert data["turns"][0]["tokens"] == 1.7976931348623157e308
+    assert any("input and output tokens add up past a double's range" in note for note in data["notes"])
+
+
+def test_a_questions_form_fields_count_against_the_turns_bound(tmp_path: Path) -> None:
+    path = tmp_path / "forms.jsonl"
+    journal, epoch = prompted(path)
+    properties = {f"{n:03d}" + "f" * 96: {"type": "string", "title": "t" * 100} for n in range(50)}
+    form = {"sessionId": "s", "mode": "form", "message": "?", "requestedSchema": {"properties": properties}}
+    for n in range(400):  # each question is ~11 KB of fields and one character of message
+        ask = {"jsonrpc": "2.0", "id": f"q{n}", "method": "elicitation/create", "params": form}
+        received(journal, epoch, ask, None)
+    journal.close()
+    page = view.render_html(path, max_turn_bytes=8 * 1024)
+    size = len(json.dumps(transcript(page, 0)).encode())
+    assert size < 8 * 1024 * 2, size  # the bound, and the events' fixed cost: not 400 forms
+    assert transcript(page, 0)["cut"]["events"] > 0
+
+
+def test_the_journal_directory_leaves_symbolic_links_alone_as_journals_does(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    journals = state / "tinyacp" / "journals"
+    journals.mkdir(parents=True)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_bytes((JOURNALS / "line-field.jsonl").read_bytes())
+    (journals / "20260101T000000Z-demo-0123456789abcdef.jsonl").symlink_to(outside)
+    env = {"XDG_STATE_HOME": str(state)}
+    done = run(cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "symbolic links to journals are not followed" in done.stderr
+    (journals / "20260102T000000Z-demo-0123456789abcdef.jsonl").write_bytes((JOURNALS / "v0.1.0.jsonl").read_bytes())
+    listed = subprocess.run(
+        [sys.executable, "-m", "tinyacp", "journals"], capture_output=True, text=True, timeout=TIMEOUT,
+        env=dict(os.environ, PYTHONPATH=str(SRC), **env), cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert "not journals, left alone: 20260101T000000Z-demo-0123456789abcdef.jsonl" in listed.stdout
+    done = run(cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    data = page_data((tmp_path / "tinyacp-view.html").read_text(encoding="utf-8"))
+    assert [turn["id"].split(" ")[0] for turn in data["turns"]] == ["20260102T000000Z-demo-0123456789abcdef"] * 2
+    assert data["notes"] == [
+        "20260101T000000Z-demo-0123456789abcdef.jsonl: a symbolic link, not read (as `tinyacp journals` leaves "
+        "links alone)"
+    ]
+
+
+def test_the_commands_write_errors_name_the_output_path_and_an_empty_directory_gets_a_sentence(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "no" / "such" / "page.html"
+    done = run(JOURNALS / "v0.1.0.jsonl", "-o", target, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert (
+        done.stderr
+        == f"tinyacp: error: {target}: cannot write the page: its directory {target.parent} does not exist\n"
+    )
+    done = run(JOURNALS / "v0.1.0.jsonl", "-o", tmp_path, cwd=tmp_path)
+    assert (
+        done.stderr
+        == f"tinyacp: error: {tmp_path}: cannot write the page: this is a directory (name a file, e.g. report.html)\n"
+    )
+    assert ".tmp" not in done.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run(empty, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"tinyacp: error: {empty}: this directory holds neither a batch's results.jsonl nor a journal (*.jsonl): "
+        "name a batch's output directory, a journal, or a directory of journals\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Batches compared.
+
+
+def write_batch(out: Path, records: list[dict[str, Any]]) -> Path:
+    """A batch directory holding ``records`` (no journals: each row says its transcript is missing)."""
+    out.mkdir(parents=True)
+    (out / "results.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return out
+
+
+def outcome(ok: bool, seconds: float, tokens: int, **more: Any) -> dict[str, Any]:
+    usage = {"total_tokens": tokens, "cost": {"amount": tokens / 1000, "currency": "USD"}}
+    return {"ok": ok, "seconds": seconds, "usage": usage, **more}
+
+
+def test_batches_compared_are_matched_by_item_with_the_differing_ones_marked_and_totals_per_batch(
+    tmp_path: Path,
+) -> None:
+    failed = {"error": {"type": "AgentTimeout", "message": "no answer in 5 s"}}
+    first = write_batch(tmp_path / "claude", [
+        {"id": "x", **outcome(True, 1.0, 100)}, {"id": "y", **outcome(False, 5.0, 10, **failed)},
+        {"id": 7, **outcome(True, 2.0, 50)}, {"id": "y", "attempt": 2, **outcome(False, 5.0, 10, **failed)},
+    ])  # fmt: skip
+    second = write_batch(tmp_path / "gemini", [
+        {"id": "x", **outcome(True, 3.0, 300)}, {"id": "y", **outcome(True, 4.0, 40)},
+        {"id": "w", **outcome(False, 1.0, 1, **failed)},
+    ])  # fmt: skip
+    page = view.render_html([first, second])
+    data = page_data(page)
+    assert data["kind"] == "compare" and data["title"] == "claude vs gemini"
+    rows = by_id(data)
+    assert list(rows) == ["x", "y", "7", "w"]
+    assert [rows[name]["differs"] for name in ("x", "y", "7", "w")] == [False, True, True, True]
+    assert [side["ok"] if side else None for side in rows["y"]["outs"]] == [False, True]
+    assert rows["y"]["outs"][0]["attempts"] == 2 and rows["y"]["outs"][0]["err"].startswith("AgentTimeout: ")
+    assert rows["7"]["outs"][1] is None and rows["w"]["outs"][0] is None
+    totals = [batch["totals"] for batch in data["batches"]]
+    assert [batch["name"] for batch in data["batches"]] == ["claude", "gemini"]
+    assert totals[0] == {"items": 3, "ok": 2, "failed": 1, "missing": 1, "okRate": 2 / 3, "median": 2.0,
+                         "tokens": 160, "cost": {"USD": 0.16}}  # fmt: skip
+    assert (totals[1]["ok"], totals[1]["okRate"], totals[1]["median"], totals[1]["tokens"]) == (2, 2 / 3, 3.0, 341)
+    for side in (0, 1):  # each batch's turn of the item, side by side
+        assert "events" in json.loads(re.search(rf'id="tx-0-{side}">(.*?)</script>', page).group(1))  # type: ignore[union-attr]
+    assert 'id="tx-2-1"' not in page  # 7 is not in the second batch
+
+
+def test_comparing_names_batches_only_and_same_named_ones_apart(tmp_path: Path) -> None:
+    one = write_batch(tmp_path / "a" / "out", [{"id": "x", **outcome(True, 1.0, 1)}])
+    two = write_batch(tmp_path / "b" / "out", [{"id": "x", **outcome(True, 1.0, 1)}])
+    data = page_data(view.render_html([one, two / "results.jsonl"]))
+    assert [batch["name"] for batch in data["batches"]] == ["a/out", "b/out"]
+    with pytest.raises(OSError, match=r"not a batch's directory \(it has no results\.jsonl\)"):
+        view.render_html([one, JOURNALS / "v0.1.0.jsonl"])
+    with pytest.raises(ValueError, match="at least one"):
+        view.render_html([])
+    assert page_data(view.render_html([one]))["kind"] == "batch"  # one batch in a list is itself
+
+
+def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(newer: Path, tmp_path: Path) -> None:
+    from tinyacp._journal import iter_journal, line_message
+    from tinyacp._view_model import ViewLine, read_journal_lines
+
+    damaged = tmp_path / "damaged.jsonl"
+    lines = newer.read_bytes().split(b"\n")
+    odd = [b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":3,"msg":{"a":1}}',  # len is wrong
+           b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":9,"msg":{"a":NaN}}',
+           b'{"type":"line","epoch":1,"dir":"in","ts":"","kind":"update","len":10,"msg":{"a":1e999}}',
+           b"not json", b'{"type":"line","epoch":1,"line":"{\\"x\\":1}"}']  # fmt: skip
+    damaged.write_bytes(b"\n".join([*lines[:5], *odd, b"a\rb", *lines[5:]]))  # a CR ends no line
+    long = tmp_path / "long.jsonl"  # past what is read at once: read a line at a time
+    long.write_bytes(damaged.read_bytes().replace(b"not json", b"x" * (2 << 20)))
+    for path in (newer, damaged, long, *JOURNALS.glob("*.jsonl")):
+        fast, slow = list(read_journal_lines(path)), list(iter_journal(path))
+        assert [(line.number, line.data, line.record, line.torn) for line in fast] == [
+            (line.number, line.data, line.record, line.torn) for line in slow
+        ]
+        for one, other in zip(fast, slow, strict=True):
+            assert isinstance(one, ViewLine)
+            if one.message is not None:
+                assert other.record is not None and one.message == line_message(other.record)
+    assert sum(line.message is not None for line in read_journal_lines(newer)) > 20
+
+
+def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_decided(tmp_path: Path) -> None:
+    from helpers.view import answered, requested
+
+    path = tmp_path / "served.jsonl"
+    journal, epoch = prompted(path)
+    steps: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+        ("fs/read_text_file", {"sessionId": "s", "path": "/w/a.py", "line": 3, "limit": 2},
+         {"result": {"content": "x = 1\ny = 2"}}, "policy"),
+        ("fs/write_text_file", {"sessionId": "s", "path": "/etc/passwd", "content": "root::0:0"},
+         {"error": {"code": -32000, "message": "not allowed"}}, "default-reject"),
+        ("terminal/create", {"sessionId": "s", "command": "pytest", "args": ["-q"], "cwd": "/w",
+                             "env": [{"name": "CI", "value": "1"}]}, {"result": {"terminalId": "term-1"}}, "policy"),
+        ("terminal/wait_for_exit", {"sessionId": "s", "terminalId": "term-1"},
+         {"result": {"exitCode": 1, "signal": None}}, "policy"),
+        ("terminal/output", {"sessionId": "s", "terminalId": "term-1"},
+         {"result": {"output": "z" * 5000 + "\n1 failed", "truncated": False, "exitStatus": {"exitCode": 1}}},
+         "policy"),
+        ("terminal/release", {"sessionId": "s", "terminalId": "term-1"}, {"result": {}}, "policy"),
+    ]  # fmt: skip
+    for n, (method, params, answer, by) in enumerate(steps):
+        requested(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", "method": method, "params": params})
+        answered(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", **answer}, by)
+    journal.close()
+    page = view.render_html(path)
+    read, write, terminal = events(page, 0, "served")
+    assert (read["m"], read["path"], read["line"], read["limit"], read["x"]) == (
+        "fs/read_text_file", "/w/a.py", 3, 2, "x = 1\ny = 2"
+    )  # fmt: skip
+    assert [(a["by"], a.get("error")) for a in read["answers"]] == [("policy", None)]
+    assert (write["path"], write["size"], write["x"]) == ("/etc/passwd", 9, "root::0:0")
+    assert write["answers"][0] == {"dt": write["answers"][0]["dt"], "by": "default-reject",
+                                   "m": "fs/write_text_file", "error": "not allowed (code -32000)"}  # fmt: skip
+    assert (terminal["cmd"], terminal["cwd"], terminal["env"], terminal["tid"]) == ("pytest -q", "/w", ["CI"], "term-1")
+    assert terminal["exit"] == [1, ""] and terminal["out"].endswith("z\n1 failed") and terminal["outCut"] > 0
+    assert [step[0] for step in terminal["steps"]] == ["terminal/wait_for_exit", "terminal/output", "terminal/release"]
+    assert [answer["m"] for answer in terminal["answers"]] == [
+        "terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"
+    ]  # fmt: skip
+    assert "agentline" not in kinds(page, 0)
+
+
+def test_a_trace_id_on_the_journals_first_record_or_a_batch_record_is_shown_with_the_turn(tmp_path: Path) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    path = tmp_path / "traced.jsonl"
+    journal, _ = prompted(path)
+    journal.close()
+    first, rest = path.read_bytes().split(b"\n", 1)
+    record = json.loads(first)
+    assert record["type"] == "epoch"
+    path.write_bytes(json.dumps({**record, "trace_id": trace}).encode() + b"\n" + rest)
+    assert page_data(view.render_html(path))["turns"][0]["trace"] == trace
+    out = tmp_path / "out"
+    out.mkdir()
+    records = [{"id": "a", "ok": True, "trace_id": trace}, {"id": "b", "ok": True, "trace_id": "not-hex</script>"}]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows = by_id(page_data(view.render_html(out)))
+    assert rows["a"]["trace"] == trace and "trace" not in rows["b"]  # only what a trace id can be
+
+
+def test_the_command_compares_the_batches_it_is_given_and_refuses_a_journal_among_them(tmp_path: Path) -> None:
+    one = write_batch(tmp_path / "claude", [{"id": "x", **outcome(True, 1.0, 1)}])
+    two = write_batch(tmp_path / "gemini", [{"id": "x", **outcome(False, 2.0, 1)}])
+    done = run(one, two, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "tinyacp-view.html\n", "")
+    data = page_data((tmp_path / "tinyacp-view.html").read_text(encoding="utf-8"))
+    assert data["kind"] == "compare" and [row["differs"] for row in data["turns"]] == [True]
+    done = run(one, JOURNALS / "v0.1.0.jsonl", "-o", tmp_path / "x.html", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"tinyacp: error: {JOURNALS / 'v0.1.0.jsonl'}: not a batch's directory (it has no results.jsonl): only "
+        "batches can be compared\n"
+    )
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_the_page_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    assert gc.isenabled()
+    view.render_html(JOURNALS / "v0.1.0.jsonl")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(FileNotFoundError):
+            view.render_html(tmp_path / "missing")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+_SERVED = ["fs/read_text_file", "fs/write_text_file", "terminal/create", "terminal/output", "terminal/wait_for_exit",
+           "terminal/kill", "terminal/release"]  # fmt: skip
+_PARAMS = ["path", "line", "limit", "content", "command", "args", "cwd", "env", "terminalId", "sessionId",
+           "outputByteLimit"]  # fmt: skip
+_RESULTS = ["content", "terminalId", "output", "truncated", "exitStatus", "exitCode", "signal"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    requests=st.lists(
+        st.tuples(
+            st.sampled_from(_SERVED),
+            st.dictionaries(st.sampled_from(_PARAMS), _JSON | st.just("term-1"), max_size=5),
+            st.one_of(st.dictionaries(st.sampled_from(_RESULTS), _JSON | st.just("term-1"), max_size=4), _JSON),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_any_file_or_terminal_request_and_answer_renders_without_a_raw_fallback(
+    requests: list[tuple[str, dict[str, Any], Any, bool]],
+) -> None:
+    import tempfile
+
+    from helpers.view import answered, requested
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "served.jsonl"
+        journal, epoch = prompted(path)
+        for n, (method, params, result, refused) in enumerate(requests):
+            requested(journal, epoch, {"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+            answer = {"error": {"code": -32000, "message": result}} if refused else {"result": result}
+            answered(journal, epoch, {"jsonrpc": "2.0", "id": n, **answer}, "policy")
+        journal.close()
+        page = view.render_html(path, max_turn_bytes=4096)
+    assert "bad" not in kinds(page, 0)  # each was rendered, none fell back to its raw line
+    assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000

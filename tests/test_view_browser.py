@@ -8,7 +8,9 @@ there a browser that cannot be had is a failure.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from benchmarks.view import CHROMIUM_ARGS
 
+import tinyacp
 from helpers.view import HOSTILE_FILE, demo_batch, hostile_journal, newer_batch, newer_journal, page_data
 from tinyacp import view
 
@@ -66,7 +69,7 @@ class Loaded:
     def rows(self) -> list[str]:
         """The ids of the turns the table shows, in order."""
         ids: list[str] = self.page.eval_on_selector_all(
-            "#turn-table tbody tr", "rows => rows.map(r => r.cells[0].textContent)"
+            "#turn-table tbody tr", "rows => rows.map(r => r.getAttribute('data-id'))"
         )
         return ids
 
@@ -78,7 +81,7 @@ class Loaded:
 
     def open(self, turn: str) -> str:
         """Open the turn from the table; returns the text the turn's section shows."""
-        self.page.locator("#turn-table tbody tr", has_text=turn).first.click(timeout=WAIT_MS)
+        self.page.locator(f'#turn-table tbody tr[data-id="{turn}"]').first.click(timeout=WAIT_MS)
         self.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
         text: str = self.page.inner_text("#turn", timeout=WAIT_MS)
         return text
@@ -163,7 +166,8 @@ def test_the_table_has_a_row_per_turn_and_the_overview_a_row_per_agent(opened: A
     agents = page_data(batch_page.read_text(encoding="utf-8"))["overview"]["agents"]
     assert loaded.page.locator("#agents tbody tr").count() == len(agents) == 2
     assert loaded.page.locator("#overview svg[role=img]").count() == 3  # a duration chart per agent, one of cost
-    assert "5 of 5 matching turns shown" in loaded.page.inner_text("#count")
+    assert "5 of 5 matching items shown" in loaded.page.inner_text("#count")
+    assert loaded.page.inner_text("#counts") == "5 items (3 ok, 2 failed)"
     demo = loaded.page.locator("#agents tbody tr", has_text="demo").inner_text()
     assert demo.split("\t")[:4] == ["demo", "4", "3", "1"]
 
@@ -172,6 +176,8 @@ def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[s
     """The order the page must give: by the value, ties in the file's order, turns without one last."""
 
     def value(turn: dict[str, Any]) -> Any:
+        if key == "attempts":
+            return turn.get(key, 1)
         return (1 if turn["ok"] else 0) if key == "ok" else turn.get(key)
 
     present = [turn for turn in turns if value(turn) is not None]
@@ -179,7 +185,7 @@ def _expected(turns: list[dict[str, Any]], key: str, descending: bool) -> list[s
     return [turn["id"] for turn in sorted(present, key=value, reverse=descending) + missing]  # a stable sort
 
 
-COLUMNS = ["id", "agent", "ok", "stop", "secs", "tools", "subs", "allow", "reject", "tokens", "cost"]
+COLUMNS = ["id", "attempts", "agent", "ok", "err", "stop", "subs", "secs", "tools", "allow", "reject", "tokens", "cost"]
 
 
 @pytest.mark.parametrize("key", COLUMNS)
@@ -216,7 +222,7 @@ def test_the_filters_keep_the_turns_of_a_text_an_agent_and_an_outcome(opened: An
     assert sorted(loaded.rows()) == ["read-1", "read-2"]
     page.fill("#filter", "nothing matches this")
     loaded.wait_rows(0)
-    assert page.inner_text("#count").startswith("0 of 0 matching turns")
+    assert page.inner_text("#count").startswith("0 of 0 matching items")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -247,7 +253,7 @@ def test_the_address_names_the_opened_turn_and_opens_it_again(opened: Any, batch
     loaded.page.keyboard.press("Escape")
     assert loaded.page.locator("#turn").is_hidden() and loaded.page.evaluate("location.hash") == ""
     again = opened(batch_page, "#rejected-1")
-    assert again.page.locator("#turn").is_visible() and "Turn rejected-1" in again.page.inner_text("#turn")
+    assert again.page.locator("#turn").is_visible() and "Item rejected-1" in again.page.inner_text("#turn")
     assert opened(batch_page, "#no-such-turn%").page.locator("#turn").is_hidden()
 
 
@@ -310,16 +316,26 @@ def test_hostile_newer_kinds_show_as_text_and_a_url_is_never_a_link(opened: Any,
     assert counts == [0, 0]
 
 
-def test_each_attempt_sharing_an_id_has_its_own_address(opened: Any, newer_batch_page: Path) -> None:
+def test_an_item_tried_twice_is_one_row_its_earlier_attempt_inside_its_turn(
+    opened: Any, newer_batch_page: Path
+) -> None:
     loaded = opened(newer_batch_page)
-    assert sorted(loaded.rows()) == ["again", "again", "newer-1"]
-    loaded.page.locator("#turn-table tbody tr", has_text="again").nth(1).click()
-    loaded.page.wait_for_selector("#turn:not([hidden])", timeout=WAIT_MS)
-    assert loaded.page.evaluate("location.hash") == "#again~2"
-    for fragment, attempt in (("#again~2", "2"), ("#again~1", "1"), ("#again", "1")):
-        again = opened(newer_batch_page, fragment)
-        facts = again.page.inner_text("#turn dl.facts")
-        assert f"attempt\n{attempt}\n" in facts, fragment
+    assert sorted(loaded.rows()) == ["again", "newer-1"]
+    assert loaded.page.inner_text("#counts") == "2 items (1 ok, 1 failed) · 3 attempts (the latest decides)"
+    row = loaded.page.locator('#turn-table tbody tr[data-id="again"]')
+    assert row.locator("td").nth(1).inner_text() == "2"  # its tries
+    assert row.locator("td.err").inner_text().startswith("AgentExited: ")  # its reason, without a click
+    text = loaded.open("again")
+    assert loaded.page.evaluate("location.hash") == "#again"
+    assert "attempt\n2 of 2 (the latest; the earlier ones are below)" in loaded.page.inner_text("#turn dl.facts")
+    earlier = loaded.page.locator("#turn details.attempt")
+    assert earlier.count() == 1 and earlier.get_attribute("open") is None
+    assert earlier.locator("summary").inner_text().startswith("earlier attempt 1: failed · AgentExited: ")
+    earlier.locator("summary").click()
+    assert "the agent fell over" in earlier.inner_text() and "epoch 1" in earlier.inner_text()
+    assert "epoch 2" in text
+    for fragment in ("#again~2", "#again~1", "#again"):  # the addresses of when each attempt was a row
+        assert "Item again" in opened(newer_batch_page, fragment).page.inner_text("#turn"), fragment
     newer = opened(newer_batch_page, "#newer-1").page.inner_text("#turn")
     assert "→ decline · decided by default-decline" in newer  # nobody answers a question in a batch
 
@@ -408,3 +424,115 @@ def test_a_cut_transcript_says_so_on_the_turn(opened: Any, hostile_page: Path, t
     cut = loaded.page.inner_text("#cut")
     assert cut.startswith("This transcript was cut at 300 bytes of text (--max-turn-bytes): ") and cut in text
     assert "You said:" not in text  # the reply came after the cut: it is in the journal, not on the page
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Batches compared, one's own runs, what an audit reads.
+
+
+@pytest.fixture
+def compare_page(batch_page: Path, tmp_path: Path) -> Path:
+    """The demo batch beside a copy of it in which read-1 failed and crash-1 was never run."""
+    other = tmp_path / "other"
+    other.mkdir()
+    lines = []
+    for line in (batch_page.parent / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["id"] == "crash-1":
+            continue
+        if record["id"] == "read-1":
+            record.update(ok=False, stop_reason=None, error={"type": "AgentTimeout", "message": "no answer in 5 s"})
+        lines.append(json.dumps(record) + "\n")
+    (other / "results.jsonl").write_text("".join(lines), encoding="utf-8")
+    return view.write_html([batch_page.parent, other], tmp_path / "compare.html")
+
+
+def test_batches_compared_show_the_differing_items_first_their_totals_and_turns_side_by_side(
+    opened: Any, compare_page: Path
+) -> None:
+    loaded = opened(compare_page)
+    page = loaded.page
+    assert loaded.rows()[:2] == ["read-1", "crash-1"]  # the items whose outcome differs, first
+    assert sorted(loaded.rows()[2:]) == ["read-2", "rejected-1", "slow-1"]
+    assert page.inner_text("#counts") == "5 items in 2 batches, 2 differ in outcome"
+    totals = page.locator("#batches tbody tr").all_inner_texts()
+    assert [row.split("\t")[:6] for row in totals] == [
+        ["out", "5", "3", "2", "0", "60.0 %"],
+        ["other", "4", "2", "2", "1", "50.0 %"],
+    ]
+    read = page.locator('#turn-table tbody tr[data-id="read-1"] td')
+    assert read.nth(1).inner_text() == "differs" and read.nth(2).inner_text().startswith("ok · ")
+    assert (
+        read.nth(3).inner_text().startswith("failed · ")
+        and "AgentTimeout: no answer in 5 s" in read.nth(3).inner_text()
+    )
+    assert page.locator('#turn-table tbody tr[data-id="crash-1"] td').nth(3).inner_text() == "—"
+    page.select_option("#outcome-filter", "differs")
+    assert loaded.rows() == ["read-1", "crash-1"]
+    page.select_option("#outcome-filter", "same")
+    assert sorted(loaded.rows()) == ["read-2", "rejected-1", "slow-1"]
+    assert page.locator("#agent-filter").is_hidden()
+    page.select_option("#outcome-filter", "")
+    text = loaded.open("read-1")
+    assert text.startswith("Item read-1")
+    sides = page.locator("#turn .side > section")
+    assert sides.count() == 2
+    first, second = sides.nth(0).bounding_box(), sides.nth(1).bounding_box()
+    assert first is not None and second is not None
+    assert second["x"] >= first["x"] + first["width"] and abs(second["y"] - first["y"]) < 2  # one beside the other
+    assert "You said: What is in this folder?" in sides.nth(0).inner_text()
+    assert "AgentTimeout" in sides.nth(1).inner_text() and "You said:" in sides.nth(1).inner_text()
+    assert "not in this batch" in loaded.open("crash-1")
+
+
+def test_the_page_of_ones_runs_tells_its_rows_apart(opened: Any, newer_page: Path) -> None:
+    loaded = opened(newer_page)
+    heads = loaded.page.locator("#turn-table thead th").all_inner_texts()
+    assert [head.rstrip("↕▲▼").strip() for head in heads[:6]] == [
+        "started",
+        "agent",
+        "session",
+        "prompt",
+        "outcome",
+        "error",
+    ]
+    cells = loaded.page.locator('#turn-table tbody tr[data-id="newer #1"] td').all_inner_texts()
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d", cells[0]) and cells[1] == "tinyacp-demo"
+    assert cells[2].startswith("demo-") and cells[3].startswith("with-notice with-compaction")
+
+
+def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decided(opened: Any, tmp_path: Path) -> None:
+    from helpers.view import answered, asked, prompt, requested, update
+
+    path = tmp_path / "audit.jsonl"
+    journal = tinyacp.JsonlJournal(path)
+    epoch = journal.begin_epoch()
+    prompt(journal, epoch, 1, "fix it", session_id="s")
+    diff = {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
+    update(
+        journal, epoch, 1, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.py", "content": [diff]}
+    )
+    options = [{"optionId": "y", "name": "Yes", "kind": "allow_once"}]
+    params = {"sessionId": "s", "toolCall": {"toolCallId": "t1", "content": [diff]}, "options": options}
+    asked(journal, epoch, {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": params})
+    done = {"type": "content", "content": {"type": "text", "text": "edited a.py"}}
+    update(journal, epoch, 2, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                               "content": [done]})  # fmt: skip
+    create = {"sessionId": "s", "command": "pytest", "args": ["-q"], "cwd": "/w"}
+    requested(journal, epoch, {"jsonrpc": "2.0", "id": "c", "method": "terminal/create", "params": create})
+    answered(journal, epoch, {"jsonrpc": "2.0", "id": "c", "result": {"terminalId": "term-1"}}, "policy")
+    wait = {"sessionId": "s", "terminalId": "term-1"}
+    requested(journal, epoch, {"jsonrpc": "2.0", "id": "w", "method": "terminal/wait_for_exit", "params": wait})
+    answered(journal, epoch, {"jsonrpc": "2.0", "id": "w", "result": {"exitCode": 1}}, "policy")
+    journal.close()
+    first, rest = path.read_bytes().split(b"\n", 1)  # the journal's first record carries the run's trace id
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    path.write_bytes(json.dumps({**json.loads(first), "trace_id": trace}).encode() + b"\n" + rest)
+    loaded = opened(view.write_html(path, tmp_path / "audit.html"))
+    text = loaded.open("audit")
+    assert f"trace\n{trace}\n" in loaded.page.inner_text("#turn dl.facts")
+    assert "what was asked to approve:" in text and re.search(r"content \+\d+\.\d{3} s, replaced \+", text)
+    replaced = loaded.page.locator("#turn .replaced")
+    assert replaced.locator("del").inner_text().strip() == "- x = 1" and "edited a.py" in text
+    assert "terminal pytest -q in /w · exit status 1" in text
+    assert "terminal/wait_for_exit +" in text and "→ served terminal/wait_for_exit · decided by policy" in text

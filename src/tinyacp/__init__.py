@@ -40,9 +40,11 @@ from ._errors import (
     MissingDurableObserver,
     NotAdvertised,
     ObserverError,
+    OutsideSandbox,
     ProtocolViolation,
     ReaderExhaustion,
     RequestError,
+    SandboxUnavailable,
     SessionNotFound,
     SpawnError,
     TinyAcpError,
@@ -137,6 +139,9 @@ if TYPE_CHECKING:  # the names that load on first use, for type checkers and the
     from ._options import Options, StderrTarget
     from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
     from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
+    from ._sandbox import Bubblewrap
+    from ._serve import FileState, Serve, ServeRequest
+    from ._trace_context import TraceContext
     from .reader import DEFAULT_MAX_LINE, LineReader, ReaderLimits, default_reader_limits
 
 _LAZY: dict[str, str] = {
@@ -151,6 +156,7 @@ _LAZY: dict[str, str] = {
     "AvailableCommand": "._messages",
     "AvailableCommandsUpdate": "._messages",
     "BaseObserver": "._observer",
+    "Bubblewrap": "._sandbox",
     "Client": "._client",
     "ClientFeatures": "._features",
     "ClientInfo": "._messages",
@@ -167,6 +173,7 @@ _LAZY: dict[str, str] = {
     "ElicitationReply": "._elicitation",
     "ElicitationRequest": "._elicitation",
     "EnvVariable": "._messages",
+    "FileState": "._serve",
     "HttpHeader": "._messages",
     "Initialize": "._messages",
     "JsonlJournal": "._journal",
@@ -209,6 +216,8 @@ _LAZY: dict[str, str] = {
     "PromptTextResource": "._messages",
     "ReaderLimits": ".reader",
     "Secret": "._messages",
+    "Serve": "._serve",
+    "ServeRequest": "._serve",
     "Session": "._messages",
     "SessionInfo": "._messages",
     "SessionInfoUpdate": "._messages",
@@ -228,6 +237,7 @@ _LAZY: dict[str, str] = {
     "ToolCallStatus": "._messages",
     "ToolCallUpdate": "._messages",
     "ToolKind": "._messages",
+    "TraceContext": "._trace_context",
     "TransferLimits": "._limits",
     "TurnUsage": "._messages",
     "UnknownUpdate": "._messages",
@@ -261,6 +271,7 @@ __all__ = [
     "BatchError",
     "BatchItemError",
     "BatchStorageError",
+    "Bubblewrap",
     "Client",
     "ClientBusy",
     "ClientClosed",
@@ -278,6 +289,7 @@ __all__ = [
     "ElicitationReply",
     "ElicitationRequest",
     "EnvVariable",
+    "FileState",
     "HttpHeader",
     "Initialize",
     "JsonlJournal",
@@ -298,6 +310,7 @@ __all__ = [
     "ObserverError",
     "Options",
     "OutgoingMessage",
+    "OutsideSandbox",
     "Overflow",
     "OverflowKind",
     "PermissionOption",
@@ -326,7 +339,10 @@ __all__ = [
     "ReaderExhaustion",
     "ReaderLimits",
     "RequestError",
+    "SandboxUnavailable",
     "Secret",
+    "Serve",
+    "ServeRequest",
     "Session",
     "SessionInfo",
     "SessionInfoUpdate",
@@ -349,6 +365,7 @@ __all__ = [
     "ToolCallStatus",
     "ToolCallUpdate",
     "ToolKind",
+    "TraceContext",
     "TransferLimitExceeded",
     "TransferLimits",
     "TurnUsage",

@@ -200,6 +200,8 @@ class AsyncClient(ShellBase):
             if loop.is_running() and not loop.is_closed() and _running_loop() is not loop:
                 proc = self._proc
                 with contextlib.suppress(Exception):
+                    if self._services is not None:
+                        self._services.begin_close()
                     proc.signal_group(signal.SIGKILL)
                 try:
                     loop.call_soon_threadsafe(_forget_and_terminate, watch, proc)
@@ -312,9 +314,15 @@ class AsyncClient(ShellBase):
         """The teardown; it goes on if this task is cancelled, and :meth:`_reaped` waits."""
         self._closed = True
         self._core.end_call()
+        services = self._services
+        if services is not None:
+            services.begin_close()
         if self._reaping is None and not self._proc.closed:
             self._reaping = asyncio.ensure_future(self._terminate())
         await self._reaped()
+        if services is not None:
+            await asyncio.to_thread(services.close)
+        self._trace_exit()
 
     async def _terminate(self) -> None:
         """``terminate()`` with the wait for the agent's exit on the event loop (which reads its stderr meanwhile):

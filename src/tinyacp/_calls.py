@@ -211,6 +211,8 @@ def new_session(
     """Open a session whose working directory is ``cwd`` (made absolute).
 
     Raises:
+        OutsideSandbox: with ``Options(sandbox=...)``, ``cwd`` or an additional directory lies outside the
+            sandbox's writable roots (nothing written).
         NotAdvertised: a system prompt or additional directories the agent did not advertise (nothing written).
         AuthRequired: the agent wants ``authenticate`` first (the client stays usable).
         RequestError: the agent answered with an error.
@@ -240,6 +242,8 @@ def load_session(
     counted against ``TransferLimits``), then answers.
 
     Raises:
+        OutsideSandbox: with ``Options(sandbox=...)``, ``cwd`` or an additional directory lies outside the
+            sandbox's writable roots (nothing written).
         NotAdvertised: the agent did not advertise ``loadSession`` (or the extras asked for); nothing written.
         SessionNotFound: the agent does not know the session (the client stays usable).
         AuthRequired: the agent wants `authenticate` first (the client stays usable).
@@ -270,6 +274,8 @@ def resume_session(
     """Resume an earlier session without a replay of its history.
 
     Raises:
+        OutsideSandbox: with ``Options(sandbox=...)``, ``cwd`` or an additional directory lies outside the
+            sandbox's writable roots (nothing written).
         NotAdvertised: the agent did not advertise ``sessionCapabilities.resume`` (or the extras asked for);
             nothing written.
         SessionNotFound: the agent does not know the session (the client stays usable).
@@ -303,6 +309,8 @@ def fork_session(
     fork's history as updates under the new session id before they answer: each goes to ``on_update``.
 
     Raises:
+        OutsideSandbox: with ``Options(sandbox=...)``, ``cwd`` or an additional directory lies outside the
+            sandbox's writable roots (nothing written).
         NotAdvertised: the agent did not advertise ``sessionCapabilities.fork`` (``force=True`` sends it
             anyway, recorded as forced), or a system prompt or additional directories it did not advertise;
             nothing written.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
@@ -35,6 +35,7 @@ import msgspec
 from . import _answers as answers
 from . import _inbound as inbound
 from . import _requests as requests
+from . import _serve as serving
 from ._elicitation import ElicitationReply, elicitation_request
 from ._errors import (
     MissingDurableObserver,
@@ -78,15 +79,19 @@ from ._messages import (
     Subagent,
     SubagentUpdate,
     SystemPrompt,
+    ToolCall,
+    ToolCallUpdate,
     UpdateLine,
     UsageUpdate,
     config_options,
     merged_subagent,
 )
-from ._permissions import PermissionPolicy, PermissionReply, PermissionRequest, decide
+from ._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest, decide
 from ._records import AgentMessage, MessageKind, OutgoingMessage, PromptResult, Update
 from ._requests import Meta, Params
+from ._serve import PENDING, Act, Failure, Serve, ServeRequest, TerminalRef, ToolCalls
 from ._tolerant_json import parseable
+from ._trace_context import merged_meta
 from .reader import ReaderLimits
 
 __all__ = ["Call", "Conversation", "Done", "Meta", "Reaction", "Record", "Write"]
@@ -101,6 +106,14 @@ ON_PERMISSION_DECISION: Final = "on_permission_decision"
 ON_MESSAGE: Final = "on_message"
 ON_SEND: Final = "on_send"
 ON_ELICITATION: Final = "on_elicitation"
+ON_SERVE: Final = "on_serve"
+ON_SERVE_DECISION: Final = "on_serve_decision"
+
+_RULES: Final = "refused by the client's rules: "
+
+_MAX_WAITS: Final = 16
+"""``terminal/wait_for_exit`` requests one terminal may have waiting at once: an agent waits once; a flood of them
+is answered with an error past this, rather than kept."""
 
 _JOIN_EVERY: Final = 1024
 """The kept reply text is joined into one string every time this many more parts were kept."""
@@ -137,7 +150,7 @@ class Done:
         self.value = value
 
 
-Reaction = Generator[Record | Write, Any, Done | None]
+Reaction = Generator[Record | Write | Act, Any, Done | None]
 """What :meth:`Conversation.receive` returns for every line but an accepted update."""
 
 
@@ -222,6 +235,10 @@ class Conversation:
         client_info: sent in ``initialize``.
         has_observer: whether updates and permission requests can be recorded at all.
         features: the newer parts of ACP advertised in ``initialize`` and acted on.
+        sandbox_roots: the sandbox's writable roots (None: no sandbox); ``session/new``, ``load``, ``resume`` and
+            ``fork`` asked in a directory outside them raise :class:`~tinyacp.OutsideSandbox` before anything is
+            written.
+        serve: the files and terminals served to the agent (None: none).
 
     Raises:
         ValueError: ``max_update_bytes`` is larger than the reader's line limit.
@@ -237,6 +254,8 @@ class Conversation:
         client_info: ClientInfo,
         has_observer: bool,
         features: ClientFeatures = DEFAULT_FEATURES,
+        sandbox_roots: Sequence[str] | None = None,
+        serve: Serve | None = None,
     ) -> None:
         if transfer_limits.max_update_bytes > reader_limits.max_line:
             raise ValueError(
@@ -249,6 +268,8 @@ class Conversation:
         self.client_info = client_info
         self.has_observer = has_observer
         self.features = features
+        self.sandbox_roots = None if sandbox_roots is None else tuple(sandbox_roots)
+        """Where the sandboxed agent may write (None: no sandbox): a session asked elsewhere is refused."""
         self.seq = 0
         """The seq of the last update received."""
         self.agent: Initialize | None = None
@@ -270,6 +291,17 @@ class Conversation:
         self._run_texts: list[str | None] = []
         self._run_others: list[Update] = []
         """The text of each kept chunk of the latest run from :meth:`receive_updates` (None: not text)."""
+        self.serve = serve
+        self._served_methods = serve.methods if serve is not None else frozenset()
+        self._tools = ToolCalls()
+        """The session's tool calls: names carried forward to permission requests, and the turn's grants."""
+        self._roots: dict[str, tuple[str, ...]] = {}
+        """Each open session's folders: its cwd, its additional directories, then ``Serve.roots``."""
+        self._opening: tuple[str, ...] = ()
+        self._waits: dict[tuple[str, str], list[RequestId]] = {}
+        """``terminal/wait_for_exit`` requests waiting for their terminal's command to end."""
+        self.ended_sessions: list[str] = []
+        """Sessions closed or deleted since the driver last looked: their terminals are released."""
         self._encode = msgspec.json.Encoder().encode
         self._decode_update = msgspec.json.Decoder(UpdateLine).decode
         self._decode_envelope = msgspec.json.Decoder(Envelope).decode
@@ -278,10 +310,10 @@ class Conversation:
         self._max_updates = transfer_limits.max_updates
         self._max_reply_bytes = transfer_limits.max_reply_bytes
         self._max_reply_chunks = transfer_limits.max_reply_chunks
-        self._max_notices = transfer_limits.max_notices
-        self._max_notice_bytes = transfer_limits.max_notice_bytes
-        self._max_subagents = transfer_limits.max_subagents
-        self._max_subagent_bytes = transfer_limits.max_subagent_bytes
+        self.trace: Callable[[str], Mapping[str, str] | None] | None = None
+        """What gives each request's trace context (its method in): its keys go into the request's ``_meta``
+        (:func:`tinyacp._trace_context.merged_meta`); None, the default, adds nothing."""
+        self._kept = transfer_limits  # what a turn keeps of its notices and children (max_notices, ...)
 
     # ----------------------------------------------------------------------------------------------------------
     # What we write: each request's params are shaped by :mod:`tinyacp._requests`; here they are numbered,
@@ -289,9 +321,10 @@ class Conversation:
 
     def initialize(self, meta: Meta | None = None) -> Call[Initialize]:
         """The ``initialize`` request: protocol version 1, our info, and our client capabilities."""
-        return self._request(
-            "initialize", requests.initialize_params(self.client_info, self.features, meta), self._initialized
-        )
+        params = requests.initialize_params(self.client_info, self.features, meta)
+        if self.serve is not None:
+            self.serve.advertise(params["clientCapabilities"])
+        return self._request("initialize", params, self._initialized)
 
     def new_session(
         self,
@@ -315,7 +348,9 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
+        self._opening = self._folders(params)
         return self._request("session/new", params, lambda raw: self._opened(raw, None))
 
     def load_session(
@@ -342,7 +377,9 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
+        self._opening = self._folders(params)
         message = self._request("session/load", params, lambda raw: self._loaded(raw, session_id))
         self._loading = session_id
         self._replayed = 0
@@ -372,7 +409,9 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
+        self._opening = self._folders(params)
         return self._request("session/resume", params, lambda raw: self._opened(raw, session_id))
 
     def fork_session(
@@ -400,7 +439,9 @@ class Conversation:
             meta=meta,
             system_prompt=system_prompt,
             additional_directories=additional_directories,
+            roots=self.sandbox_roots,
         )
+        self._opening = self._folders(params)
         return self._request("session/fork", params, lambda raw: self._opened(raw, None), refusal=refusal, force=force)
 
     def close_session(self, session_id: str, meta: Meta | None = None) -> Call[None]:
@@ -584,6 +625,7 @@ class Conversation:
         if self._turn is not None:
             self._turn_ended()
         self._loading = None
+        self._tools.end_turn()
 
     @property
     def in_turn(self) -> bool:
@@ -621,6 +663,10 @@ class Conversation:
         if refusal is not None and not force:
             raise NotAdvertised(f"{refusal}; nothing was written (force=True sends it anyway)")
         request_id = self._next_id
+        if self.trace is not None and isinstance(params, dict):
+            params = {**params, "_meta": merged_meta(params.get("_meta"), self.trace(method))}
+            if params["_meta"] is None:
+                del params["_meta"]
         message = self._message(request_id, method, OutRequest("2.0", request_id, method, params), refusal is not None)
         self._next_id += 1
         self._pending = _Pending(request_id, method, finish)
@@ -660,6 +706,7 @@ class Conversation:
 
     def _opened(self, result: msgspec.Raw, session_id: str | None) -> Session:
         session = answers.decode_session(result, session_id)
+        self._roots[session.id] = self._opening
         # Commands reported before the answer (during a load) are kept; the rest is the answer's word.
         commands = self._state(session.id).available_commands
         self._sessions[session.id] = SessionState(
@@ -674,6 +721,8 @@ class Conversation:
 
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        if self._roots.pop(session_id, None) is not None:
+            self.ended_sessions.append(session_id)
 
     def _mode_set(self, session_id: str, mode_id: str) -> None:
         state = self._state(session_id)
@@ -882,11 +931,13 @@ class Conversation:
             self._sessions[session_id] = _applied(self._state(session_id), payload)
         elif cls is SubagentUpdate:
             self._announced(session_id, payload, turn)  # type: ignore[arg-type]  # checked by its class
+        elif cls is ToolCall or cls is ToolCallUpdate:
+            self._tools.seen(session_id, payload)  # type: ignore[arg-type]  # checked by its class
 
     def _notice(self, turn: _Turn, notice: Notice) -> None:
         """Keep the turn's notice within ``max_notices`` and ``max_notice_bytes``, else count it left out."""
         size = _utf8_size(notice.severity) + _utf8_size(notice.title) + _utf8_size(notice.description or "")
-        if len(turn.notices) < self._max_notices and turn.notice_bytes + size <= self._max_notice_bytes:
+        if len(turn.notices) < self._kept.max_notices and turn.notice_bytes + size <= self._kept.max_notice_bytes:
             turn.notices.append(notice)
             turn.notice_bytes += size
         else:
@@ -915,7 +966,7 @@ class Conversation:
             if turn is not None and child in turn.subagents:
                 size = max(size, old)  # its state stays in the result: still counted
         total = self._children_bytes - old + size
-        if (known is None and len(children) >= self._max_subagents) or total > self._max_subagent_bytes:
+        if (known is None and len(children) >= self._kept.max_subagents) or total > self._kept.max_subagent_bytes:
             if state is not None:
                 turn.subagents_dropped += 1  # type: ignore[union-attr]  # a state is only made in a turn
             return
@@ -994,7 +1045,7 @@ class Conversation:
             if envelope.request_id is None:
                 return self._invalid(raw, envelope.detail)
             return self._answer_invalid(raw, None, envelope.request_id, envelope.detail, envelope.code)
-        kind = inbound.kind(envelope, elicitation=self.features.elicitation)
+        kind = inbound.kind(envelope, elicitation=self.features.elicitation, served=self._served_methods)
         if kind is Kind.UPDATE:
             return self._loose_update(raw, envelope)
         if kind is Kind.NOTIFICATION:
@@ -1003,6 +1054,8 @@ class Conversation:
             return self._permission(raw, envelope)
         if kind is Kind.ELICITATION:
             return self._elicitation(raw, envelope)
+        if kind is Kind.SERVED:
+            return self._served(raw, envelope)
         if kind is Kind.UNSERVED:
             return self._unserved(raw, envelope)
         if kind is Kind.RESPONSE:
@@ -1057,7 +1110,12 @@ class Conversation:
             raise MissingDurableObserver(
                 "a permission request arrived and the client has no observer to record the decision"
             )
-        request = PermissionRequest(self.epoch, raw, request_id, params.session_id, params.tool_call, params.options)
+        tool_call = params.tool_call
+        if tool_call.name is None:  # Codex names its tool in a tool_call_update only: carried forward, so that
+            known = self._tools.name_of(params.session_id, tool_call.tool_call_id)  # deny_tools cannot miss it
+            if known is not None:
+                tool_call = msgspec.structs.replace(tool_call, name=known)
+        request = PermissionRequest(self.epoch, raw, request_id, params.session_id, tool_call, params.options)
         request.parent_session_id = self._parent(params.session_id)
         reply = yield Record(ON_PERMISSION_REQUEST, request)
         if reply is not None and not isinstance(reply, PermissionReply):
@@ -1065,6 +1123,8 @@ class Conversation:
                 f"on_permission_request must return a PermissionReply or None, not {type(reply).__name__}"
             )
         decide(request, reply, self.policy, cancelled=self._cancelled(params.session_id))
+        if request.allowed and request.decided_by == DecisionSource.OBSERVER:  # the policy's decides anew
+            self._tools.grant(params.session_id, self._tools.completed(params.session_id, tool_call))
         yield Record(ON_PERMISSION_DECISION, request)
         yield Write(self._response(request_id, {"outcome": request.outcome}))
         return None
@@ -1122,6 +1182,125 @@ class Conversation:
             return Done(pending.finish(result))
         except _UNREADABLE as exc:
             raise ProtocolViolation(f"the answer to {pending.method} does not fit the schema: {exc}") from exc
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Files and terminals served to the agent (``Options(serve=...)``): the rules are :mod:`tinyacp._serve`'s,
+    # the I/O is done by the driver's services for each :class:`~tinyacp._serve.Act` yielded here.
+
+    def _folders(self, params: Params) -> tuple[str, ...]:
+        """A session's folders from its opening request: its cwd, its additional directories, ``Serve.roots``."""
+        extra = self.serve.roots if self.serve is not None else ()
+        return (params["cwd"], *params.get("additionalDirectories", ()), *extra)
+
+    def _served(self, raw: bytes, envelope: Envelope) -> Reaction:
+        """A served request: recorded as received; a read, a write or a command decided (the decision recorded
+        with ``on_serve_decision`` before anything is done), done, and answered; the answer carries who decided."""
+        method, request_id = envelope.method, envelope.id
+        assert isinstance(method, str) and request_id is not msgspec.UNSET
+        params = serving.parse_params(method, envelope.params or b"null")
+        if isinstance(params, str):
+            return (yield from self._answer_invalid(raw, method, request_id, params, INVALID_PARAMS))
+        if not self.has_observer:
+            raise MissingDurableObserver("a request for a file or a terminal arrived and the client has no observer")
+        yield Record(ON_MESSAGE, self._note(raw, MessageKind.SERVED, method, request_id))
+        if isinstance(params, serving.TerminalParams):
+            return (yield from self._terminal_request(method, request_id, params))
+        request = self._serve_request(raw, request_id, method, params)
+        problem = yield from self._serve_decided(request)
+        yield Record(ON_SERVE_DECISION, request)
+        if not request.allowed:
+            message = problem.message if problem is not None else f"{_RULES}{request.reason}"
+            code = problem.code if problem is not None else serving.REFUSED
+            yield Write(self._decided(self._error(request_id, code, message), request))
+            return None
+        op = {"fs/read_text_file": "read", "fs/write_text_file": "write"}.get(method, "create")
+        content = params.content if isinstance(params, serving.WriteParams) else ""
+        result = yield Act(op, request, content=content)
+        if isinstance(result, Failure):
+            answer = self._error(request_id, result.code, result.message)
+        else:
+            results = {"read": {"content": result}, "write": {}, "create": {"terminalId": result}}
+            answer = self._response(request_id, results[op])
+        yield Write(self._decided(answer, request))
+        return None
+
+    def _serve_decided(self, request: ServeRequest) -> Generator[Record | Act, Any, Failure | None]:
+        """Decide ``request``: confinement (and the terminal limit), which no one overrides, then the observer's
+        ``on_serve`` and the rules (:func:`~tinyacp._serve.decide_serve`); a refusal by confinement is returned."""
+        roots = self._roots.get(request.session_id)
+        problem: Failure | None
+        if roots is None:
+            problem = Failure(serving.REFUSED, f"{_RULES}no session {request.session_id!r} is open here", True)
+        elif self._cancelled(request.session_id):
+            request.decided_by, request.reason = "cancelled", "the turn was cancelled"
+            return Failure(serving.REFUSED, f"{_RULES}the turn was cancelled")
+        else:
+            if request.kind == "execute" and request.cwd is None:
+                request.cwd = roots[0]
+            problem = yield Act("check", request, roots)
+        if problem is not None:
+            limit = problem.confinement and "terminals at once" in problem.message
+            request.decided_by = "limit" if limit else "confinement"
+            request.reason = problem.message.removeprefix(_RULES)
+            return problem
+        tools, session_id = self._tools, request.session_id
+        request.granted = tools.granted(session_id, request.kind, request.path, use=False)
+        answer = yield Record(ON_SERVE, request)
+        if answer is not None and not isinstance(answer, bool):
+            raise ObserverError(f"on_serve must return True, False or None, not {type(answer).__name__}")
+        granted = answer is None and request.granted and tools.granted(session_id, request.kind, request.path)
+        assert self.serve is not None
+        serving.decide_serve(request, answer, self.policy, self.serve, granted=granted)
+        return None
+
+    def _serve_request(self, raw: bytes, request_id: RequestId, method: str, params: Any) -> ServeRequest:
+        """The request as the observer sees it, with the tool call it most likely belongs to."""
+        request = ServeRequest(self.epoch, raw, request_id, method, params.session_id, serving.kind_of(method))
+        if isinstance(params, serving.ReadParams):
+            request.path, request.line_number, request.limit = params.path, params.line, params.limit
+        elif isinstance(params, serving.WriteParams):
+            request.path = params.path
+            request.size = len(params.content.encode("utf-8", "surrogatepass"))
+        else:
+            assert isinstance(params, serving.CreateParams)
+            request.command, request.args, request.cwd = params.command, tuple(params.args), params.cwd
+            request.env = {entry.name: entry.value for entry in params.env}
+            request.line = serving.command_line(params.command, params.args)
+            request.output_limit = params.output_byte_limit
+        request.tool_call = self._tools.likely(request.session_id, method, request.path)
+        return request
+
+    def _decided(self, message: OutgoingMessage, request: ServeRequest) -> OutgoingMessage:
+        return msgspec.structs.replace(message, decided_by=request.decided_by)
+
+    def _terminal_request(self, method: str, request_id: RequestId, params: serving.TerminalParams) -> Reaction:
+        """``terminal/output``, ``wait_for_exit``, ``kill`` or ``release`` of a terminal this client started."""
+        op = {"terminal/wait_for_exit": "wait"}.get(method, method.removeprefix("terminal/"))
+        ref = TerminalRef(params.session_id, params.terminal_id)
+        result = yield Act(op, ref)
+        if isinstance(result, Failure):
+            yield Write(self._error(request_id, result.code, result.message))
+        elif op == "output":
+            answer: dict[str, Any] = {"output": result.output, "truncated": result.truncated}
+            if result.exit is not None:
+                answer["exitStatus"] = result.exit.wire()
+            yield Write(self._response(request_id, answer))
+        elif op == "wait" and result is PENDING:
+            waits = self._waits.setdefault((ref.session_id, ref.terminal_id), [])
+            if len(waits) >= _MAX_WAITS:
+                yield Write(self._error(request_id, serving.FAILED, f"at most {_MAX_WAITS} waits per terminal"))
+            else:
+                waits.append(request_id)  # answered when the command ends (terminal_exited)
+        elif op == "wait":
+            yield Write(self._response(request_id, result.wire()))
+        else:
+            yield Write(self._response(request_id, {}))
+        return None
+
+    def terminal_exited(self, session_id: str, terminal_id: str, status: serving.ExitStatus) -> list[OutgoingMessage]:
+        """A terminal's command ended: the answers to the ``terminal/wait_for_exit`` requests waiting for it."""
+        waits = self._waits.pop((session_id, terminal_id), [])
+        return [self._response(request_id, status.wire()) for request_id in waits]
 
 
 def _utf8_size(text: str) -> int:

@@ -36,7 +36,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Final, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, cast
 
 import msgspec
 
@@ -46,7 +46,11 @@ from ._log import CLIENT as _log
 from ._log import PERMISSIONS as _permissions_log
 from ._process import CLOSED, WOULD_BLOCK
 from ._records import OutgoingMessage, Update
+from ._serve import Act
 from .reader import LineReader, ReaderEvent
+
+if TYPE_CHECKING:
+    from ._services import Services
 
 __all__ = ["CHECKPOINT", "ON_FLUSH", "Await", "CallDriver", "Checkpoint", "Driven", "Gone", "Step", "WaitFor"]
 
@@ -57,6 +61,11 @@ ON_FLUSH: Final = "flush"
 _MAX_QUEUED: Final = 64
 """Lines of ours waiting to be written. Past it the driver stops taking the agent's lines (each may ask for an
 answer) until the agent reads its input: it holds one request, its answers and its cancels, nothing unbounded."""
+
+_MAX_QUEUED_BYTES: Final = 8 << 20
+"""Bytes of our lines waiting to be written, past which the driver stops taking the agent's lines as past
+``_MAX_QUEUED``: answers to served requests can be large (a read, a terminal's output of up to 1 MiB), and an
+agent that floods ``terminal/output`` without reading its input must not grow our memory."""
 
 _SALVAGE_BYTES: Final = 1 << 20
 """How much of the agent's output a close (or a failed write) still reads and records: 1 MiB, the largest pipe
@@ -169,6 +178,7 @@ class CallDriver:
         cancel_grace: how long a prompt waits for its answer once it asked the agent to stop.
         cooperative: yield :data:`CHECKPOINT` while the agent floods (the asyncio shell).
         clock: the monotonic clock of the deadlines.
+        services: the I/O of the files and terminals served (None: none are).
     """
 
     def __init__(
@@ -182,6 +192,7 @@ class CallDriver:
         cancel_grace: float,
         cooperative: bool,
         clock: Callable[[], float] = time.monotonic,
+        services: Services | None = None,
     ) -> None:
         self.core = core
         self.reader = reader
@@ -201,6 +212,9 @@ class CallDriver:
         self._cooperative = cooperative
         self._clock = clock
         self._out: deque[memoryview] = deque()
+        self._queued = 0
+        """Bytes in ``_out``."""
+        self._services = services
         self._held: list[bytes] = []
         """Lines the reader handed out that no pump handled yet: a call ended before the end of their batch."""
         self._input_closed = False
@@ -242,6 +256,7 @@ class CallDriver:
         try:
             yield from self._send(run, message)
             done = yield from self._pump(run)
+            self._sessions_ended()
             yield from self._flush()
             if started is not None:
                 _log.debug("%s (id %s) answered in %.3f s", message.method, message.id, self._clock() - started)
@@ -358,7 +373,7 @@ class CallDriver:
         event = self.core.receive(line)
         if not isinstance(event, Update):
             done = yield from self._react(run, event)
-            if done is None and len(self._out) > _MAX_QUEUED:  # a reaction may queue an answer; an update not
+            if done is None and self._full:  # a reaction may queue an answer; an update not
                 yield from self._batch(run)
                 yield from self._fill(run)
             return done
@@ -397,6 +412,9 @@ class CallDriver:
             return
         if self.cancels:
             yield from self._write_cancels(run)
+        services = self._services
+        if services is not None and services.terminals.exited:
+            yield from self._terminals_ended(run, services)
         if self._out:
             yield from self._push(run)
         if now >= run.deadline:
@@ -405,7 +423,7 @@ class CallDriver:
     def _fill(self, run: _Run) -> Driven[None]:
         """Read what the agent wrote into the buffer; if nothing is there, wait (a queue too full to take more
         of the agent's lines waits for the agent to read instead)."""
-        if len(self._out) > _MAX_QUEUED:
+        if self._full:
             read = False
         else:
             reader = self.reader
@@ -437,6 +455,9 @@ class CallDriver:
                     value = yield from self._record(callbacks[effect.callback], effect.value)
                     if effect.callback == ON_PERMISSION_DECISION and _permissions_log.isEnabledFor(logging.INFO):
                         _log_decision(effect.value)
+                elif isinstance(effect, Act):
+                    assert self._services is not None, "the core acts only on what is served"
+                    value = self._services.act(effect)
                 else:
                     value = None
                     yield from self._send(run, effect.message)
@@ -495,6 +516,27 @@ class CallDriver:
         _log.info("the deadline passed without an answer%s", "; $/cancel_request sent" if request is not None else "")
         raise AgentTimeout("the agent did not answer in time")
 
+    @property
+    def _full(self) -> bool:
+        """Whether our queue is too long to take more of the agent's lines (each may ask for an answer)."""
+        return len(self._out) > _MAX_QUEUED or self._queued > _MAX_QUEUED_BYTES
+
+    def _terminals_ended(self, run: _Run, services: Services) -> Driven[None]:
+        """Commands that ended: answer the ``terminal/wait_for_exit`` requests waiting for them."""
+        for terminal in services.terminals.take_exits():
+            exit = terminal.exit
+            assert exit is not None, "a terminal is reported once its command is reaped"
+            for answer in self.core.terminal_exited(terminal.session_id, terminal.id, exit):
+                yield from self._send(run, answer)
+
+    def _sessions_ended(self) -> None:
+        """Sessions closed by the call that just ended: their terminals are released."""
+        ended = self.core.ended_sessions
+        while ended:
+            session_id = ended.pop()
+            if self._services is not None:
+                self._services.end_session(session_id)
+
     def _write_cancels(self, run: _Run) -> Driven[None]:
         """Write the cancels other threads asked for, in this thread and in order; a kill ends the call."""
         if self.killed:
@@ -514,6 +556,7 @@ class CallDriver:
         yield from self._record(self._callbacks.get(ON_SEND), message)
         yield from self._flush()
         self._out.append(memoryview(message.raw + b"\n"))
+        self._queued += len(message.raw) + 1
         yield from self._push(run)
 
     def _push(self, run: _Run) -> Driven[None]:
@@ -523,6 +566,8 @@ class CallDriver:
         while out:
             data = out[0]
             written = write(data)
+            if written >= 0:
+                self._queued -= written
             if written == len(data):
                 out.popleft()
             elif written >= 0:
@@ -533,6 +578,7 @@ class CallDriver:
                 assert written == CLOSED
                 self._input_closed = True
                 out.clear()
+                self._queued = 0
                 yield from self._salvaged(run)
                 raise Gone("the agent closed its input")
 

@@ -10,7 +10,9 @@ agent::
     │   ├── ClientClosed              any call after close()
     │   ├── UnsupportedContent        a prompt block the agent did not advertise
     │   ├── NotAdvertised             a call, option or value the agent did not advertise; nothing written
-    │   └── MissingDurableObserver    a client was made without an observer
+    │   ├── MissingDurableObserver    a client was made without an observer
+    │   ├── SandboxUnavailable        the sandbox asked for cannot be made here (no bwrap, no user namespaces)
+    │   └── OutsideSandbox            a session asked in a directory the sandbox does not let the agent write
     ├── LimitExceeded                 a bound the caller set was reached
     │   ├── ReaderExhaustion          a line longer than the reader's limit; the reader stops for good
     │   └── TransferLimitExceeded     a message, an update or the update count passed TransferLimits
@@ -56,9 +58,11 @@ __all__ = [
     "MissingDurableObserver",
     "NotAdvertised",
     "ObserverError",
+    "OutsideSandbox",
     "ProtocolViolation",
     "ReaderExhaustion",
     "RequestError",
+    "SandboxUnavailable",
     "SessionNotFound",
     "SpawnError",
     "TinyAcpError",
@@ -103,6 +107,14 @@ class NotAdvertised(UsageError):
 
 class MissingDurableObserver(UsageError):
     """The client has no observer to record what the agent sends before acting on it (raised when it is made)."""
+
+
+class SandboxUnavailable(UsageError):
+    """The sandbox asked for cannot be made here (not Linux, no ``bwrap``, no user namespaces); nothing started."""
+
+
+class OutsideSandbox(UsageError):
+    """A session was asked in a directory outside the sandbox's writable roots; nothing was written."""
 
 
 class LimitExceeded(TinyAcpError):

@@ -8,7 +8,6 @@ answer. See https://agentclientprotocol.com/protocol/initialization#client-capab
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +47,7 @@ class ClientFeatures:
 
     def capabilities(self) -> dict[str, Any]:
         """The ``clientCapabilities`` of ``initialize``: the fixed ones, plus exactly what is switched on."""
-        advertised = copy.deepcopy(CLIENT_CAPABILITIES)
+        advertised: dict[str, Any] = _copied(CLIENT_CAPABILITIES)
         session: dict[str, Any] = advertised["session"]
         if self.notices:
             session["notices"] = {}
@@ -61,3 +60,13 @@ class ClientFeatures:
         if self.elicitation:
             advertised["elicitation"] = {"form": {}}
         return advertised
+
+
+def _copied(value: Any) -> Any:
+    """A copy of JSON-shaped data (dicts, lists and scalars), as ``copy.deepcopy`` makes it but without its memo and
+    dispatch, which cost each client's ``initialize`` about as much as the rest of its parameters."""
+    if value.__class__ is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if value.__class__ is list:
+        return [_copied(item) for item in value]
+    return value

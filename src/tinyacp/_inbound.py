@@ -48,6 +48,8 @@ class Kind(enum.Enum):
     """A ``session/request_permission`` request."""
     ELICITATION = enum.auto()
     """An ``elicitation/create`` request, with elicitation on."""
+    SERVED = enum.auto()
+    """A request for a file or a terminal, of a method the client serves (``Options(serve=...)``)."""
     UNSERVED = enum.auto()
     """A request of a method we do not serve."""
     RESPONSE = enum.auto()
@@ -89,8 +91,9 @@ def _malformed(text: bytes, detail: str, code: int) -> Malformed:
     return Malformed(detail, tolerant_json.request_id(text), code)
 
 
-def kind(envelope: Envelope, *, elicitation: bool) -> Kind:
-    """What ``envelope`` is; ``elicitation``: whether we serve ``elicitation/create``."""
+def kind(envelope: Envelope, *, elicitation: bool, served: frozenset[str] = frozenset()) -> Kind:  # noqa: PLR0911  one return per kind
+    """What ``envelope`` is; ``elicitation``: whether we serve ``elicitation/create``; ``served``: the file and
+    terminal methods we serve."""
     method = envelope.method
     if isinstance(method, str):
         if envelope.id is msgspec.UNSET:
@@ -99,6 +102,8 @@ def kind(envelope: Envelope, *, elicitation: bool) -> Kind:
             return Kind.PERMISSION
         if method == "elicitation/create" and elicitation:
             return Kind.ELICITATION
+        if method in served:
+            return Kind.SERVED
         return Kind.UNSERVED
     if envelope.id is not msgspec.UNSET:
         return Kind.RESPONSE

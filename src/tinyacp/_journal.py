@@ -4,12 +4,19 @@ One JSON object per line (JSON Lines), written in the order the client saw or wr
 ``type`` and ``epoch``; the kinds are::
 
     {"type":"epoch","epoch":2,"ts":"2026-05-01T09:30:00.123456Z"}
+    {"type":"epoch","epoch":3,"ts":"…","sandbox":{"kind":"bubblewrap","bwrap":["--unshare-user",…],…}}
+    {"type":"epoch","epoch":4,"ts":"…","trace_id":"<32 hex>"}    (a traced run)
     {"type":"line","epoch":2,"dir":"out","ts":"…","kind":"request","method":"session/prompt","id":2,"len":97,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"update","seq":7,"len":180,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"permission_request","method":"session/request_permission",
      "id":0,"len":412,"msg":{…}}
     {"type":"line","epoch":2,"dir":"in","ts":"…","kind":"invalid","detail":"not JSON","line":"hello"}
     {"type":"decision","epoch":2,"ts":"…","id":0,"decided_by":"policy","outcome":{…},"reason":"…"}
+    {"type":"serve_decision","epoch":2,"ts":"…","id":3,"method":"fs/write_text_file","session_id":"s1",
+     "kind":"edit","path":"…","resolved":"…","size":12,"prior":{"exists":true,"size":9,"sha256":"…"},
+     "allowed":true,"decided_by":"policy","reason":"…"}
+
+An epoch whose agent ran in a sandbox says so and how in its ``sandbox`` object (``begin_epoch(sandbox=...)``).
 
 ``dir`` is ``in`` (the agent wrote it) or ``out`` (the client wrote it). ``kind`` is what the client made of the
 line: ``update``, ``permission_request`` or a :class:`~tinyacp.MessageKind` value for the agent's lines;
@@ -34,7 +41,8 @@ lines the client read in one burst, before it acted or waited) share the time of
 A line of ours that carried :class:`~tinyacp.Secret` values is stored with each one's JSON string replaced by
 ``"<secret>"``, and its record says how many with ``"redacted": N``: that line is *not* the exact bytes sent.
 A request sent with ``force=True`` although the agent did not advertise it has ``"forced": true``; our answer to
-an ``elicitation/create`` says who decided it, ``"decided_by"`` (``observer``, ``default-decline``, ``cancelled``).
+an ``elicitation/create`` says who decided it, ``"decided_by"`` (``observer``, ``default-decline``, ``cancelled``),
+and so does our answer to a served read, write or ``terminal/create`` (as the ``serve_decision`` before it).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -61,6 +69,7 @@ from ._files import open_regular, open_regular_binary
 from ._observer import BaseObserver
 from ._permissions import PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
+from ._serve import ServeRequest
 
 __all__ = ["JournalContents", "JournalLine", "JsonlJournal", "iter_journal", "line_message", "read_journal"]
 
@@ -84,9 +93,17 @@ _parse_raw = msgspec.json.Decoder(msgspec.Raw).decode
 
 def timestamp(now: float | None = None) -> str:
     """UTC, ISO 8601, microseconds: sortable as text and readable in a log."""
+    global _second  # noqa: PLW0603  one tuple, replaced whole: a thread reads either the old one or the new one
     now = time.time() if now is None else now
     seconds = int(now)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((now - seconds) * 1e6):06d}Z"
+    second = _second
+    if second[0] != seconds:  # a batch turn stamps a dozen records within the same second or two
+        second = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{second[1]}.{int((now - seconds) * 1e6):06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
+"""The last second :func:`timestamp` wrote out, and its text."""
 
 
 class JsonlJournal(BaseObserver):
@@ -147,7 +164,9 @@ class JsonlJournal(BaseObserver):
     # ----------------------------------------------------------------------------------------------------------
     # Epochs.
 
-    def begin_epoch(self, *, durable: bool = True) -> int:
+    def begin_epoch(
+        self, *, durable: bool = True, sandbox: Mapping[str, Any] | None = None, trace_id: str | None = None
+    ) -> int:
         """Read the last epoch in the file, record the next one (durably, unless told not to) and return it (1 for a
         new file).
 
@@ -159,6 +178,11 @@ class JsonlJournal(BaseObserver):
                 fsync, a permission decision's, since an fsync covers every record before it. Until then a crash
                 of the machine may lose it together with every later record of the epoch, and the epoch's number
                 would be given again. ``sync=True`` fsyncs it all the same.
+            sandbox: how the epoch's agent is sandboxed (JSON values: what bwrap was given, which directories are
+                writable, the network), recorded as the epoch record's ``sandbox``: whoever reads the journal
+                knows what the agent could touch. None: nothing is said.
+            trace_id: the run's OpenTelemetry trace id (32 hex characters), kept in the epoch record as
+                ``trace_id`` so that a reader of the journal finds the run's trace.
 
         Raises:
             OSError: the file cannot be read or written.
@@ -177,7 +201,11 @@ class JsonlJournal(BaseObserver):
                         f"{self.path} has no epoch left: its last is {epoch - 1}, and a client takes at most "
                         f"{MAX_SAFE_INT}; start a new journal"
                     )
-                record = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                record: dict[str, Any] = {"type": "epoch", "epoch": epoch, "ts": self._batch_ts()}
+                if sandbox is not None:
+                    record["sandbox"] = dict(sandbox)
+                if trace_id is not None:
+                    record["trace_id"] = trace_id
                 self._add(self._encode(record) + b"\n", sync=durable)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -226,6 +254,15 @@ class JsonlJournal(BaseObserver):
             "outcome": request.outcome,
             "reason": request.reason,
         }
+        with self._lock:
+            record["ts"] = self._batch_ts()
+            self._add(self._encode(record) + b"\n", sync=True)
+
+    def on_serve_decision(self, request: ServeRequest) -> None:
+        """Record the decision on a served read, write or command (with a write's prior state) and fsync it, with
+        every record before it: all of them are on disk before the client acts."""
+        record: dict[str, Any] = {"type": "serve_decision", "epoch": request.epoch, "ts": "", "id": request.request_id}
+        record.update(request.record())
         with self._lock:
             record["ts"] = self._batch_ts()
             self._add(self._encode(record) + b"\n", sync=True)

@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 from ._elicitation import ElicitationReply, ElicitationRequest
 from ._permissions import PermissionReply, PermissionRequest
 from ._records import AgentMessage, OutgoingMessage, Update
+from ._serve import ServeRequest
 
 __all__ = ["BaseObserver", "Observer"]
 
@@ -34,8 +35,10 @@ class Observer(Protocol):
     ``on_message`` and ``on_send`` are optional: an observer without them still works, and gets no record of
     responses, other requests and our own lines. ``on_elicitation`` is optional too: with
     ``ClientFeatures(elicitation=True)`` it answers the agent's questions to the user (``elicitation/create``);
-    without it they are declined. ``flush()`` is optional too: the flush point (see the module
-    documentation); :class:`BaseObserver` has none, so an observer that writes each record at once costs
+    without it they are declined. ``on_serve`` and ``on_serve_decision`` are optional too: with
+    ``Options(serve=...)`` the first decides a read, a write or a command the agent asks the client for, the
+    second records the decision before the client acts on it. ``flush()`` is optional too: the flush point (see
+    the module documentation); :class:`BaseObserver` has none, so an observer that writes each record at once costs
     nothing there.
     """
 
@@ -82,4 +85,15 @@ class BaseObserver:
         """Called for every ``elicitation/create`` (with ``ClientFeatures(elicitation=True)``), after its line
         went to ``on_message``; return a reply, or None to decline. A ``url`` elicitation asks the user to open
         a URL: tinyacp never opens it."""
+        return None
+
+    def on_serve(self, request: ServeRequest) -> bool | Awaitable[bool | None] | None:
+        """Called for every read, write or command the agent asks the client for (with ``Options(serve=...)``),
+        after its line went to ``on_message`` and once confinement accepted it: return True to allow it, False
+        to refuse it, or None to leave it to the rules."""
+        return None
+
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None] | None:
+        """Called with the decision filled in (``allowed``, ``decided_by``, ``reason``; a write's ``prior``
+        state), before the client reads, writes or starts anything, and before the answer is written."""
         return None

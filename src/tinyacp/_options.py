@@ -15,6 +15,9 @@ from ._messages import ClientInfo
 from ._observer import Observer
 from ._permissions import PermissionPolicy
 from ._process import StderrTarget
+from ._sandbox import Bubblewrap
+from ._serve import Serve
+from ._trace_context import TraceContext
 from ._version import __version__
 from .reader import ReaderLimits, default_reader_limits
 
@@ -57,6 +60,16 @@ class Options:
             are stopped at teardown too: SIGTERM, SIGKILL after half of ``kill_grace``. The client's ``pid``
             is then the supervisor's; it exits as the agent did. It costs one more Python process per agent:
             about 20 ms more to start and 5 MB of private memory (measured in RELIABILITY.md).
+        sandbox: a :class:`~tinyacp.Bubblewrap` to start the agent inside bubblewrap (Linux): it may then write
+            only in ``cwd`` and the sandbox's ``writable`` directories, and a session asked elsewhere raises
+            :class:`~tinyacp.OutsideSandbox`. Making the client raises :class:`~tinyacp.SandboxUnavailable` where
+            bwrap cannot run; never an unsandboxed start. None (the default): no sandbox (``docs/sandbox.md``).
+        serve: the files and terminals the client serves to the agent, each request decided by the observer's
+            ``on_serve`` and the rules (:class:`~tinyacp.Serve`; default: none, as before).
+        trace_context: the trace the agent's work joins (:class:`~tinyacp.TraceContext`): its ``traceparent``,
+            ``tracestate`` and ``baggage`` go into every request's ``_meta`` and into the agent's environment
+            (``TRACEPARENT``…), as docs/traces.md says. None: the span active in the caller when the
+            OpenTelemetry API is loaded, else none. A call's own ``meta`` with a ``traceparent`` wins for that call.
 
     Raises:
         ValueError: an empty command; an epoch that is not an int from 1 to 2**53 - 1; a grace or timeout
@@ -64,8 +77,9 @@ class Options:
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
         TypeError: ``command`` is a single string rather than an argv sequence, or ``features``,
-            ``reader_limits`` or ``transfer_limits`` is not a :class:`~tinyacp.ClientFeatures`,
-            :class:`~tinyacp.ReaderLimits` or :class:`~tinyacp.TransferLimits`.
+            ``reader_limits``, ``transfer_limits``, ``serve``, ``sandbox`` or ``trace_context`` is not a
+            :class:`~tinyacp.ClientFeatures`, :class:`~tinyacp.ReaderLimits`, :class:`~tinyacp.TransferLimits`,
+            :class:`~tinyacp.Serve`, :class:`~tinyacp.Bubblewrap` or :class:`~tinyacp.TraceContext`.
     """
 
     command: Sequence[str]
@@ -83,6 +97,9 @@ class Options:
     timeout: float | None = None
     cancel_grace: float = 5.0
     supervise: bool = False
+    sandbox: Bubblewrap | None = None
+    serve: Serve = field(default_factory=Serve)
+    trace_context: TraceContext | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str | bytes):
@@ -96,8 +113,13 @@ class Options:
             ("features", ClientFeatures),
             ("reader_limits", ReaderLimits),
             ("transfer_limits", TransferLimits),
+            ("serve", Serve),
         ):
             check_kind(name, getattr(self, name), kind)
+        if self.sandbox is not None:
+            check_kind("sandbox", self.sandbox, Bubblewrap)
+        if self.trace_context is not None:
+            check_kind("trace_context", self.trace_context, TraceContext)
         if self.stderr == subprocess.DEVNULL:
             object.__setattr__(self, "stderr", "discard")
         for name in ("kill_grace", "cancel_grace"):

@@ -78,8 +78,11 @@ class PermissionPolicy:
 
     A request is allowed when its tool's ``name`` is in ``tools``, its kind in ``kinds``, its title starts with
     one of ``title_prefixes``, or ``allow_all`` is set; but never when its ``name`` is in ``deny_tools``, which
-    wins over everything else, ``allow_all`` included. A request without a ``name`` (older agents, OpenCode,
-    Codex's first ``tool_call``) matches neither ``tools`` nor ``deny_tools``.
+    wins over everything else, ``allow_all`` included. A request without a ``name`` takes the name an earlier
+    ``tool_call`` or ``tool_call_update`` of the same tool call gave (Codex names its tools there only). Deny
+    rules cannot fail open: while ``deny_tools`` is in force, a request whose tool has no known name (older
+    agents, OpenCode) is never allowed by the policy (not by ``allow_all``, ``kinds`` nor ``title_prefixes``),
+    since it could be a denied tool; the observer can still allow it.
 
     Args:
         kinds: tool kinds to allow (``read``, ``edit``, ``execute``, …), as the agent claims them.
@@ -130,6 +133,8 @@ class PermissionPolicy:
         if self.denies(tool_call):
             return False
         name = tool_call.name
+        if name is None and self.deny_tools:  # it could be a denied tool: only the observer may allow it
+            return False
         if self.allow_all:
             return True
         if name is not None and name in self.tools:
@@ -225,6 +230,9 @@ def _who_decides(
         return DecisionSource.POLICY, PermissionReply.reject(), f"the policy denies tool {tool_call.name!r}"
     if policy.allows(tool_call):
         return DecisionSource.POLICY, PermissionReply.allow(), "the policy allows it"
+    if tool_call.name is None and policy.deny_tools and has_rules(policy):
+        why = "the tool has no known name and deny_tools is in force, so no rule may allow it"
+        return DecisionSource.DEFAULT_REJECT, PermissionReply.reject(), why
     return DecisionSource.DEFAULT_REJECT, PermissionReply.reject(), "neither the observer nor the policy allowed it"
 
 

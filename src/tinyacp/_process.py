@@ -34,12 +34,17 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO, Any, Final, Literal, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from ._bounds import MAX_FD, check_count, check_seconds
 from ._errors import SpawnError, describe_returncode
 from ._fd_limit import retry_when_out_of_fds
 from ._log import PROCESS as _log
+
+if TYPE_CHECKING:
+    from ._sandbox import Plan
+
+T = TypeVar("T")
 
 __all__ = ["CLOSED", "STDERR_TAIL_BYTES", "WOULD_BLOCK", "AgentProcess", "StderrTarget"]
 
@@ -108,8 +113,10 @@ class AgentProcess:
         exit_fd: int | None,
         wake_fds: tuple[int, int],
         stderr_tail: _StderrTail | None,
+        sandboxed: bool = False,
     ) -> None:
         """Take ownership of a started process and its fds; use :meth:`spawn` instead."""
+        self._sandboxed = sandboxed
         self._proc = proc
         self._argv0 = argv0
         self.pid = proc.pid
@@ -145,6 +152,7 @@ class AgentProcess:
         supervise: bool = False,
         kill_grace: float = 2.0,
         tail_thread: bool = True,
+        sandbox: Plan | None = None,
     ) -> AgentProcess:
         """Start the agent in a new process group, with pipes for stdin and stdout.
 
@@ -166,6 +174,9 @@ class AgentProcess:
             tail_thread: With ``stderr="tail"``, whether a thread reads the stderr pipe. False: the caller reads it
                 (an event loop that watches :attr:`tail_fd` and calls :meth:`read_stderr` when it is readable),
                 when the agent's exit can be watched too (``exit_fd``); else a thread reads it all the same.
+            sandbox: start ``sandbox.argv`` (bwrap, then ``argv``: :func:`tinyacp._sandbox.plan`) instead of
+                ``argv``. bwrap then leads the group and is what ``pid`` names; its PID namespace dies with it.
+                It is started from a thread that lives as long as this process (see :func:`_from_keeper`).
 
         Returns:
             The running agent. Call :meth:`terminate` when done with it.
@@ -190,19 +201,28 @@ class AgentProcess:
                 stdin_r, stdin_w = _pipe(theirs, ours, child="read")
                 stdout_r, stdout_w = _pipe(ours, theirs, child="write")
                 wake_r, wake_w = _pipe(ours, ours)
-                command, status_r = args, -1
+                command, status_r = (args if sandbox is None else list(sandbox.argv)), -1
                 pass_fds: tuple[int, ...] = ()
                 if supervise:
                     from . import _supervisor
 
                     status_r, status_w = _pipe(status, theirs, child="both")  # blocking: we wait on it once
-                    command = _supervisor.command(args, grace=kill_grace, status_fd=status_w)
+                    command = _supervisor.command(command, grace=kill_grace, status_fd=status_w)
                     pass_fds = (status_w,)
                 if keep_tail:
                     err_r, child_stderr = _pipe(tail_fds, theirs, child="write")
-                proc = _popen(
-                    command, stdin_r, stdout_w, child_stderr, program=args[0], cwd=cwd, env=env, pass_fds=pass_fds
+                start = functools.partial(
+                    _popen,
+                    command,
+                    stdin_r,
+                    stdout_w,
+                    child_stderr,
+                    program=args[0],
+                    cwd=cwd,
+                    env=env,
+                    pass_fds=pass_fds,
                 )
+                proc = start() if sandbox is None or supervise else _from_keeper(start)
             try:
                 if supervise:
                     _await_supervisor(status_r, args[0], cwd)
@@ -221,7 +241,8 @@ class AgentProcess:
                 raise
             ours.pop_all()  # the AgentProcess owns the rest from here on
         # The program only: its arguments may carry a token.
-        _log.info("started %s as pid %d%s", args[0], proc.pid, " (supervised)" if supervise else "")
+        how = (" (supervised)" if supervise else "") + (" (in bubblewrap)" if sandbox is not None else "")
+        _log.info("started %s as pid %d%s", args[0], proc.pid, how)
         return cls(
             proc,
             argv0=args[0],
@@ -230,6 +251,7 @@ class AgentProcess:
             exit_fd=exit_fd,
             wake_fds=(wake_r, wake_w),
             stderr_tail=tail,
+            sandboxed=sandbox is not None,
         )
 
     def __repr__(self) -> str:
@@ -297,6 +319,10 @@ class AgentProcess:
             except OSError:  # EPIPE, ECONNRESET, EBADF: nothing more reaches the agent through this pipe
                 return CLOSED
 
+    def close_stdin(self) -> None:
+        """Close our end of the agent's stdin now: it reads EOF (a served terminal's command gets no input)."""
+        self._close_stdin()
+
     def poll(self) -> int | None:
         """Reap the agent if it has exited, without blocking, and return its returncode (None if alive)."""
         return self._proc.poll()
@@ -359,8 +385,10 @@ class AgentProcess:
 
         Closes stdin, sends SIGTERM (and SIGCONT) to the group, waits up to ``grace`` seconds for every
         member to exit, sends SIGKILL to the group and waits a few seconds more, then reaps the agent and
-        closes our fds. Safe to call from several threads (the others wait for the first) and more than
-        once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
+        closes our fds. In bubblewrap (``spawn(sandbox=...)``) the grace comes before SIGTERM: bwrap does not
+        pass signals on, and its death kills everything inside at once, so the agent gets ``grace`` seconds to
+        end on the end of its input instead. Safe to call from several threads (the others wait for the first)
+        and more than once. If interrupted (KeyboardInterrupt), it kills the group at once, still reaps and closes, then
         re-raises. Only an agent stuck in the kernel after SIGKILL can keep it waiting longer.
 
         Args:
@@ -378,6 +406,9 @@ class AgentProcess:
                 return self._returncode_after_close()
             try:
                 self._close_stdin()
+                if self._sandboxed:  # the grace goes to the end of input: SIGTERM kills bwrap and all inside
+                    self._wait_group_gone(grace)
+                    grace = 0.0
                 if not self._group_gone_for_good():
                     _log.debug("stopping pid %d: stdin closed, SIGTERM to its group, %.1f s of grace", self.pid, grace)
                     self._signal_quietly(signal.SIGTERM)
@@ -406,11 +437,14 @@ class AgentProcess:
 
     def begin_terminate(self) -> None:
         """The first step of :meth:`terminate`, which never blocks: close stdin, and SIGTERM (and SIGCONT) the group
-        unless it is gone. For a shell that waits for the exit itself (``exit_fd``), then calls :meth:`terminate`
-        or :meth:`terminate_if_gone`."""
+        unless it is gone (in bubblewrap, not yet: see :meth:`terminate`). For a shell that waits for the exit
+        itself (``exit_fd``), then calls :meth:`terminate` or :meth:`terminate_if_gone`."""
         if self._closed:
             return
         self._close_stdin()
+        if self._sandboxed:
+            _log.debug("stopping pid %d: stdin closed (in bubblewrap: SIGTERM only after the grace)", self.pid)
+            return
         if not self._group_gone_for_good():
             _log.debug("stopping pid %d: stdin closed, SIGTERM to its group", self.pid)
             self._signal_quietly(signal.SIGTERM)
@@ -813,6 +847,68 @@ def _await_supervisor(status_r: int, program: str, cwd: str | os.PathLike[str] |
     failure = _supervisor.read_status(status_r)
     if failure is not None:
         raise SpawnError(_spawn_failure(program, cwd, failure)) from failure
+
+
+class _Keeper:
+    """The thread that starts sandboxed agents: it lives as long as the process.
+
+    bwrap's ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked bwrap ends,
+    not the process: an agent started from a worker thread (``asyncio.to_thread``, a pool) would be killed when
+    that thread ends. Started from this thread instead, the sandbox dies with our process, and only then.
+    """
+
+    lock: ClassVar = threading.Lock()
+    pid: ClassVar = -1
+    jobs: ClassVar[list[tuple[Callable[[], Any], list[Any], threading.Lock]]] = []
+    ready: ClassVar = threading.Semaphore(0)
+
+    @classmethod
+    def run(cls, job: Callable[[], T]) -> T:
+        done = threading.Lock()
+        done.acquire()
+        box: list[Any] = []
+        with cls.lock:
+            if cls.pid != os.getpid():  # first use, or a forked child: the thread is not here
+                cls.pid, cls.jobs, cls.ready = os.getpid(), [], threading.Semaphore(0)
+                start_signal_free_thread(cls._main, (cls.jobs, cls.ready))
+            cls.jobs.append((job, box, done))
+            cls.ready.release()
+        try:
+            done.acquire()
+        except BaseException:  # interrupted (Ctrl-C): the start goes on in the keeper; undo it once it is done
+            done.acquire()
+            if not box[0]:
+                cls.undo(box[1])
+            raise
+        if box[0]:
+            raise box[1]
+        return box[1]  # type: ignore[no-any-return]
+
+    @staticmethod
+    def undo(started: object) -> None:
+        if isinstance(started, subprocess.Popen):
+            _kill_and_reap(started)
+
+    @staticmethod
+    def _main(jobs: list[tuple[Callable[[], Any], list[Any], threading.Lock]], ready: threading.Semaphore) -> None:
+        while True:
+            ready.acquire()
+            with _Keeper.lock:
+                job, box, done = jobs.pop(0)
+            try:
+                box += [False, job()]
+            except BaseException as exc:  # handed back to the caller, who raises it
+                box += [True, exc]
+            done.release()
+
+
+def _from_keeper(job: Callable[[], T]) -> T:
+    """``job()`` run in the keeper thread (:class:`_Keeper`); what it raises is raised here.
+
+    Raises:
+        RuntimeError: no thread could be started.
+    """
+    return _Keeper.run(job)
 
 
 def _pidfd_open(pid: int) -> int | None:

@@ -106,6 +106,8 @@ class MessageKind(enum.StrEnum):
     """Not JSON, not an object, not JSON-RPC 2.0; skipped."""
     ELICITATION = "elicitation"
     """An ``elicitation/create`` request (with elicitation on): ``on_elicitation`` decides its answer next."""
+    SERVED = "served"
+    """A request for a file or a terminal the client serves (``Options(serve=...)``): decided, then answered."""
     REFUSED_UPDATE = "refused_update"
     """An update past a transfer limit: recorded, not acted on; the call in flight raises."""
 
@@ -137,7 +139,8 @@ class OutgoingMessage(msgspec.Struct, frozen=True):
     """Sent with ``force=True``, although the agent did not advertise what it asks for."""
     decided_by: str = ""
     """For our answer to an ``elicitation/create``: who decided it (``observer``, ``default-decline`` or
-    ``cancelled``, as :attr:`~tinyacp.ElicitationRequest.decided_by`); empty for every other line."""
+    ``cancelled``, as :attr:`~tinyacp.ElicitationRequest.decided_by`); for our answer to a served read, write or
+    ``terminal/create``, as :attr:`~tinyacp.ServeRequest.decided_by`; empty for every other line."""
 
     def redacted(self) -> bytes:
         """``raw`` with every JSON string whose value is a secret's replaced by ``"<secret>"`` (``raw`` itself

@@ -31,6 +31,7 @@ from ._messages import (
     required_capability,
     wire_blocks,
 )
+from ._sandbox import check_within
 
 __all__ = [
     "OWN_CALLS",
@@ -152,10 +153,14 @@ def session_params(
     meta: Meta | None,
     system_prompt: SystemPrompt | None,
     additional_directories: Sequence[str],
+    roots: Sequence[str] | None = None,
 ) -> Params:
     """``session/new`` (no ``session_id``), ``session/load`` and ``session/resume``.
 
+    ``roots``: the sandbox's writable roots (None: no sandbox); a directory outside them is refused.
+
     Raises:
+        OutsideSandbox: ``cwd`` or an additional directory lies outside ``roots``.
         NotAdvertised: a system prompt (or its override mode) or additional directories the agent did not
             advertise.
         TypeError: ``system_prompt`` is not a :class:`~tinyacp.SystemPrompt`.
@@ -167,6 +172,7 @@ def session_params(
     if additional_directories:
         session_capability(agent, "additionalDirectories", "additionalDirectories")
         params["additionalDirectories"] = [absolute(path) for path in additional_directories]
+    check_within(cwd, additional_directories, roots)
     if system_prompt is not None:
         if not isinstance(system_prompt, SystemPrompt):
             raise TypeError("system_prompt must be a tinyacp.SystemPrompt")
@@ -194,10 +200,12 @@ def fork_params(
     meta: Meta | None,
     system_prompt: SystemPrompt | None,
     additional_directories: Sequence[str] | None,
+    roots: Sequence[str] | None = None,
 ) -> tuple[Params, Refusal]:
     """``session/fork``, refused if the agent did not advertise ``sessionCapabilities.fork``.
 
     Raises:
+        OutsideSandbox: ``cwd`` or an additional directory lies outside the sandbox's writable ``roots``.
         NotAdvertised: no ``initialize`` answer yet, or a system prompt or additional directories the agent
             did not advertise.
         TypeError: ``system_prompt`` is not a :class:`~tinyacp.SystemPrompt`.
@@ -213,6 +221,7 @@ def fork_params(
         meta=meta,
         system_prompt=system_prompt,
         additional_directories=additional_directories or (),
+        roots=roots,
     )
     return params, refusal
 

@@ -28,6 +28,8 @@ from ._conversation import (
     ON_PERMISSION_DECISION,
     ON_PERMISSION_REQUEST,
     ON_SEND,
+    ON_SERVE,
+    ON_SERVE_DECISION,
     ON_UPDATE,
     Conversation,
 )
@@ -48,15 +50,17 @@ from ._options import Options, require_observer
 from ._process import AgentProcess
 from ._records import PromptResult, Update
 from ._requests import Meta
+from ._trace_context import agent_env, process_context, request_tracer
 from .reader import LineReader
 
 if TYPE_CHECKING:
     from ._calls import CallSpec
+    from ._services import Services
 
 T = TypeVar("T")
 
 REQUIRED_CALLBACKS = (ON_UPDATE, ON_PERMISSION_REQUEST, ON_PERMISSION_DECISION)
-OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH, ON_ELICITATION)
+OPTIONAL_CALLBACKS = (ON_MESSAGE, ON_SEND, ON_FLUSH, ON_ELICITATION, ON_SERVE, ON_SERVE_DECISION)
 
 _KEEP_CLIENT = (RequestError, ProtocolViolation)
 """Errors about one answer: the stream is still in step, so the client stays usable."""
@@ -105,6 +109,11 @@ class ShellBase:
             raise TypeError(f"a client is built from tinyacp.Options, not {type(options).__name__}")
         self.options = options
         callbacks = resolve_callbacks(require_observer(options))
+        plan = None
+        if options.sandbox is not None:  # checked before anything starts: never an unsandboxed run
+            from ._sandbox import plan as sandbox_plan
+
+            plan = sandbox_plan(options.sandbox, options.command, cwd=options.cwd, env=options.env)
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,
@@ -113,7 +122,10 @@ class ShellBase:
             client_info=options.client_info,
             features=options.features,
             has_observer=options.observer is not None,
+            sandbox_roots=None if plan is None else plan.allowed,
+            serve=options.serve if options.serve.methods else None,
         )
+        self._core.trace = request_tracer(options.trace_context, getattr(options.observer, "trace_request", None))
         # The line buffer exists before the agent does: memory is budgeted first.
         reader = LineReader(None, options.reader_limits)
         self._closed = False
@@ -121,12 +133,18 @@ class ShellBase:
         self._proc = AgentProcess.spawn(
             options.command,
             cwd=options.cwd,
-            env=options.env,
+            env=agent_env(options.env, process_context(options.trace_context, options.observer, options.command)),
             stderr=options.stderr,
             supervise=options.supervise,
             kill_grace=options.kill_grace,
             tail_thread=tail_thread,
+            sandbox=plan,
         )
+        self._services: Services | None = None
+        if options.serve.methods:
+            from ._services import Services
+
+            self._services = Services(options.serve, options.kill_grace, self._proc.wake)
         self._driver = CallDriver(
             self._core,
             reader,
@@ -135,6 +153,7 @@ class ShellBase:
             callbacks=callbacks,
             cancel_grace=options.cancel_grace,
             cooperative=cooperative,
+            services=self._services,
         )
         self._runner: object | None = None
         """The thread or task running a call (or a close) now, so that a re-entrant close is refused."""
@@ -143,6 +162,10 @@ class ShellBase:
 
     def __del__(self) -> None:
         # A client dropped without close() must not leave its agent behind: kill the group at once.
+        services = getattr(self, "_services", None)
+        if services is not None:
+            with contextlib.suppress(Exception):
+                services.begin_close()
         proc = getattr(self, "_proc", None)
         if proc is not None and not proc.closed:
             with contextlib.suppress(Exception):
@@ -416,7 +439,20 @@ class ShellBase:
         """Unconditional: whatever happened, the agent's whole group goes and our fds close (blocking)."""
         self._closed = True
         self._core.end_call()
-        self._proc.terminate(self.options.kill_grace)
+        if self._services is not None:
+            self._services.begin_close()
+        try:
+            self._proc.terminate(self.options.kill_grace)
+        finally:
+            if self._services is not None:
+                self._services.close()
+        self._trace_exit()
+
+    def _trace_exit(self) -> None:
+        """The agent is gone: a tracing observer (:mod:`tinyacp.otel`) ends the process's span."""
+        exited = getattr(self.options.observer, "trace_exit", None)
+        if callable(exited):
+            exited(self._proc.returncode, self._failure)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.

@@ -12,13 +12,28 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from ._journal import JournalLine, JsonlJournal, line_message
+import msgspec
 
-__all__ = ["Budget", "EpochTurns", "TurnBuilder", "clean", "millis"]
+from ._files import open_regular_binary
+from ._journal import JournalLine, JsonlJournal, line_message
+from ._journal import _record as journal_record
+
+__all__ = [
+    "Budget",
+    "EpochTurns",
+    "TurnBuilder",
+    "add_finite",
+    "clean",
+    "is_trace",
+    "millis",
+    "number",
+    "read_journal_lines",
+]
 
 _SHORT: Final = 300
 """Characters of a value shown in the table (a prompt, an error) or as a label (a title, a name)."""
@@ -36,6 +51,31 @@ announces); a deeper one is placed with the turn's own events, naming the child 
 _OPENING: Final = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
 """Our calls that open a session: while one waits for its answer, an unknown session's updates are its own."""
 
+_TRACE: Final = re.compile("[0-9a-f]{32}")
+"""A trace id (W3C Trace Context's): 32 lowercase hex digits."""
+
+_SERVED: Final = frozenset(
+    {
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/output",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    }
+)
+"""The agent's requests for files and terminals: each is an event of the turn, with the answer we sent."""
+
+_UNPARSED: Final = object()
+"""A line record whose message is to be parsed from its line."""
+
+_LARGEST: Final = 1.7976931348623157e308
+"""The largest finite double: where a sum that went past it is clamped."""
+
+_ITEMS: Final = 100
+"""A tool call's content items kept, at most (a diff, text, a terminal each)."""
+
 _STATES: Final = 20
 """The changes of a merged event's status (a compaction's, a subagent's) kept, at most."""
 
@@ -46,6 +86,12 @@ _STATES: Final = 20
 _HIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
+
+
+def is_trace(value: Any) -> bool:
+    """Whether ``value`` is a trace id as a journal and a batch record carry it (W3C Trace Context's 32 lowercase
+    hex digits)."""
+    return isinstance(value, str) and _TRACE.fullmatch(value) is not None
 
 
 def _mark(match: re.Match[str]) -> str:
@@ -72,8 +118,9 @@ def clean(value: object, limit: int | None = None) -> str:
             text = repr(value)
     if limit is not None and len(text) > limit:
         text = text[:limit] + "\u2026"
-    text = text.replace("\r\n", "\n")
-    return _HIDDEN.sub(_mark, text) if _HIDDEN.search(text) else text
+    if _HIDDEN.search(text) is None:  # the usual text: nothing to mark (a CR is one of the hidden)
+        return text
+    return _HIDDEN.sub(_mark, text.replace("\r\n", "\n"))
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -84,11 +131,24 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (a bool, an int past a double's range, NaN)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 400 digits: legal JSON, no double
+        return None
     return number if math.isfinite(number) else None
+
+
+def add_finite(total: float, value: float) -> tuple[float, bool]:
+    """``total + value``, clamped to the largest finite double; and whether it had to be (the page says so: JSON
+    has no infinity, and a sum of finite numbers can overflow)."""
+    result = total + value
+    if math.isfinite(result):
+        return result, False
+    return math.copysign(_LARGEST, result) if not math.isnan(result) else total, True
 
 
 def _key(value: Any) -> str:
@@ -108,6 +168,79 @@ def millis(ts: Any) -> float | None:
         return None
 
 
+@dataclass(slots=True)
+class ViewLine:
+    """A journal line as the page reads it (as :class:`tinyacp._journal.JournalLine`, lighter to make): its record,
+    and the message of a ``line`` record when it was parsed with it."""
+
+    number: int
+    data: bytes
+    record: dict[str, Any] | None
+    torn: bool = False
+    message: dict[str, Any] | None = None
+
+
+_WHOLE: Final = 1 << 20
+"""A journal shorter than this is read at once rather than a line at a time."""
+
+_MSG: Final = b',"msg":'
+_AFTER_MSG: Final = len(_MSG) + 1
+_decode_line = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def read_journal_lines(path: Any) -> Iterator[ViewLine]:
+    """The lines of a journal as :func:`tinyacp._journal.iter_journal` gives them, each read in one pass: a line
+    record whose line is stored as ``msg`` (every line a client writes today) is parsed once, its record and its
+    message together, where the journal's reader takes the record apart from its line and the message is then
+    parsed again. What this pass cannot take (a line stored as text or base64, a record it doubts) is read as
+    the journal's reader reads it. Strict as :func:`tinyacp._journal.line_message`: no NaN, no number out of range.
+
+    Raises:
+        OSError: the file cannot be opened or read, or is not a regular file.
+    """
+    with open_regular_binary(path) as file:
+        head = file.read(_WHOLE)  # a turn's journal, usually: read at once, its lines split in one call
+        if len(head) < _WHOLE:
+            lines = head.split(b"\n")  # on LF alone, as a file's lines are (a CR inside a line is not an end)
+            torn = lines.pop()
+            for number, data in enumerate(lines, 1):
+                if data.strip():
+                    yield _view_line(number, data)
+            if torn:
+                yield ViewLine(len(lines) + 1, torn, None, torn=True)
+            return
+        file.seek(0)  # a long journal: a line at a time, memory bounded by the longest line
+        for number, line in enumerate(file, 1):
+            if not line.endswith(b"\n"):
+                yield ViewLine(number, line, None, torn=True)
+                return
+            data = line[:-1]
+            if data.strip():
+                yield _view_line(number, data)
+
+
+def _view_line(number: int, data: bytes) -> ViewLine:
+    cut = data.find(_MSG)
+    if cut >= 0 and data[-1:] == b"}":
+        try:
+            record = _decode_line(data)
+        except (msgspec.MsgspecError, RecursionError):
+            return ViewLine(number, data, journal_record(data))
+        message = record.pop("msg", None)
+        if (
+            type(message) is dict
+            and record.pop("len", None) == len(data) - cut - _AFTER_MSG  # the msg at the end, where its len says
+            and record.get("type") == "line"
+            and type(record.get("epoch")) is int
+            and "line" not in record
+            and "line_b64" not in record
+        ):
+            # msgspec took the line, so it is UTF-8: kept as the journal's reader gives it, for the raw view.
+            record["line"] = data[cut + _AFTER_MSG - 1 : -1].decode("utf-8", "surrogateescape")
+            return ViewLine(number, data, record, message=message)
+    return ViewLine(number, data, journal_record(data))
+
+
 @dataclass
 class Budget:
     """The bytes of text a turn's transcript may still take; what did not fit is counted, never kept."""
@@ -119,7 +252,7 @@ class Budget:
 
     def take(self, text: str) -> str:
         """As much of ``text`` as fits (all of it, or its start, or nothing)."""
-        size = len(text.encode("utf-8", "replace"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
         if size <= self.left:
             self.left -= size
             return text
@@ -127,6 +260,24 @@ class Budget:
         self.cut_bytes += size - len(kept.encode("utf-8"))
         self.left = 0
         return kept
+
+    def charge(self, value: Any) -> bool:
+        """Whether ``value`` (a list, a dict, a number: what an event holds besides its text) fits, by the size of
+        its JSON in the page; when it does, its size is taken. What does not fit is counted as cut."""
+        if isinstance(value, bool) or value is None:
+            size = 5
+        elif isinstance(value, int | float):
+            size = 24
+        else:
+            try:
+                size = len(msgspec.json.encode(value))
+            except (TypeError, ValueError, OverflowError):  # cannot be: every value here is made of JSON's own
+                size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
+        if size <= self.left:
+            self.left -= size
+            return True
+        self.cut_bytes += size
+        return False
 
     def room(self) -> bool:
         """Whether one more event fits (its fixed cost is taken when it does)."""
@@ -186,6 +337,12 @@ class TurnBuilder:
     session: str | None = None
     """The session the turn's prompt went to: updates of another one are a child's (a subagent's)."""
     skipped: list[int] = field(default_factory=list)
+    trace: str = ""
+    """The trace id the journal or the epoch carries (32 hex digits), shown with the turn."""
+    clamped: list[str] = field(default_factory=list)
+    """What of the turn's figures went past a double's range and was clamped to the largest (the page says so)."""
+    _ts: Any = None
+    _ms: float | None = None
     _tools: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, str] = field(default_factory=dict)
@@ -194,6 +351,12 @@ class TurnBuilder:
     _merged: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     """The events the protocol patches in place, by session, kind and id: compactions, plans, session messages."""
     _asks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _served: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The agent's file and terminal requests waiting for our answer, by id."""
+    _served_method: dict[str, str] = field(default_factory=dict)
+    """The method of each of a terminal's later requests waiting for our answer, by id."""
+    _terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The event of each terminal the agent made, by its id."""
     _nested: dict[int, tuple[int, str]] = field(default_factory=dict)
     _ours: set[str] = field(default_factory=set)
     """The sessions we opened (new, fork, load, resume): their updates are never a child's."""
@@ -203,7 +366,10 @@ class TurnBuilder:
     # The transcript.
 
     def _time(self, record: dict[str, Any]) -> float:
-        now = millis(record.get("ts"))
+        ts = record.get("ts")
+        if ts != self._ts:  # the records written together share their time: parsed once
+            self._ts, self._ms = ts, millis(ts)
+        now = self._ms
         if now is None:
             return 0.0 if self.end is None or self.start is None else self.end - self.start
         if self.start is None:
@@ -219,8 +385,11 @@ class TurnBuilder:
             return None
         event: dict[str, Any] = {"k": kind, "t": at}
         for name, value in fields.items():
-            if value not in (None, "", [], {}):
-                event[name] = self.budget.take(value) if isinstance(value, str) else value
+            if isinstance(value, str):
+                if value:
+                    event[name] = self.budget.take(value)
+            elif value not in (None, [], {}) and self.budget.charge(value):  # everything in the page counts
+                event[name] = value
         (self.events if into is None else into).append(event)
         return event
 
@@ -283,37 +452,41 @@ class TurnBuilder:
     # ----------------------------------------------------------------------------------------------------------
     # Records.
 
-    def add(self, line: JournalLine) -> None:
+    def add(self, line: JournalLine | ViewLine) -> None:
         """One line of the journal: a record, or a line that is none (shown raw)."""
         record = line.record
         if record is None:
             self.bad(line, "is not a record")
             return
+        message = line.message if isinstance(line, ViewLine) else None
         try:
-            self.record(record)
+            self.record(record, _UNPARSED if message is None else message)
         except Exception:  # a journal is input: a record we cannot make sense of is shown raw, and reading goes on
             self.bad(line, "could not be rendered")
 
-    def bad(self, line: JournalLine, why: str) -> None:
+    def bad(self, line: JournalLine | ViewLine, why: str) -> None:
         """A line shown raw, and counted as skipped."""
         self.skipped.append(line.number)
         text = line.data[:_RAW].decode("utf-8", "replace")
         self._event("bad", self._time({}), x=clean(text), n=line.number, why=why, size=len(line.data))
 
-    def record(self, record: dict[str, Any]) -> None:
-        """One journal record."""
+    def record(self, record: dict[str, Any], message: Any = _UNPARSED) -> None:
+        """One journal record (and its line's message, when it was parsed with it)."""
         at = self._time(record)
         kind = record["type"]
         if kind == "decision":
             self.decision(record, at)
         elif kind == "line":
-            parsed = line_message(record)
+            parsed = line_message(record) if message is _UNPARSED else message
             if record.get("dir") == "out":
                 self.outgoing(record, parsed, at)
             else:
                 self.incoming(record, parsed, at)
         elif kind != "epoch":
             self._event("other", at, x=clean(record, _RAW))
+        trace = record.get("trace_id")
+        if trace is not None and not self.trace and is_trace(trace):
+            self.trace = str(trace)
 
     def outgoing(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
         if msg is None:
@@ -344,18 +517,25 @@ class TurnBuilder:
 
     def answer(self, record: dict[str, Any], msg: dict[str, Any], at: float) -> None:
         """Our answer to a request of the agent's: the decision on its question (``elicitation/create``), which
-        the answer carries with who made it. (A permission's decision has a record of its own.)"""
+        the answer carries with who made it, or what a file or terminal request it served came to. (A
+        permission's decision has a record of its own.)"""
         event = self._asks.pop(_key(msg.get("id")), None)
         if event is None:
+            served = self._served.pop(_key(msg.get("id")), None)
+            if served is not None:
+                method = self._served_method.pop(_key(msg.get("id")), served.get("m", ""))
+                self.served_answer(served, record, msg, at, method)
             return
         result, error = _dict(msg.get("result")), _dict(msg.get("error"))
         content = result.get("content")
-        event["answer"] = {
+        said = {
             "action": clean(result.get("action"), 40) if result else "error: " + clean(error.get("message"), 200),
-            "content": self.budget.take(clean(content, _RAW)) if content is not None else "",
             "by": clean(record.get("decided_by"), 60),
             "dt": at,
         }
+        if self.budget.charge(said):
+            said["content"] = self.budget.take(clean(content, _RAW)) if content is not None else ""
+            event["answer"] = said
 
     def incoming(self, record: dict[str, Any], msg: dict[str, Any] | None, at: float) -> None:
         kind = record.get("kind")
@@ -371,6 +551,8 @@ class TurnBuilder:
             self._event("call", at, m="elicitation/complete", x=clean(done, 200))
         elif kind == "response" and msg is not None:
             self.response(msg, at)
+        elif msg is not None and msg.get("method") in _SERVED and "id" in msg:
+            self.served(msg, at)
         else:
             detail = clean(record.get("detail"), _SHORT)
             raw = ""
@@ -403,20 +585,93 @@ class TurnBuilder:
             version = clean(info.get("version"), 40)
             self._event("call", at, m="initialized", x=f"{self.agent} {version}".strip())
         elif method == "session/prompt":
-            self.stop_reason = clean(result.get("stopReason"), 60)
-            usage = _dict(result.get("usage"))
-            total = _number(usage.get("totalTokens"))
-            if total is None:
-                parts = [_number(usage.get(name)) for name in ("inputTokens", "outputTokens")]
-                total = sum(part for part in parts if part is not None) if any(parts) else None
-            if total is not None:
-                self.tokens = total
-            self._event("result", at, stop=self.stop_reason, usage=_shown_usage(usage))
+            self.prompt_answer(result, at)
         elif method in ("session/new", "session/fork"):
             if isinstance(result.get("sessionId"), str):
                 self._ours.add(result["sessionId"])
             said = "session" if method == "session/new" else "forked"
             self._event("call", at, m=said, x=clean(result.get("sessionId"), 200))
+
+    def served(self, msg: dict[str, Any], at: float) -> None:
+        """A file or terminal request of the agent's (``fs/*``, ``terminal/*``): what it asked; the answer we sent
+        is added when it comes (:meth:`served_answer`). A terminal's later requests (its output, its exit, its
+        kill and release) are steps of the event of the ``terminal/create`` that made it."""
+        method = str(msg["method"])
+        params = _dict(msg.get("params"))
+        terminal = self._terminals.get(_key(params.get("terminalId"))) if method != "terminal/create" else None
+        if terminal is not None:
+            if self.budget.charge([method, at]) and len(terminal.setdefault("steps", [])) < _STATES:
+                terminal["steps"].append([method, at])
+            self._served[_key(msg.get("id"))] = terminal
+            self._served_method[_key(msg.get("id"))] = method
+            return
+        into = self._into(params.get("sessionId"), at)
+        if method.startswith("fs/"):
+            content = params.get("content")
+            event = self._event(
+                "served",
+                at,
+                into,
+                m=method,
+                path=clean(params.get("path"), _SHORT),
+                line=number(params.get("line")),
+                limit=number(params.get("limit")),
+                size=len(content.encode("utf-8", "replace")) if isinstance(content, str) else None,
+                x=clean(content, _RAW) if isinstance(content, str) else None,
+            )
+        else:
+            command = " ".join(clean(word, _SHORT) for word in [params.get("command"), *_list(params.get("args"))])
+            env = [clean(_dict(one).get("name"), 100) for one in _list(params.get("env"))[:50]]
+            event = self._event(
+                "served", at, into, m=method, cmd=command, cwd=clean(params.get("cwd"), _SHORT), env=env,
+                tid=clean(params.get("terminalId"), 200),
+            )  # fmt: skip
+        if event is not None:
+            self._served[_key(msg.get("id"))] = event
+
+    def served_answer(
+        self, event: dict[str, Any], record: dict[str, Any], msg: dict[str, Any], at: float, method: str
+    ) -> None:
+        """Our answer to a file or terminal request (``method``): its result (a file's text, a terminal's id,
+        output and exit status) or its error, and who decided it (``decided_by`` on the answer's record)."""
+        result, error = msg.get("result"), _dict(msg.get("error"))
+        said: dict[str, Any] = {"dt": at, "by": clean(record.get("decided_by"), 60), "m": method}
+        if error:
+            said["error"] = f"{clean(error.get('message'), _SHORT)} (code {clean(error.get('code'), 40)})"
+        result = _dict(result)
+        if isinstance(result.get("terminalId"), str):
+            event["tid"] = self.budget.take(clean(result["terminalId"], 200))
+            self._terminals[_key(result["terminalId"])] = event
+        exit_status = _dict(result.get("exitStatus")) if "exitStatus" in result else result
+        if "exitCode" in exit_status or "signal" in exit_status:
+            event["exit"] = [number(exit_status.get("exitCode")), clean(exit_status.get("signal"), 40)]
+        if isinstance(result.get("output"), str):  # the tail: what a person reads first
+            output = result["output"]
+            event["out"] = self.budget.take(clean(output[-_RAW:]))
+            event["outCut"] = max(0, len(output) - _RAW) or (True if result.get("truncated") is True else None)
+        if isinstance(result.get("content"), str):  # a file read
+            event["size"] = len(result["content"].encode("utf-8", "replace"))
+            event["x"] = self.budget.take(clean(result["content"], _RAW))
+        answers = event.setdefault("answers", [])
+        if len(answers) < _STATES and self.budget.charge(said):
+            answers.append(said)
+
+    def prompt_answer(self, result: dict[str, Any], at: float) -> None:
+        """The answer to our prompt: its stop reason and usage (the turn's tokens: the total the agent gave, or its
+        input and output tokens added, clamped to a double's range)."""
+        self.stop_reason = clean(result.get("stopReason"), 60)
+        usage = _dict(result.get("usage"))
+        total = number(usage.get("totalTokens"))
+        if total is None:
+            for name in ("inputTokens", "outputTokens"):
+                part = number(usage.get(name))
+                if part:
+                    total, clamped = add_finite(total or 0.0, part)
+                    if clamped:
+                        self.clamped.append("its input and output tokens add up past a double's range")
+        if total is not None:
+            self.tokens = total
+        self._event("result", at, stop=self.stop_reason, usage=_shown_usage(usage))
 
     def update(self, update: dict[str, Any], at: float, session_id: Any = None) -> None:
         kind = update.get("sessionUpdate")
@@ -453,8 +708,8 @@ class TurnBuilder:
             return
         status = clean(update.get("status"), 40)
         if status:
-            event["status"] = status
-            _state(event, status, at)
+            event["status"] = self.budget.take(status)
+            _state(event, status, at, self.budget)
         if "summary" in update:  # patch semantics: given whole it replaces what was streamed; null clears it
             summary = "".join(_block_text(_dict(block)) for block in _list(update.get("summary"))[:100])
             event["x"] = self.budget.take(summary)
@@ -475,7 +730,7 @@ class TurnBuilder:
             return
         for name in ("entries", "uri", "x"):
             event.pop(name, None)
-        event["type"] = clean(plan.get("type"), 40)
+        event["type"] = self.budget.take(clean(plan.get("type"), 40))
         if "entries" in plan:
             event["entries"] = _entries(plan.get("entries"), self.budget)
         elif "uri" in plan:
@@ -503,8 +758,8 @@ class TurnBuilder:
             said = clean(state.get("state"), 40)
             if state.get("stopReason") is not None:
                 said += f" ({clean(state.get('stopReason'), 60)})"
-            event["state"] = said
-            _state(event, said, at)
+            event["state"] = self.budget.take(said)
+            _state(event, said, at, self.budget)
 
     def session_message(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
         """A message between sessions (a parent's task to its child, the child's answer), merged by its id:
@@ -517,7 +772,7 @@ class TurnBuilder:
             return
         for name, field_name in (("from", "senderSessionId"), ("to", "recipientSessionId")):
             if field_name in update:
-                event[name] = clean(update.get(field_name), 200)
+                event[name] = self.budget.take(clean(update.get(field_name), 200))
         if "content" in update:
             text = "".join(_block_text(_dict(block)) for block in _list(update.get("content"))[:100])
             event["x"] = self.budget.take(text)
@@ -548,11 +803,11 @@ class TurnBuilder:
 
     def usage_update(self, update: dict[str, Any], at: float, into: list[dict[str, Any]]) -> None:
         cost = _dict(update.get("cost"))
-        amount = _number(cost.get("amount"))
+        amount = number(cost.get("amount"))
         if amount is not None:
             self.cost = amount
             self.currency = clean(cost.get("currency"), 12)
-        used, size = _number(update.get("used")), _number(update.get("size"))
+        used, size = number(update.get("used")), number(update.get("size"))
         currency = self.currency if amount is not None else None
         self._event("usage", at, into, used=used, size=size, cost=amount, cur=currency)
 
@@ -573,13 +828,32 @@ class TurnBuilder:
             if update.get(name) is not None:
                 event[name] = self.budget.take(clean(update[name], limit))
         if "content" in update:
-            items = [_tool_content(item, self.budget) for item in _list(update.get("content"))]
-            event["content"] = [item for item in items if item is not None]
+            content = self.contents(update.get("content"))
+            earlier = event.get("content")
+            if earlier and earlier != content:  # replaced, as the protocol says: kept, so an audit sees what was
+                replaced = event.setdefault("replaced", [])  # proposed before what came of it
+                if len(replaced) < _STATES and self.budget.charge([0.0, 0.0]):
+                    replaced.append({"t": event.get("ct", event["t"]), "until": at, "content": earlier})
+                else:
+                    event["replacedMore"] = event.get("replacedMore", 0) + 1
+            event["content"] = content
+            event["ct"] = at
         locations = [clean(_dict(place).get("path"), _SHORT) for place in _list(update.get("locations"))[:20]]
         if locations:
             event["where"] = [self.budget.take(place) for place in locations]
         if "rawInput" in update:
             event["input"] = self.budget.take(clean(update["rawInput"], _RAW))
+
+    def contents(self, value: Any) -> list[dict[str, Any]]:
+        """A tool call's content items (at most :data:`_ITEMS`), each charged to the budget."""
+        items = []
+        for item in _list(value)[:_ITEMS]:
+            if not self.budget.charge([None, None]):
+                break
+            shown = _tool_content(item, self.budget)
+            if shown is not None:
+                items.append(shown)
+        return items
 
     def permission(self, msg: dict[str, Any], at: float) -> None:
         params = _dict(msg.get("params"))
@@ -598,6 +872,7 @@ class TurnBuilder:
             kind=clean(tool.get("kind"), 40),
             name=clean(tool.get("name"), 200),
             tool=clean(tool.get("toolCallId"), 200),
+            content=self.contents(tool.get("content")) if "content" in tool else None,
         )
         self._requests[_key(msg.get("id"))] = {"event": event, "options": options}
 
@@ -624,7 +899,7 @@ class TurnBuilder:
         event = asked["event"]
         if event is None:  # a decision whose request was cut or is not in the journal
             event = self._event("perm", at, title="(request not shown)")
-        if event is not None:
+        if event is not None and self.budget.charge(said):
             event["decision"] = said
 
     # ----------------------------------------------------------------------------------------------------------
@@ -671,16 +946,20 @@ def _block_text(block: dict[str, Any]) -> str:
 def _entries(entries: Any, budget: Budget) -> list[list[str]]:
     """A plan's entries (at most 50): each one's content, status and priority."""
     return [
-        [budget.take(clean(e.get("content"), _SHORT)), clean(e.get("status"), 20), clean(e.get("priority"), 20)]
+        [
+            budget.take(clean(e.get(name), limit))
+            for name, limit in (("content", _SHORT), ("status", 20), ("priority", 20))
+        ]
         for e in _list(entries)[:50]
         if isinstance(e, dict)
     ]
 
 
-def _state(event: dict[str, Any], said: str, at: float) -> None:
-    """One more status of a merged event, with its time (the first :data:`_STATES` are kept)."""
+def _state(event: dict[str, Any], said: str, at: float, budget: Budget) -> None:
+    """One more status of a merged event, with its time (the first :data:`_STATES` are kept, as the budget
+    allows)."""
     states = event.setdefault("states", [])
-    if len(states) < _STATES:
+    if len(states) < _STATES and budget.charge([said, at]):
         states.append([said, at])
 
 
@@ -708,9 +987,9 @@ def _shown_usage(usage: dict[str, Any]) -> dict[str, float]:
     """The numbers of a turn's usage by the snake_case names tinyacp writes everywhere (``input_tokens``, as in a
     batch record and the command's ``result`` event), whatever the agent's line spelt."""
     return {
-        _CAMEL_HUMP.sub("_", clean(name, 40)).lower(): number
+        _CAMEL_HUMP.sub("_", clean(name, 40)).lower(): figure
         for name, value in usage.items()
-        if (number := _number(value)) is not None
+        if (figure := number(value)) is not None
     }
 
 
@@ -740,13 +1019,15 @@ class EpochTurns:
         self.max_turn_bytes = max_turn_bytes
         self.turns = [TurnBuilder(Budget(max_turn_bytes, max_turn_bytes))]
 
-    def add(self, line: JournalLine) -> None:
+    def add(self, line: JournalLine | ViewLine) -> None:
         """One line of the epoch, in journal order."""
         record = line.record
         last = self.turns[-1]
         if record is not None and last.prompts and _is_prompt(record):
-            turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent)
+            turn = TurnBuilder(Budget(self.max_turn_bytes, self.max_turn_bytes), agent=last.agent, trace=last.trace)
             turn._asks = last._asks  # so may our answer to a question of the agent's
+            turn._served, turn._terminals = last._served, last._terminals  # and a terminal outlive its turn
+            turn._served_method = last._served_method
             turn._ours = last._ours
             turn._pending = last._pending  # an answer to a request of the turn before may come later
             self.turns.append(turn)

@@ -18,6 +18,9 @@ so a test can check exactly what reached the agent and when. Steps (one JSON obj
 - ``sleep``: ``seconds``. ``exit``: exit with ``code`` (or by ``signal``). ``close_stdout``: close stdout and
   keep running; ``close_stdin``: the same with stdin (the client's next write fails).
   ``wait_eof``: read until stdin closes. ``hang``: sleep for ever.
+- ``await``: wait for the client's response to ``id`` (one that came while waiting for another counts).
+  ``requests``: send ``count`` requests of ``method`` with ``params`` (ids from ``first``) without waiting, then
+  wait for every response (a flood of ``terminal/output``, say).
 - ``ignore_sigterm``: from now on SIGTERM does nothing. ``spawn``: start ``argv`` in our process group and
   append its pid to ``pidfile``. ``stderr``: write ``size`` bytes to stderr (or ``text``).
 """
@@ -30,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -42,6 +46,7 @@ class Script:
         self.stdout = sys.stdout.buffer
         self.last_id: Any = None
         self.children: list[subprocess.Popen[bytes]] = []
+        self.responses: dict[Any, dict[str, Any]] = {}
 
     def read(self) -> dict[str, Any] | None:
         line = self.stdin.readline()
@@ -73,12 +78,33 @@ class Script:
                 return message
 
     def await_response(self, request_id: Any) -> dict[str, Any]:
-        while True:
+        while request_id not in self.responses:
             message = self.read()
             if message is None:
                 sys.exit(0)
-            if "method" not in message and message.get("id") == request_id:
-                return message
+            if "method" not in message and "id" in message:
+                self.responses[message["id"]] = message
+        return self.responses[request_id]
+
+    def op_await(self, step: dict[str, Any]) -> None:
+        self.await_response(step["id"])
+
+    def op_requests(self, step: dict[str, Any]) -> None:
+        first = step.get("first", 1000)
+        ids = range(first, first + step["count"])
+        lines = b"".join(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": request_id, "method": step["method"], "params": step["params"]}
+            ).encode()
+            + b"\n"
+            for request_id in ids
+        )
+        # Written by a thread while this one reads the answers: a client whose queue is full stops reading
+        # until its answers are taken, so writing the whole flood first could wait for ever.
+        writer = threading.Thread(target=self.write, args=(lines,), daemon=True)
+        writer.start()
+        for request_id in ids:
+            self.await_response(request_id)
 
     def run(self) -> None:
         for step in self.steps:

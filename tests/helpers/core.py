@@ -24,7 +24,7 @@ from tinyacp import (
     TransferLimits,
     Update,
 )
-from tinyacp._conversation import Conversation, Record
+from tinyacp._conversation import Conversation, Record, Write
 
 
 class CoreDriver:
@@ -61,6 +61,7 @@ class CoreDriver:
                     if effect.callback == "on_permission_request":
                         answer = self.answer(effect.value)  # type: ignore[arg-type]
                 else:
+                    assert isinstance(effect, Write), "no act: these cores serve nothing"
                     self._write(effect.message)
         except StopIteration as stop:
             if stop.value is not None:

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import tinyacp
 from tinyacp.batch import run_batch
 
@@ -73,6 +75,29 @@ def received(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any],
     else:
         kind = tinyacp.MessageKind.RESPONSE
     journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=method, id=message.get("id")))
+
+
+def requested(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
+    """Record a request of the agent's that is neither a permission nor a question (``fs/*``, ``terminal/*``)."""
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    kind = tinyacp.MessageKind.REQUEST
+    journal.on_message(tinyacp.AgentMessage(epoch, raw, kind, method=message["method"], id=message["id"]))
+
+
+def answered(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any], decided_by: str) -> None:
+    """Record our answer to a request of the agent's, with who decided it."""
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    journal.on_send(tinyacp.OutgoingMessage(epoch, raw, None, message["id"], decided_by=decided_by))
+
+
+def asked(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
+    """Record the agent's ``session/request_permission`` line, as the client does (the request, not a decision)."""
+    from tinyacp._messages import PermissionParams
+
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    params = msgspec.convert(message["params"], PermissionParams)
+    request = tinyacp.PermissionRequest(epoch, raw, message["id"], params.session_id, params.tool_call, params.options)
+    journal.on_permission_request(request)
 
 
 def prompt(journal: tinyacp.JsonlJournal, epoch: int, request_id: int, text: str, *, session_id: str) -> None:

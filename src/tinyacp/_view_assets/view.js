@@ -7,25 +7,24 @@
   const PAGE = 500;
   const data = JSON.parse(document.getElementById("data").textContent);
   const turns = data.turns;
-  const seen = {};
+  const COMPARE = data.kind === "compare";
+  const batches = data.batches || [];
   turns.forEach(function (turn, index) {
     turn.i = index;
-    turn.hay = [turn.id, turn.agent, turn.stop, turn.err, turn.prompt].join("\n").toLowerCase();
-    seen[turn.id] = (seen[turn.id] || 0) + 1;
+    const words = [turn.id, turn.agent, turn.stop, turn.err, turn.prompt, turn.session];
+    (turn.outs || []).forEach(function (o) { if (o) words.push(o.err, o.stop, o.agent); });
+    turn.hay = words.join("\n").toLowerCase();
   });
-  // The turn's name in the address: its id, and when several rows share it (a retried item's attempts), its
-  // attempt (or its place among them) too, so that each of them can be opened again from the address.
+  // The row's name in the address: its id (a batch's item, whatever its attempts; a compared item), or for a
+  // journal's turns, its journal and place.
   const named = {};
   turns.forEach(function (turn) {
     let key = turn.id;
-    if (seen[turn.id] > 1) {
-      key = turn.id + "~" + (turn.attempt !== undefined ? turn.attempt : "");
-      while (Object.prototype.hasOwnProperty.call(named, key)) key += "~";
-    }
+    while (Object.prototype.hasOwnProperty.call(named, key)) key += "~";
     turn.key = key;
     named[key] = turn;
   });
-  const state = { key: null, dir: 1, text: "", agent: "", outcome: "", limit: PAGE, open: null };
+  const state = { key: COMPARE ? "differs" : null, dir: 1, text: "", agent: "", outcome: "", limit: PAGE, open: null };
 
   function el(tag, props) {
     const node = document.createElement(tag);
@@ -69,11 +68,23 @@
 
   const app = document.getElementById("app");
   const ok = turns.filter(function (t) { return t.ok; }).length;
+  const attempts = turns.reduce(function (n, t) { return n + (t.attempts || 1); }, 0);
+  const UNIT = data.kind === "journals" || data.kind === "journal" ? "turn" : "item";
+  function plural(n, word) { return num(n) + " " + word + (n === 1 ? "" : "s"); }
+  let counts;
+  if (COMPARE) {
+    const differ = turns.filter(function (t) { return t.differs; }).length;
+    counts = plural(turns.length, "item") + " in " + batches.length + " batches, " + num(differ) +
+      (differ === 1 ? " differs" : " differ") + " in outcome";
+  } else {
+    counts = plural(turns.length, UNIT) + " (" + num(ok) + " ok, " + num(turns.length - ok) + " failed)" +
+      (attempts > turns.length ? " · " + plural(attempts, "attempt") + " (the latest decides)" : "");
+  }
   app.appendChild(el("header", null,
     el("h1", null, "tinyacp view: ", el("span", { cls: "data" }, data.title)),
-    el("p", { cls: "meta" },
-      turns.length + " turns (" + ok + " ok, " + (turns.length - ok) + " failed) · made " + data.made +
-      " by tinyacp " + data.version + " · each transcript kept up to " + num(data.maxTurnBytes) + " bytes")));
+    el("p", { cls: "meta", id: "counts" }, counts),
+    el("p", { cls: "meta" }, "made " + data.made + " by tinyacp " + data.version + " · each transcript kept up to " +
+      num(data.maxTurnBytes) + " bytes")));
   if (data.notes.length) {
     app.appendChild(el("details", { cls: "notes", id: "notes" },
       el("summary", null, "What could not be read (" + data.notes.length + ")"),
@@ -99,6 +110,25 @@
     const costChart = costs(agents);
     if (costChart) charts.appendChild(costChart);
     return el("section", { id: "overview" }, el("h2", null, "Agents"), table, charts);
+  }
+
+  // Batches compared: per batch, its totals over the items (each item's latest attempt), one row beside another.
+  function batchTotals() {
+    const head = ["batch", "items", "ok", "failed", "missing", "ok rate", "median s", "tokens", "cost"];
+    const table = el("table", { cls: "agents", id: "batches" },
+      el("thead", null, el("tr", null, head.map(function (h) { return el("th", { scope: "col" }, h); }))),
+      el("tbody", null, batches.map(function (b) {
+        const t = b.totals;
+        const costs = Object.keys(t.cost).map(function (c) { return cost(t.cost[c], c); }).join(", ");
+        return el("tr", null, el("th", { scope: "row", cls: "data" }, b.name), el("td", null, num(t.items)),
+          el("td", null, num(t.ok)), el("td", null, num(t.failed)), el("td", null, num(t.missing)),
+          el("td", null, typeof t.okRate === "number" ? (t.okRate * 100).toFixed(1) + " %" : ""),
+          el("td", null, secs(t.median)), el("td", null, num(t.tokens)), el("td", null, costs));
+      })));
+    const where = el("ul", { cls: "sub" }, batches.map(function (b) {
+      return el("li", { cls: "data" }, b.name + ": " + b.path);
+    }));
+    return el("section", { id: "overview" }, el("h2", null, "Batches"), table, where);
   }
 
   function histogram(agent, width) {
@@ -146,26 +176,59 @@
   // ------------------------------------------------------------------------------------------------------------
   // The turns: sortable on every column, filtered by text, agent and outcome.
 
-  const COLUMNS = [
-    ["id", "turn", "text"], ["agent", "agent", "text"], ["ok", "outcome", "text"], ["stop", "stop reason", "text"],
-    ["secs", "seconds", "num"], ["tools", "tool calls", "num"], ["subs", "subagents", "num"], ["allow", "allowed", "num"],
-    ["reject", "rejected", "num"], ["tokens", "tokens", "num"], ["cost", "cost", "num"],
+  // Each column: its key, its name, "num" or "text", its width, what a cell shows, and what it sorts by (null goes
+  // last). Which columns depends on the page: a batch's items, one's own runs, or batches compared.
+  function field(key) { return function (t) { return t[key] === undefined ? null : t[key]; }; }
+  function plain(key) { return function (t) { return t[key] === null || t[key] === undefined ? "" : String(t[key]); }; }
+  function figure(key) { return function (t) { return num(t[key]); }; }
+  function column(key, label, kind, width, text, sort) {
+    return { key: key, label: label, kind: kind, width: width, text: text || plain(key), sort: sort || field(key) };
+  }
+  const OUTCOME = column("ok", "outcome", "text outcome", "7%", function (t) { return t.ok ? "ok" : "failed"; },
+    function (t) { return t.ok ? 1 : 0; });
+  const ERROR = column("err", "error", "text err", UNIT === "turn" ? "11%" : "14%");
+  const FIGURES = [
+    column("secs", "seconds", "num", "", function (t) { return secs(t.secs); }),
+    column("tools", "tool calls", "num", "", figure("tools")),
+    column("allow", "allowed", "num", "", figure("allow")),
+    column("reject", "rejected", "num", "", figure("reject")),
+    column("tokens", "tokens", "num", "", figure("tokens")),
+    column("cost", "cost", "num", "9.5%", function (t) { return cost(t.cost, t.cur); }),
   ];
-  function cell(turn, key) {
-    switch (key) {
-      case "ok": return turn.ok ? "ok" : "failed";
-      case "secs": return secs(turn.secs);
-      case "tokens": return num(turn.tokens);
-      case "cost": return cost(turn.cost, turn.cur);
-      case "tools": case "subs": case "allow": case "reject": return num(turn[key]);
-      default: return turn[key] === null || turn[key] === undefined ? "" : String(turn[key]);
-    }
+  function when(ms) {
+    if (typeof ms !== "number") return "";
+    const d = new Date(ms), two = function (n) { return String(n).padStart(2, "0"); };
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " + two(d.getHours()) + ":" +
+      two(d.getMinutes()) + ":" + two(d.getSeconds());
   }
-  function value(turn, key) {
-    if (key === "ok") return turn.ok ? 1 : 0;
-    const v = turn[key];
-    return v === undefined ? null : v;
+  function outcomeOf(o) {
+    if (!o) return "—";
+    return (o.ok ? "ok" : "failed") + (typeof o.secs === "number" ? " · " + secs(o.secs) + " s" : "") +
+      (o.attempts > 1 ? " · " + o.attempts + " tries" : "") + (o.err ? " · " + o.err : "");
   }
+  let COLUMNS;
+  if (COMPARE) {
+    COLUMNS = [column("id", "item", "text data", "14%"),
+      column("differs", "differs", "text", "6%", function (t) { return t.differs ? "differs" : ""; },
+        function (t) { return t.differs ? 0 : 1; })];
+    batches.forEach(function (b, k) {
+      COLUMNS.push(column("b" + k, b.name, "text outcome", "", function (t) { return outcomeOf(t.outs[k]); },
+        function (t) { const o = t.outs[k]; return o ? (o.ok ? 1 : 0) : null; }));
+    });
+  } else if (UNIT === "turn") {
+    COLUMNS = [column("started", "started", "text", "13%", function (t) { return when(t.started); }),
+      column("agent", "agent", "text", "8%"), column("session", "session", "text data", "7%"),
+      column("prompt", "prompt", "text data", "13%"), OUTCOME, ERROR].concat(FIGURES);
+  } else {
+    COLUMNS = [column("id", "item", "text data", "9%"),
+      column("attempts", "tries", "num", "4%", function (t) { return num(t.attempts || 1); },
+        function (t) { return t.attempts || 1; }),
+      column("agent", "agent", "text", "7%"), OUTCOME, ERROR, column("stop", "stop reason", "text", "7%"),
+      column("subs", "sub\u00adagents", "num", "", figure("subs"))].concat(FIGURES);
+  }
+  const SORTS = {};
+  COLUMNS.forEach(function (c) { SORTS[c.key] = c.sort; });
+  function value(turn, key) { return SORTS[key] ? SORTS[key](turn) : null; }
   function compare(a, b) {
     const key = state.key, x = value(a, key), y = value(b, key);
     if (x === y) return a.i - b.i;
@@ -176,23 +239,30 @@
   }
 
   const filterText = el("input", { type: "search", id: "filter", placeholder: "filter: id, agent, error, prompt…",
-    "aria-label": "filter the turns by text" });
-  const agentNames = data.overview.agents.map(function (a) { return a.agent; });
-  const filterAgent = el("select", { id: "agent-filter", "aria-label": "only the turns of this agent" },
+    "aria-label": "filter the " + UNIT + "s by text" });
+  const agentNames = COMPARE ? [] : data.overview.agents.map(function (a) { return a.agent; });
+  const filterAgent = el("select", { id: "agent-filter", "aria-label": "only the " + UNIT + "s of this agent" },
     el("option", { value: "" }, "every agent"),
     agentNames.map(function (name) { const o = el("option", null, name); o.value = name; return o; }));
-  const filterOutcome = el("select", { id: "outcome-filter", "aria-label": "only ok or failed turns" },
-    el("option", { value: "" }, "ok and failed"), el("option", { value: "ok" }, "ok"),
-    el("option", { value: "failed" }, "failed"));
+  const filterOutcome = COMPARE
+    ? el("select", { id: "outcome-filter", "aria-label": "only the items whose outcome differs, or is the same" },
+      el("option", { value: "" }, "every item"), el("option", { value: "differs" }, "differs"),
+      el("option", { value: "same" }, "same outcome"))
+    : el("select", { id: "outcome-filter", "aria-label": "only ok or failed " + UNIT + "s" },
+      el("option", { value: "" }, "ok and failed"), el("option", { value: "ok" }, "ok"),
+      el("option", { value: "failed" }, "failed"));
+  if (COMPARE) filterAgent.hidden = true;  // each batch is its own column: the agent is in its name
   const counter = el("span", { id: "count", "aria-live": "polite" });
   const heads = COLUMNS.map(function (c) {
-    const button = el("button", { type: "button", "data-key": c[0] }, c[1]);
+    const button = el("button", { type: "button", "data-key": c.key }, c.label);
     button.addEventListener("click", function () {
-      state.dir = state.key === c[0] ? -state.dir : 1;
-      state.key = c[0];
+      state.dir = state.key === c.key ? -state.dir : 1;
+      state.key = c.key;
       draw();
     });
-    return el("th", { scope: "col", "data-key": c[0], cls: c[2] }, button);
+    const th = el("th", { scope: "col", "data-key": c.key, cls: c.kind.split(" ")[0] }, button);
+    if (c.width) th.style.width = c.width;  // the CSSOM, which the policy allows (a style attribute it would not)
+    return th;
   });
   const body = el("tbody");
   const more = el("button", { type: "button", id: "more" }, "show more");
@@ -205,13 +275,25 @@
       if (state.agent && t.agent !== state.agent) return false;
       if (state.outcome === "ok" && !t.ok) return false;
       if (state.outcome === "failed" && t.ok) return false;
+      if (state.outcome === "differs" && !t.differs) return false;
+      if (state.outcome === "same" && t.differs) return false;
       return !text || t.hay.indexOf(text) >= 0;
     });
   }
 
   function row(turn) {
-    const tr = el("tr", { tabindex: "0", "data-i": String(turn.i), cls: turn.ok ? "ok" : "failed" },
-      COLUMNS.map(function (c) { return el("td", { cls: c[2] + (c[0] === "id" ? " data" : "") }, cell(turn, c[0])); }));
+    const tr = el("tr", { tabindex: "0", "data-i": String(turn.i), "data-id": turn.id,
+      cls: COMPARE ? (turn.differs ? "differs" : "same") : (turn.ok ? "ok" : "failed") },
+      COLUMNS.map(function (c, k) {
+        const text = c.text(turn);
+        const td = el("td", { cls: c.kind }, text);
+        if (c.kind.indexOf("outcome") >= 0) {
+          const o = COMPARE ? turn.outs[k - 2] : turn;
+          td.classList.add(!o ? "missing" : (o.ok ? "ok" : "failed"));
+        }
+        if (text.length > 24) td.title = text;  // cut by the column's width: the whole on hover
+        return td;
+      }));
     if (turn.i === state.open) tr.setAttribute("aria-selected", "true");
     return tr;
   }
@@ -226,8 +308,8 @@
     const fragment = document.createDocumentFragment();
     shown.slice(0, state.limit).forEach(function (t) { fragment.appendChild(row(t)); });
     body.replaceChildren(fragment);
-    counter.textContent = Math.min(shown.length, state.limit) + " of " + shown.length + " matching turns shown (" +
-      turns.length + " in all)";
+    counter.textContent = Math.min(shown.length, state.limit) + " of " + shown.length + " matching " + UNIT +
+      "s shown (" + turns.length + " in all)";
     more.hidden = shown.length <= state.limit;
   }
 
@@ -350,6 +432,12 @@
         el("div", { cls: "sub data" }, "id " + e.id),
         e.where ? el("div", { cls: "sub data" }, "locations: " + e.where.join(", ")) : null,
         e.input ? el("details", null, el("summary", null, "input"), pre(e.input)) : null,
+        (e.replaced || []).map(function (r) {
+          return el("div", { cls: "replaced" }, el("div", { cls: "sub" }, "content " + at(r.t) + ", replaced " +
+            at(r.until) + " by a later update:"), (r.content || []).map(toolContent));
+        }),
+        e.replacedMore ? el("div", { cls: "sub" }, e.replacedMore + " more replaced contents, not kept") : null,
+        e.replaced ? el("div", { cls: "sub" }, "content now" + (e.ct !== undefined ? " (since " + at(e.ct) + ")" : "") + ":") : null,
         (e.content || []).map(toolContent));
     },
     perm: function (e) {
@@ -357,6 +445,7 @@
         el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, "permission asked: "),
           el("span", { cls: "data" }, e.title || e.tool || "?"), e.kind ? " [" + e.kind + "]" : "",
           e.name ? [" · tool ", el("span", { cls: "data" }, e.name)] : null),
+        e.content ? [el("div", { cls: "sub" }, "what was asked to approve:"), e.content.map(toolContent)] : null,
         decision(e.decision));
     },
     child: function (e) {
@@ -410,6 +499,37 @@
         })) : null,
         answer);
     },
+    served: function (e) {
+      // A file or terminal request of the agent's that the client served (or refused), with who decided it.
+      const file = e.m.indexOf("fs/") === 0;
+      let what;
+      if (e.m === "fs/read_text_file") {
+        what = ["file read ", el("span", { cls: "data" }, e.path || "?"),
+          typeof e.line === "number" ? " from line " + num(e.line) : "",
+          typeof e.limit === "number" ? ", " + num(e.limit) + " lines at most" : ""];
+      } else if (e.m === "fs/write_text_file") {
+        what = ["file written ", el("span", { cls: "data" }, e.path || "?")];
+      } else {
+        what = ["terminal ", el("code", { cls: "data" }, e.cmd || "?"), e.cwd ? [" in ", el("span", { cls: "data" }, e.cwd)] : ""];
+      }
+      const answers = (e.answers || []).map(function (a) {
+        return el("div", { cls: "decision " + (a.error ? "rejected" : "allowed") }, el("span", { cls: "time" }, at(a.dt)),
+          " → ", el("strong", null, a.error ? "refused" : "served"), a.m && !file ? " " + a.m : "",
+          a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
+          " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"));
+      });
+      const exit = e.exit ? (e.exit[1] ? "ended by signal " + e.exit[1] : "exit status " + (e.exit[0] === null ? "?" : e.exit[0])) : "";
+      return el("div", { cls: "served" + (file ? " file" : " terminal") },
+        el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, what[0]), what.slice(1),
+          exit ? [" · ", el("strong", { cls: "exit" }, exit)] : ""),
+        e.env ? el("div", { cls: "sub data" }, "environment: " + e.env.join(", ")) : null,
+        e.tid ? el("div", { cls: "sub data" }, "terminal id " + e.tid) : null,
+        e.steps ? el("div", { cls: "sub" }, e.steps.map(function (s) { return s[0] + " " + at(s[1]); }).join(" → ")) : null,
+        e.x !== undefined ? el("details", null, el("summary", null, (e.m === "fs/write_text_file" ? "content written" : "content read") +
+          (typeof e.size === "number" ? " (" + num(e.size) + " bytes)" : "")), pre(e.x)) : null,
+        e.out !== undefined ? [el("div", { cls: "sub" }, "output" + (e.outCut ? " (its tail)" : "")), pre(e.out)] : null,
+        answers.length ? answers : el("div", { cls: "decision" }, "no answer recorded"));
+    },
     notice: function (e) {
       return el("div", { cls: "notice" }, line("notice (" + (e.severity || "info") + ")", e.t),
         el("div", { cls: "data" }, e.title || ""), e.x ? pre(e.x) : null);
@@ -461,40 +581,70 @@
     history.replaceState(null, "", location.pathname + location.search);
   }
 
-  function open(index) {
-    const turn = turns[index];
-    const source = document.getElementById("tx-" + index);
-    const tx = source ? JSON.parse(source.textContent) : { events: [] };
-    const close = el("button", { type: "button", id: "close" }, "close");
-    close.addEventListener("click", shut);
+  // One attempt's facts, error, cut and events (``turn`` its row, or an earlier attempt; ``main`` the one the ids
+  // of the page name).
+  function attemptView(turn, tx, main) {
     const facts = [
       ["agent", turn.agent], ["outcome", turn.ok ? "ok" : "failed"], ["stop reason", turn.stop || "none"],
-      ["seconds", secs(turn.secs)], ["tool calls", num(turn.tools)], ["subagents", turn.subs ? num(turn.subs) : ""],
-      ["permissions", num(turn.allow) + " allowed, " + num(turn.reject) + " rejected"],
+      ["started", when(turn.started)], ["seconds", secs(turn.secs)], ["session", turn.session],
+      ["tool calls", num(turn.tools)], ["subagents", turn.subs ? num(turn.subs) : ""],
+      ["permissions", turn.allow === undefined ? "" : num(turn.allow) + " allowed, " + num(turn.reject) + " rejected"],
       ["tokens", num(turn.tokens)], ["cost", cost(turn.cost, turn.cur)],
-      ["attempt", turn.attempt === undefined ? "" : String(turn.attempt)],
+      ["attempt", turn.attempt === undefined ? "" : String(turn.attempt) +
+        (turn.attempts > 1 ? " of " + turn.attempts + " (the latest; the earlier ones are below)" : "")],
+      ["trace", turn.trace],
       ["journal", (turn.journal || "") + (turn.epoch !== undefined && turn.epoch !== null ? " (epoch " + turn.epoch + ")" : "")],
     ].filter(function (f) { return f[1]; });
     const parts = [
-      el("div", { cls: "bar-line" }, el("h2", null, "Turn ", el("span", { cls: "data" }, turn.id)), close),
       el("dl", { cls: "facts" }, facts.map(function (f) { return [el("dt", null, f[0]), el("dd", { cls: "data" }, f[1])]; })),
     ];
+    const errorId = main ? { cls: "error", id: "turn-error" } : { cls: "error" };
     if (tx.error) {
-      parts.push(el("div", { cls: "error", id: "turn-error" }, el("strong", null, "error: "),
-        el("span", { cls: "data" }, tx.error.type), pre(tx.error.message),
+      parts.push(el("div", errorId, el("strong", null, "error: "),
+        tx.error.type ? el("span", { cls: "data" }, tx.error.type) : null, pre(tx.error.message),
         tx.error.stderr ? [el("strong", null, "the agent's stderr (tail)"), pre(tx.error.stderr, "stderr")] : null));
     } else if (turn.err) {
-      parts.push(el("div", { cls: "error", id: "turn-error" }, el("strong", null, "error: "), pre(turn.err)));
+      parts.push(el("div", errorId, el("strong", null, "error: "), pre(turn.err)));
     }
     if (tx.cut) {
-      parts.push(el("p", { cls: "cut", id: "cut" }, "This transcript was cut at " + num(tx.cut.limit) +
-        " bytes of text (--max-turn-bytes): " + num(tx.cut.bytes) + " more bytes and " + num(tx.cut.events) +
-        " more events are in the journal, not in this page."));
+      parts.push(el("p", main ? { cls: "cut", id: "cut" } : { cls: "cut" }, "This transcript was cut at " +
+        num(tx.cut.limit) + " bytes of text (--max-turn-bytes): " + num(tx.cut.bytes) + " more bytes and " +
+        num(tx.cut.events) + " more events are in the journal, not in this page."));
     }
+    collectChildren(tx.events || []);
+    parts.push(eventList(tx.events || []));
+    (tx.earlier || []).slice().reverse().forEach(function (e) {
+      parts.push(el("details", { cls: "attempt" },
+        el("summary", null, "earlier attempt " + (e.attempt || "?") + ": " + (e.ok ? "ok" : "failed") +
+          (e.err ? " · " + e.err : "")),
+        attemptView(e, e, false)));
+    });
+    return parts;
+  }
+
+  function open(index) {
+    const turn = turns[index];
+    const close = el("button", { type: "button", id: "close" }, "close");
+    close.addEventListener("click", shut);
+    const noun = COMPARE ? "Item " : (UNIT === "item" ? "Item " : "Turn ");
+    const parts = [el("div", { cls: "bar-line" }, el("h2", null, noun, el("span", { cls: "data" }, turn.id)), close)];
     childNames = {};
-    collectChildren(tx.events);
-    parts.push(eventList(tx.events));
-    detail.replaceChildren.apply(detail, parts);
+    if (COMPARE) {
+      // Each batch's turn one beside the other, in the order the batches were named.
+      parts.push(el("div", { cls: "side" }, batches.map(function (b, k) {
+        const o = turn.outs[k];
+        const source = document.getElementById("tx-" + index + "-" + k);
+        const tx = source ? JSON.parse(source.textContent) : { events: [] };
+        return el("section", { cls: "column " + (!o ? "missing" : (o.ok ? "ok" : "failed")) },
+          el("h3", { cls: "data" }, b.name),
+          o ? attemptView(o, tx, false) : el("p", { cls: "sub" }, "not in this batch"));
+      })));
+    } else {
+      const source = document.getElementById("tx-" + index);
+      const tx = source ? JSON.parse(source.textContent) : { events: [] };
+      parts.push(attemptView(turn, tx, true));
+    }
+    detail.replaceChildren.apply(detail, parts.flat());
     detail.hidden = false;
     select(index);
     // The turn in the address's fragment, so that the address, reloaded or passed on, opens it again.
@@ -502,8 +652,8 @@
     detail.scrollIntoView({ block: "start" });
   }
 
-  app.appendChild(overview());
-  app.appendChild(el("section", { id: "turns" }, el("h2", null, "Turns"),
+  app.appendChild(COMPARE ? batchTotals() : overview());
+  app.appendChild(el("section", { id: "turns" }, el("h2", null, UNIT === "item" ? "Items" : "Turns"),
     el("div", { cls: "filters" }, filterText, filterAgent, filterOutcome, counter),
     el("table", { cls: "turns", id: "turn-table" }, el("thead", null, el("tr", null, heads)), body), more));
   app.appendChild(detail);
@@ -512,9 +662,10 @@
   if (location.hash.length > 1) {
     let wanted = null;
     try { wanted = decodeURIComponent(location.hash.slice(1)); } catch (error) { wanted = null; }
-    // An address made before attempts had their own names names the id alone: the first of them.
+    // An address made when each attempt was a row of its own (``#again~2``) names its item.
+    const bare = typeof wanted === "string" ? wanted.replace(/~[^~]*$/, "") : null;
     const found = Object.prototype.hasOwnProperty.call(named, wanted) ? named[wanted]
-      : turns.find(function (t) { return t.id === wanted; });
+      : turns.find(function (t) { return t.id === wanted || t.id === bare; });
     if (found) open(found.i);
   }
   performance.mark("tinyacp-view-ready");

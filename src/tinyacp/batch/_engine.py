@@ -5,6 +5,7 @@ both share in :mod:`tinyacp.batch._plan`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -92,6 +93,7 @@ def run_batch(
         BatchStorageError: a Ray node cannot see or write ``out_dir``.
         BatchEngineError: Ray is not installed (checked before anything is created), cannot be reached, or lost
             every node.
+        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here (checked before any turn starts).
         TypeError: an unknown option.
         ValueError: a bad engine or option value, a concurrency that is not an int from 1 to 10,000, or retries
             that are not an int from 0 to 1,000,000 (checked before anything is created or started).
@@ -110,7 +112,7 @@ def run_batch(
     out = Path(out_dir).absolute()  # turns may run on other nodes, in other directories
     out.mkdir(parents=True, exist_ok=True)
     journals = journal_directory(out)  # never a link planted as out/journals
-    with ResultsFile(out / "results.jsonl") as results:
+    with ResultsFile(out / "results.jsonl") as results, _traced(settings, out) as settings:
         outcomes = results.outcomes()
         to_run = None
         preflight = Preflight(settings, elsewhere=engine == "ray")
@@ -144,6 +146,15 @@ def run_batch(
         cpu = cpu_seconds() - cpu + run.engine_cpu
         failures = results.failures(tally.failed_keys(plan), FAILURES_KEPT)
         return tally.summary(plan, started, results.path, journals, cpu, failures=failures)
+
+
+def _traced(settings: TurnSettings, out: Path) -> contextlib.AbstractContextManager[TurnSettings]:
+    """The batch's span around its turns when it exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return contextlib.nullcontext(settings)
+    from ._trace import batch_trace
+
+    return batch_trace(settings, out)
 
 
 async def _with_retries(run: Run, item: Item, attempt: int) -> TurnRecord:

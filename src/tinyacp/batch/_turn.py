@@ -29,12 +29,15 @@ from .._observer import BaseObserver, Observer
 from .._options import Options
 from .._permissions import PermissionPolicy, PermissionRequest
 from .._records import AgentMessage, OutgoingMessage, PromptResult, Update, usage_fields
+from .._sandbox import Bubblewrap, check_available, network_on, plan
+from .._serve import Serve, ServeRequest
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
 from ._items import ConfigValue, Item, item_key, journal_name, parse_item
 
 if TYPE_CHECKING:
     from .._async_client import AsyncClient
+    from ..otel._config import TraceExport
 
 __all__ = [
     "PermissionCounts",
@@ -101,10 +104,15 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The agent's name (an entry of the agents table, or the program's base name)."""
     node: str | None = None
     """The Ray node that ran the turn (the Ray engine only)."""
+    sandbox: list[str] | None = None
+    """The options bwrap was given when the turn's agent ran in the sandbox (``sandbox=``), exactly; None when
+    it did not."""
     notices: list[dict[str, Any]] = msgspec.field(default_factory=list)
     """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
     agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
     answer came from another model says so."""
+    trace_id: str | None = None
+    """The trace of the attempt (32 hex characters) when the batch exported spans (``trace``)."""
 
 
 class AgentEntry(Protocol):
@@ -149,7 +157,15 @@ class TurnOptions(TypedDict, total=False):
         supervise: as in :class:`tinyacp.Options` (Linux).
         features: the newer parts of ACP the turns opt in to, as in :class:`tinyacp.Options` (default: notices
             and compaction, so that warnings stay out of the reply).
+        sandbox: a :class:`~tinyacp.Bubblewrap` to run every turn's agent in, as in :class:`tinyacp.Options`
+            (Linux); an agent entry's ``sandbox_writable`` (its state directories) is added to its ``writable``,
+            and each record's ``sandbox`` holds bwrap's options.
+        serve: the files and terminals the turns serve to their agents, as in :class:`tinyacp.Options` (default:
+            none); decided by ``policy`` and the :class:`~tinyacp.Serve`'s command patterns (nobody is asked).
         attempt: the attempt number to record (default 1).
+        trace: export each turn's spans, a ``turn {id}`` span over its client's, as a
+            :class:`tinyacp.otel.TraceExport` says (``pip install "tinyacp[otel]"``); :func:`run_batch` puts the
+            turns under one ``batch {name}`` span. Default: none.
     """
 
     agent: str | Sequence[str] | None
@@ -169,7 +185,10 @@ class TurnOptions(TypedDict, total=False):
     sync_journal: bool
     supervise: bool
     features: ClientFeatures
+    sandbox: Bubblewrap | None
+    serve: Serve
     attempt: int
+    trace: TraceExport | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,14 +218,20 @@ class TurnSettings:
     sync_journal: bool = False
     supervise: bool = False
     features: ClientFeatures = field(default_factory=ClientFeatures)
+    sandbox: Bubblewrap | None = None
+    agent_writable: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The directories an agent's entry needs writable in the sandbox (its state), by the agent's name."""
+    serve: Serve = field(default_factory=Serve)
+    trace: TraceExport | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TurnSettings:
         """Check the options of a call.
 
         Raises:
-            TypeError: an unknown option.
-            TypeError: an unknown option, or ``reader_limits`` or ``transfer_limits`` of another type.
+            TypeError: an unknown option, or ``reader_limits``, ``transfer_limits``, ``serve`` or ``sandbox`` of
+                another type.
+            SandboxUnavailable: ``sandbox`` was asked for and bwrap cannot run here.
             ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
                 1,000,000, an ``attempt`` that is not a positive int.
         """
@@ -228,6 +253,11 @@ class TurnSettings:
         values["agent_notes"] = {
             name: tuple(getattr(spec, "notes", ())) for name, spec in entries.items() if getattr(spec, "notes", ())
         }
+        values["agent_writable"] = {
+            name: tuple(getattr(spec, "sandbox_writable", ()))
+            for name, spec in entries.items()
+            if getattr(spec, "sandbox_writable", ())
+        }
         values["agent_launch"] = {
             name: launch for name, spec in entries.items() if any(launch := _launch_of_entry(spec))
         }
@@ -241,8 +271,15 @@ class TurnSettings:
         check_timeout("timeout", settings.timeout)
         for name in ("kill_grace", "cancel_grace"):
             check_seconds(name, getattr(settings, name))
-        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits)):
+        for name, kind in (("reader_limits", ReaderLimits), ("transfer_limits", TransferLimits), ("serve", Serve)):
             check_kind(name, getattr(settings, name), kind)
+        if settings.sandbox is not None:  # said once, here, rather than in every turn's record
+            check_kind("sandbox", settings.sandbox, Bubblewrap)
+            check_available(network=network_on(settings.sandbox, True))
+        if settings.trace is not None:
+            from ..otel._config import TraceExport
+
+            check_kind("trace", settings.trace, TraceExport)
         return settings
 
 
@@ -475,6 +512,8 @@ class _TurnJournal(StartObserver):
         self.allowed = 0
         self.rejected = 0
         self.usage: UsageUpdate | None = None
+        self.sandbox: list[str] | None = None
+        """bwrap's options, once the turn's agent is started in the sandbox."""
 
     def on_update(self, update: Update) -> None:
         self._record_update(update)
@@ -497,6 +536,9 @@ class _TurnJournal(StartObserver):
 
     def on_permission_decision(self, request: PermissionRequest) -> Awaitable[None]:
         return self._decided(request)
+
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None]:
+        return _synced(self._dir, self.journal.on_serve_decision, request)
 
     async def _decided(self, request: PermissionRequest) -> None:
         await _synced(self._dir, self.journal.on_permission_decision, request)
@@ -527,7 +569,7 @@ def _remaining(deadline: float) -> float | None:
 
 
 async def _converse(
-    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int
+    item: Item, agent: ResolvedAgent, settings: TurnSettings, observer: _TurnJournal, epoch: int, *, traced: Any = None
 ) -> PromptResult:
     from .._async_client import AsyncClient
 
@@ -535,7 +577,9 @@ async def _converse(
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     base = settings.cwd or os.getcwd()
     cwd = os.path.join(base, item.cwd) if item.cwd else base  # an item's relative cwd is relative to the call's
-    options = agent_options(agent, settings, cwd, observer, epoch)
+    options = agent_options(agent, settings, cwd, observer if traced is None else traced.observer(observer), epoch)
+    if options.sandbox is not None:  # the same plan the client makes: its exact arguments, for the record
+        observer.sandbox = list(plan(options.sandbox, options.command, cwd=cwd, env=options.env).options)
     mode = item.mode if item.mode is not None else settings.mode
     model = item.model if item.model is not None else settings.model
     options_to_set = {**(settings.set or {}), **(item.set or {})}
@@ -576,7 +620,25 @@ def agent_options(
         cancel_grace=settings.cancel_grace,
         supervise=settings.supervise,
         features=settings.features,
+        sandbox=_sandbox_of(agent, settings),
+        serve=settings.serve,
     )
+
+
+def _sandbox_of(agent: ResolvedAgent, settings: TurnSettings) -> Bubblewrap | None:
+    """The batch's sandbox, with the directories the agent's entry needs writable added to its own.
+
+    Raises:
+        OSError: a state directory cannot be created (the turn's error).
+    """
+    sandbox = settings.sandbox
+    extra = settings.agent_writable.get(agent.name)
+    if sandbox is None or not extra:
+        return sandbox
+    for path in extra:  # its state directories, made where the turn runs (private), as the command makes them
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    writable = (*sandbox.writable, *extra)
+    return Bubblewrap(writable, sandbox.readable, sandbox.network, sandbox.private_tmp, sandbox.extra_args)
 
 
 def _policy_of(agent: ResolvedAgent, settings: TurnSettings) -> PermissionPolicy:
@@ -613,6 +675,7 @@ async def turn(
     epoch: int | None = None
     result: PromptResult | None = None
     error: TurnError | None = None
+    traced = _turn_trace(settings, item, attempt, agent)
     try:
         where = str(journal_dir)
         if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
@@ -620,7 +683,7 @@ async def turn(
         else:
             opened, begun = _open_journal(journal_dir, path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
-        result = await _converse(item, agent, settings, observer, begun)
+        result = await _converse(item, agent, settings, observer, begun, traced=traced)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
         error = _turn_error(exc, item, agent, settings, observer)
     finally:
@@ -634,6 +697,8 @@ async def turn(
     elif result is not None and result.overflow is not None:
         error = TurnError("TransferLimitExceeded", f"the reply reached a limit: {result.overflow}")
     stop_reason = str(result.stop_reason) if result is not None else None
+    if traced is not None:
+        traced.end(None if error is None else (error.type, error.message), stop_reason)
     return TurnRecord(
         id=item.id,
         ok=error is None and stop_reason == "end_turn",
@@ -656,7 +721,18 @@ async def turn(
         host=HOST,
         agent=agent.name,
         node=node,
+        sandbox=observer.sandbox if observer is not None else None,
+        trace_id=traced.trace_id if traced is not None else None,
     )
+
+
+def _turn_trace(settings: TurnSettings, item: Item, attempt: int, agent: ResolvedAgent) -> Any:
+    """The attempt's ``turn`` span when the batch exports spans (OpenTelemetry imported only then)."""
+    if settings.trace is None:
+        return None
+    from ._trace import TurnTrace
+
+    return TurnTrace(settings.trace, item.id, attempt, agent.name)
 
 
 async def arun_turn(
@@ -670,6 +746,7 @@ async def arun_turn(
 
     Raises:
         BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
+        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here.
         TypeError: an unknown option.
         ValueError: an option out of range.
     """
@@ -686,6 +763,7 @@ def run_turn(
 
     Raises:
         BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
+        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here.
         TypeError: an unknown option.
         ValueError: an option out of range.
         RuntimeError: called from a running event loop (await :func:`arun_turn` there).

@@ -21,7 +21,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._bounds import MAX_CONCURRENCY, MAX_LINE_LIMIT, MAX_SECONDS
 from .._constants import SYSTEM_PROMPT_MODES
@@ -30,10 +29,15 @@ from .shared._dirs import default_config_path
 from .shared._exit import BATCH_EXIT_STATUS, CHECK_EXIT_STATUS, EXIT_STATUS, Exit, UsageProblem
 from .shared._usage import ParseError, Parser, json_asked, usage_error
 
+TYPE_CHECKING = False  # not typing's: typing is a tenth of `tinyacp --help` (benchmarks/RESULTS.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["main"]
 
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
-_STARTUP_TIMEOUT = 120.0
+_STARTUP_TIMEOUT = 120.0  # an npx/uvx entry: its first start downloads the package
+_LOCAL_STARTUP_TIMEOUT = 30.0  # any other program: a local start that takes longer is stuck, not busy
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -95,6 +99,14 @@ def _count(text: str) -> int:
     return _whole(text, 0)
 
 
+def _tool_name(text: str) -> str:
+    """A tool name of ``--allow-tool`` or ``--deny-tool``: matched exactly against the agent's, so an empty one (a
+    shell variable left unset) would match nothing and hide the mistake."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a tool name cannot be empty or blank: {text!r} (names look like Read, Bash)")
+    return text
+
+
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The handler ``name`` of ``module`` (dotted, under this package), imported when the subcommand runs, not when
     it is parsed."""
@@ -146,9 +158,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = _Subcommands(subparsers.add_parser, None if argv is None else _chosen(argv))
 
-    config = argparse.ArgumentParser(add_help=False)
+    config = Parser(add_help=False)  # Parser's formatter: no shutil import for the options' metavar checks
     config.add_argument("--config", type=Path, metavar="PATH", help=f"config file (default: {default_config_path()})")
-    agent = argparse.ArgumentParser(add_help=False)
+    agent = Parser(add_help=False)
     agent.add_argument(
         "--agent",
         metavar="NAME",
@@ -238,7 +250,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="a batch or journals as one self-contained HTML page to read in a browser",
         description="Write one self-contained HTML page (it loads and sends nothing) showing a batch's output "
         "directory, a journal or a directory of journals: an overview per agent, a table of the turns that sorts "
-        "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first.",
+        "and filters, and each turn's transcript. With no PATH, the journals of your own runs, latest first. "
+        "With several batch directories (tinyacp view A B ...), one page matching their items by id: an outcome "
+        "column per batch, the items that differ first, the batches' totals and each item's turns side by side.",
+    )
+    commands.add(
+        "export",
+        _export_options,
+        help="send a journal or a batch's directory to an OpenTelemetry backend as traces (OTLP/HTTP)",
+        description="Send what a journal (or each journal of a batch's directory) recorded as the spans a traced "
+        "run makes, with the recorded times; ids are derived from the files, so the same journal always gives "
+        "the same spans. See docs/traces.md.",
     )
     commands.add("replay", _replay_options, help="be a recorded agent: replay a journal's agent side (a test double)")
     commands.add_parser(
@@ -322,6 +344,11 @@ def _agents_options(agents: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--concurrency", type=_concurrency, default=4, metavar="N", help="with --check: agents at once (default 4)"
     )
+    check.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="with --check: start each agent in the sandbox (bubblewrap, Linux), with its table's defaults",
+    )
     agents.set_defaults(handler=_agents_or_check, check_timeout=_CHECK_TIMEOUT, download_timeout=_STARTUP_TIMEOUT)
 
 
@@ -334,6 +361,7 @@ def _agents_or_check(args: argparse.Namespace) -> int:
                 ("--all", args.all),
                 ("--timeout", args.timeout),
                 ("--agent-command", args.agent_command),
+                ("--sandbox", args.sandbox),
             )
             if value
         ]
@@ -370,10 +398,10 @@ def _view_options(view: argparse.ArgumentParser) -> None:
     view.add_argument(
         "path",
         type=Path,
-        nargs="?",
+        nargs="*",
         metavar="PATH",
-        help="a batch's --out directory, a journal, "
-        "or a directory of journals (default: the journals of tinyacp prompt and chat)",
+        help="a batch's --out directory, a journal, or a directory of journals (default: the journals of tinyacp "
+        "prompt and chat); two or more batch directories: one page comparing them item by item",
     )
     view.add_argument(
         "-o",
@@ -391,6 +419,20 @@ def _view_options(view: argparse.ArgumentParser) -> None:
         help="text of each turn's transcript kept in the page (default 256K; the page says what it cut)",
     )
     view.set_defaults(handler=_lazy("journals._view", "cmd_view"))
+
+
+def _export_options(export: argparse.ArgumentParser) -> None:
+    export.add_argument("path", type=Path, metavar="JOURNAL|BATCH_DIR", help="a journal, or a batch's --out directory")
+    export.add_argument(
+        "--otlp",
+        required=True,
+        metavar="URL",
+        help="the backend's OTLP/HTTP endpoint (http://HOST:4318, or …/v1/traces)",
+    )
+    export.add_argument(
+        "--capture-content", action="store_true", help="put the prompts' and replies' text in the spans (default: no)"
+    )
+    export.set_defaults(handler=_lazy("journals._export", "cmd_export"))
 
 
 def _replay_options(replayer: argparse.ArgumentParser) -> None:
@@ -419,27 +461,118 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="json: stream the records")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    _add_otel_option(parser)
     rules = parser.add_argument_group("permissions (nobody is asked: what no rule allows is rejected)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
+    _add_sandbox_options(parser)
+    _add_serve_options(parser)
     parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
+
+
+def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """``--sandbox`` and its options, shared by ``prompt``, ``chat`` and ``batch``."""
+    box = parser.add_argument_group(
+        "sandbox (Linux, bubblewrap: the agent writes only in its cwd, its state directories and --writable)"
+    )
+    which = box.add_mutually_exclusive_group()
+    which.add_argument("--sandbox", action="store_true", help="run the agent in the sandbox")
+    which.add_argument("--no-sandbox", action="store_true", help="not in the sandbox, whatever config.toml says")
+    box.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        help="the agent's network in the sandbox (default: on, it must reach its model; off: loopback only)",
+    )
+    box.add_argument(
+        "--writable",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another directory the sandboxed agent may write in (repeatable; implies --sandbox)",
+    )
 
 
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
     """The rules of the permission policy, shared by ``prompt``, ``chat`` and ``batch``."""
     rules.add_argument(
-        "--allow-tool", action="append", default=[], metavar="NAME", help="allow the tool NAME (Read, Grep, ...)"
+        "--allow-tool",
+        action="append",
+        default=[],
+        type=_tool_name,
+        metavar="NAME",
+        help="allow the tool NAME (Read, Grep, ...)",
     )
     rules.add_argument(
         "--deny-tool",
         action="append",
         default=[],
+        type=_tool_name,
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )
-    rules.add_argument("--allow-kind", action="append", default=[], metavar="KIND", help="allow tool calls of KIND")
+    rules.add_argument(
+        "--allow-kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="allow tool calls of KIND, and served actions of KIND (read, edit, execute)",
+    )
     rules.add_argument("--allow-title", action="append", default=[], metavar="PREFIX", help="allow titles with PREFIX")
-    rules.add_argument("-y", "--yes", action="store_true", help="allow every tool call but a --deny-tool")
+    rules.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="allow every tool call but a --deny-tool, and every served read, write and command inside the "
+        "session's folders but a --deny-command",
+    )
+
+
+def _serve_kinds(text: str) -> list[str]:
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    wrong = [word for word in words if word not in ("read", "write", "terminal")]
+    if not words or wrong:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of read, write and terminal")
+    return words
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """The files and terminals served to the agent, shared by ``prompt``, ``chat`` and ``batch``."""
+    serve = parser.add_argument_group(
+        "files and terminals served to the agent (default: none; also per agent in config.toml)"
+    )
+    serve.add_argument(
+        "--serve",
+        type=_serve_kinds,
+        action="append",
+        default=[],
+        metavar="read,write,terminal",
+        help="do the agent's reads, writes and commands for it, each decided like a permission request and "
+        "confined to the session's folders (see docs: serving files and terminals)",
+    )
+    serve.add_argument("--root", action="append", default=[], metavar="DIR", help="serve DIR besides the session's")
+    serve.add_argument(
+        "--allow-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run command lines matching PATTERN (a glob: 'pytest*'); a coarse guard an agent can word around",
+    )
+    serve.add_argument(
+        "--deny-command",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="never run command lines matching PATTERN ('*git push*'), whatever allows them, --yes included",
+    )
+
+
+def _add_otel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--otel-endpoint",
+        metavar="URL",
+        help="export the run's OpenTelemetry spans over OTLP/HTTP to URL (default: as the OTEL_* variables say; "
+        'needs pip install "tinyacp[otel]"; see docs/traces.md)',
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
@@ -447,6 +580,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    _add_serve_options(parser)
     if not chat:
         rules.add_argument(
             "--fail-on-reject",
@@ -491,16 +625,20 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     record.add_argument("--journal", type=Path, metavar="PATH", help="append the run's journal to PATH")
     record.add_argument("--no-journal", action="store_true", help="keep no journal")
     record.add_argument("--sync-journal", action="store_true", help="fsync every journal line")
+    _add_otel_option(parser)
     timing = parser.add_argument_group("time")
     what = "deadline of each turn" if chat else "deadline of the whole run"
     timing.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=what)
     timing.add_argument(
         "--startup-timeout",
         type=_seconds,
-        default=_STARTUP_TIMEOUT,
         metavar="SECONDS",
-        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+        help=(
+            f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g} for an npx/uvx agent, "
+            f"whose first start downloads it; {_LOCAL_STARTUP_TIMEOUT:g} for any other)"
+        ),
     )
+    parser.set_defaults(download_startup_timeout=_STARTUP_TIMEOUT, local_startup_timeout=_LOCAL_STARTUP_TIMEOUT)
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
     # Imported here, for the subcommands that take them: `tinyacp --help` needs neither (nor their dataclasses).
@@ -527,6 +665,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         "-q", "--quiet", action="store_true", help="show nothing on stderr but errors and how a failed turn ended"
     )
     shown.add_argument("--agent-log", type=Path, metavar="FILE", help="append the agent's stderr to FILE")
+    _add_sandbox_options(parser)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._async_client import AsyncClient
 from ..._errors import (
@@ -40,11 +40,15 @@ from ..._launch_failures import NOT_ACP_WORDS
 from ..._options import Options
 from ..._startup_watch import NotAcp
 from ..shared._display import one_line, sanitize, wants_color
-from ..shared._exit import Exit
+from ..shared._exit import Exit, UsageProblem
 from ..shared._features import COMMAND_FEATURES
+from ..shared._sandbox import sandbox_for
 from ._explain import NOT_ACP, explain, stderr_lines
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
 from ._resolve import AgentSpec, Config, load_config, resolve_agent
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap
 
 __all__ = ["check_exit_status", "cmd_check"]
 
@@ -64,6 +68,7 @@ _STATUS_WORDS = {
     "exited": "exited",
     "timed_out": "timed out",
     "error": "error",
+    "stopped": "stopped",
 }
 _STDERR_SHOWN = 4
 """The agent's last stderr lines under a failed row of the text table (the JSON row keeps up to 12)."""
@@ -74,16 +79,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     chosen, left = _choose(args.check, args.agent_command, config, everything=args.all)
     timeouts = [_timeout(args, spec) for spec in chosen]
+    if args.sandbox:
+        _sandbox_available()
+    progress = _Progress(len(chosen))
+    stopped_by: int | None = None
     try:
-        rows = asyncio.run(_until_signal(_check_all(chosen, timeouts, args.concurrency)))
-    except _Stopped as stopped:  # the agents were stopped: nothing to report
-        return 128 + stopped.signum
+        rows = asyncio.run(
+            _until_signal(_check_all(chosen, timeouts, args.concurrency, progress, sandboxed=args.sandbox))
+        )
+    except _Stopped as stopped:  # the rows it has, and a row that says so for each agent it stopped
+        stopped_by = stopped.signum
+        rows = [
+            progress.rows[i] or _stopped(spec, stopped_by, progress.started.get(i)) for i, spec in enumerate(chosen)
+        ]
     rows += [_not_checked(spec, why) for spec, why in left]
     if args.format == "json":
         print(json.dumps(rows, ensure_ascii=True, indent=2))
     else:
         print(_table(rows, color=wants_color(sys.stdout)))
-    return int(check_exit_status(rows))
+    if stopped_by is None:
+        return int(check_exit_status(rows))
+    unfinished = [row["name"] for row in rows if row["status"] == "stopped" or row["skipped"] == "stopped"]
+    name = "Ctrl-C" if stopped_by == signal.SIGINT else signal.Signals(stopped_by).name
+    print(
+        f"tinyacp: you stopped the check ({name}); not finished: {one_line(', '.join(unfinished), 300)}",
+        file=sys.stderr,
+    )
+    return 128 + stopped_by
 
 
 def check_exit_status(rows: list[dict[str, Any]]) -> Exit:
@@ -151,7 +173,7 @@ class _Stopped(Exception):
 
 
 async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
-    """``work``, cancelled by SIGTERM or SIGHUP as asyncio cancels it on Ctrl-C: each agent's client tears its
+    """``work``, cancelled by Ctrl-C, SIGTERM or SIGHUP: each agent's client tears its
     process group down on the way out, so no agent outlives the command.
 
     Raises:
@@ -178,22 +200,58 @@ async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signum)
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-async def _check_all(specs: list[AgentSpec], timeouts: list[float], concurrency: int) -> list[dict[str, Any]]:
+def _sandbox_available() -> None:
+    """``--sandbox``: bwrap works here, else nothing is checked.
+
+    Raises:
+        UsageProblem: it does not; the message says what to install.
+    """
+    from ..._errors import SandboxUnavailable
+    from ..._sandbox import check_available
+
+    try:
+        check_available(network=True)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+class _Progress:
+    """What the check has done so far, for the report of a check that a signal stopped."""
+
+    def __init__(self, count: int) -> None:
+        self.rows: list[dict[str, Any] | None] = [None] * count
+        """The row of each agent that finished, in the order of the agents."""
+        self.started: dict[int, float] = {}
+        """When each agent that got its turn was started (``time.monotonic``), by its index."""
+
+
+async def _check_all(
+    specs: list[AgentSpec],
+    timeouts: list[float],
+    concurrency: int,
+    progress: _Progress,
+    *,
+    sandboxed: bool = False,
+) -> list[dict[str, Any]]:
     """Check the agents, at most ``concurrency`` at once; the rows in the order of ``specs``."""
     slots = asyncio.Semaphore(concurrency)
 
-    async def one(spec: AgentSpec, timeout: float) -> dict[str, Any]:
+    async def one(index: int, spec: AgentSpec, timeout: float) -> dict[str, Any]:
         async with slots:
-            return await _check(spec, timeout)
+            progress.started[index] = time.monotonic()
+            row = progress.rows[index] = await _check(spec, timeout, sandboxed=sandboxed)
+            return row
 
-    return list(await asyncio.gather(*(one(spec, timeout) for spec, timeout in zip(specs, timeouts, strict=True))))
+    checks = (one(index, spec, timeout) for index, (spec, timeout) in enumerate(zip(specs, timeouts, strict=True)))
+    return list(await asyncio.gather(*checks))
 
 
-async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
-    """Start one agent in an empty temporary directory, send ``initialize``, stop it: its row."""
+async def _check(spec: AgentSpec, timeout: float, *, sandboxed: bool = False) -> dict[str, Any]:
+    """Start one agent in an empty temporary directory (in the sandbox, with its table's defaults, when
+    ``sandboxed``), send ``initialize``, stop it: its row."""
     row = _row(spec, checked=True)
     answer = InitializeAnswer()
     env = {**os.environ, **spec.env} if spec.env else None
@@ -201,6 +259,7 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
         started = time.monotonic()
         client: AsyncClient | None = None
         try:
+            sandbox = _sandbox_of(spec, cwd, row) if sandboxed else None
             options = Options(
                 command=_from_here(spec.command),
                 cwd=cwd,
@@ -208,6 +267,7 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
                 observer=answer,
                 stderr="tail",
                 features=COMMAND_FEATURES,
+                sandbox=sandbox,
             )
             client = AsyncClient(options)
             # A first line that is not JSON-RPC: the program gets a moment to exit, so how it ended is told too.
@@ -223,6 +283,24 @@ async def _check(spec: AgentSpec, timeout: float) -> dict[str, Any]:
             answer.watch.disarm()
     row.update(_answered(spec, initialize_report(spec, init, answer.raw)))
     return row
+
+
+def _sandbox_of(spec: AgentSpec, cwd: str, row: dict[str, Any]) -> Bubblewrap:
+    """The agent's sandbox with its table's (and config entry's) defaults; the row says how bwrap starts it.
+
+    Raises:
+        SandboxUnavailable: a state directory cannot be created (the row's error).
+    """
+    from ..._errors import SandboxUnavailable
+    from ..._sandbox import plan
+
+    env = {**os.environ, **spec.env}
+    try:
+        sandbox = sandbox_for(spec.sandbox, env)
+    except UsageProblem as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    row["sandbox"] = list(plan(sandbox, spec.command, cwd=cwd, env=env, find_program=False).options)
+    return sandbox
 
 
 def _from_here(command: tuple[str, ...]) -> tuple[str, ...]:
@@ -269,6 +347,7 @@ def _row(spec: AgentSpec, *, checked: bool) -> dict[str, Any]:
         "load_session": None,
         "session_capabilities": [],
         "newer": None,
+        "sandbox": None,
     }
 
 
@@ -342,6 +421,21 @@ def _failure_status(exc: TinyAcpError, code: Exit, message: str, answer: Initial
     return "error"
 
 
+def _stopped(spec: AgentSpec, signum: int, started: float | None) -> dict[str, Any]:
+    """The row of an agent the check stopped (Ctrl-C, SIGTERM, SIGHUP): while it started, or before its turn."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if started is None:
+        row = _row(spec, checked=False)
+        row["skipped"] = "stopped"
+        row["cause"] = f"not checked: you stopped the check ({name}) before its turn"
+        return row
+    row = _row(spec, checked=True)
+    seconds = row["seconds"] = round(time.monotonic() - started, 3)
+    row["status"] = "stopped"
+    row["cause"] = f"you stopped the check ({name}) after {seconds:.1f} s, before it answered initialize"
+    return row
+
+
 def _not_checked(spec: AgentSpec, why: str) -> dict[str, Any]:
     row = _row(spec, checked=False)
     row["skipped"] = why
@@ -357,7 +451,7 @@ def _not_checked(spec: AgentSpec, why: str) -> dict[str, Any]:
 # The text table.
 
 _COLUMNS = ("agent", "status", "version", "protocol", "time")
-_COLOURS = {"ok": "32", "needs_login": "33", "not_installed": "33"}
+_COLOURS = {"ok": "32", "needs_login": "33", "not_installed": "33", "stopped": "33"}
 
 
 def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
@@ -373,7 +467,15 @@ def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
         lines += _wrapped(_detail_lines(row), width)
     if not checked:
         lines.append("no agent was checked")
+    if any(row["sandbox"] for row in checked):
+        lines += _wrapped(["", _IN_SANDBOX], width, "")
     return "\n".join(lines + _footer(rows, width))
+
+
+_IN_SANDBOX = (
+    "checked in the sandbox (bubblewrap): each agent could write only in its temporary directory and the state "
+    "directories of its entry (--format json: each row's sandbox holds bwrap's options)"
+)
 
 
 def _sizes(cells: list[list[str]], width: int) -> list[int]:
@@ -449,14 +551,17 @@ def _wrapped(lines: list[str], width: int, indent: str = "  ") -> list[str]:
 
 
 def _footer(rows: list[dict[str, Any]], width: int) -> list[str]:
-    """The agents left out, by why: a download on the first start, or a program not on ``PATH``."""
+    """The agents left out, by why: a download on the first start, a program not on ``PATH``, or a check stopped
+    before their turn."""
     left = {
         why: ", ".join(one_line(row["name"], 40) for row in rows if row["skipped"] == why)
-        for why in ("download", "not_on_path")
+        for why in ("download", "not_on_path", "stopped")
     }
     lines = []
     if left["download"]:
         lines.append(f"not checked, as their first start downloads a package (name them, or --all): {left['download']}")
     if left["not_on_path"]:
         lines.append(f"not checked, not on PATH (`tinyacp agents` says how to install them): {left['not_on_path']}")
+    if left["stopped"]:
+        lines.append(f"not checked, as you stopped the check before their turn: {left['stopped']}")
     return ["", *_wrapped(lines, width, "")] if lines else []

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ._table import Distribution
+from ._table import Distribution, SandboxFields
 
 __all__ = ["AgentTable", "ConfigFile", "typed"]
 
@@ -56,6 +56,17 @@ class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Tools allowed by name in every run of this agent, as ``--allow-tool`` (the flags add to them)."""
     deny_tools: list[str] | None = None
     """Tools never allowed in a run of this agent, as ``--deny-tool`` (the flags add to them)."""
+    sandbox: SandboxFields | None = None
+    """``[agents.NAME.sandbox]``: ``enabled``, ``writable``, ``readable``, ``network``; each key left out keeps the
+    agent table's."""
+    serve: list[str] | None = None
+    """What tinyacp serves this agent (``read``, ``write``, ``terminal``), as ``--serve`` (the flags add to it)."""
+    roots: list[str] | None = None
+    """Folders served besides the session's, as ``--root`` (the flags add to them; ``~`` is the home folder)."""
+    allow_commands: list[str] | None = None
+    """Command lines allowed in a served terminal, as ``--allow-command`` (the flags add to them)."""
+    deny_commands: list[str] | None = None
+    """Command lines never run in a served terminal, as ``--deny-command`` (the flags add to them)."""
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

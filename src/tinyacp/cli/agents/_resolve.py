@@ -33,6 +33,16 @@ platform's config directory (see :mod:`tinyacp.cli.shared._dirs`)::
     # Permission rules by the tool's name, added to the flags' (a denied tool is never allowed, --yes included):
     allow_tools = ["Read", "Grep"]      # --allow-tool
     deny_tools = ["Bash"]               # --deny-tool
+
+    [agents.claude.sandbox]             # --sandbox: the agent in bubblewrap (each key keeps the table's default)
+    enabled = true                      # always (--no-sandbox still wins)
+    writable = ["$CLAUDE_CONFIG_DIR|~/.claude", "~/.npm"]   # its state ($VAR|fallback), besides its cwd
+    network = "on"                      # "off": loopback only (--sandbox-network)
+    # Files and terminals served to the agent, added to the flags' (a denied command is never run, --yes included):
+    serve = ["read", "write"]           # --serve read,write
+    roots = ["~/notes"]                 # --root
+    allow_commands = ["pytest*"]        # --allow-command
+    deny_commands = ["*git push*"]      # --deny-command
 """
 
 from __future__ import annotations
@@ -50,7 +60,8 @@ from ..._constants import SYSTEM_PROMPT_MODES
 from ..._files import read_regular
 from ..shared._dirs import default_config_path
 from ..shared._exit import UsageProblem
-from ._table import TableEntry, TableError, launcher_of, start
+from ..shared._text import text_argument, utf8_or_escaped
+from ._table import SandboxFields, TableEntry, TableError, launcher_of, start
 
 if TYPE_CHECKING:
     from ._config import AgentTable
@@ -89,20 +100,6 @@ class AgentSettings:
     system_prompt: str | None = None
     system_prompt_mode: str = "append"
 
-    def over(self, base: AgentSettings) -> AgentSettings:
-        """These settings, falling back on ``base`` for what they leave unset (options are merged)."""
-        return AgentSettings(
-            auth=self.auth if self.auth is not None else base.auth,
-            mode=self.mode if self.mode is not None else base.mode,
-            model=self.model if self.model is not None else base.model,
-            options={**base.options, **self.options},
-            mcp_config=self.mcp_config if self.mcp_config is not None else base.mcp_config,
-            system_prompt=self.system_prompt if self.system_prompt is not None else base.system_prompt,
-            system_prompt_mode=self.system_prompt_mode
-            if self.system_prompt is not None or self.system_prompt_mode != "append"
-            else base.system_prompt_mode,
-        )
-
 
 @dataclass(frozen=True)
 class AgentSpec:
@@ -131,6 +128,14 @@ class AgentSpec:
     """Tools the config file allows by name for this agent (``--allow-tool`` adds to them)."""
     deny_tools: tuple[str, ...] = ()
     """Tools the config file never allows for this agent (``--deny-tool`` adds to them)."""
+    serve: tuple[str, ...] = ()
+    """What the config file serves this agent (``read``, ``write``, ``terminal``; ``--serve`` adds to it)."""
+    roots: tuple[str, ...] = ()
+    """Folders the config file serves besides the session's (``--root`` adds to them)."""
+    allow_commands: tuple[str, ...] = ()
+    """Command patterns the config file allows in a served terminal (``--allow-command`` adds to them)."""
+    deny_commands: tuple[str, ...] = ()
+    """Command patterns the config file never runs in a served terminal (``--deny-command`` adds to them)."""
     version: str = ""
     """The version the entry pins (``npx``/``uvx``) or was checked against (a program on ``PATH``); empty if unknown."""
     launcher: str = "path"
@@ -147,6 +152,15 @@ class AgentSpec:
     """The agent's id in the ACP registry, when it has one (https://github.com/agentclientprotocol/registry)."""
     node: int = 0
     """The oldest Node.js major version the agent's package runs on (``npx`` entries); 0 when it says none."""
+    sandbox: SandboxFields = field(default_factory=SandboxFields)
+    """How it runs in the sandbox (``--sandbox``): its state directories, and the config entry's choices."""
+
+    @property
+    def sandbox_writable(self) -> tuple[str, ...]:
+        """Its state directories, expanded in the environment it gets: what a batch adds to the sandbox."""
+        from ..shared._sandbox import state_dirs
+
+        return tuple(state_dirs(self.sandbox.writable or (), {**os.environ, **self.env}))
 
     @property
     def key(self) -> str:
@@ -186,6 +200,10 @@ def _builtin_agents() -> tuple[dict[str, AgentSpec], dict[str, str]]:
             key_env=("TINYACP_DEMO_API_KEY",),
             launcher="python",
             offline="it comes with tinyacp",
+            # Where it keeps its sessions (tinyacp.demo._store.default_state_dir), writable in the sandbox.
+            sandbox=SandboxFields(
+                writable=["$TINYACP_DEMO_STATE_DIR|$XDG_STATE_HOME/tinyacp-demo|~/.local/state/tinyacp-demo"]
+            ),
         )
     }
     aliases: dict[str, str] = {}
@@ -218,6 +236,7 @@ def _table_spec(entry: TableEntry) -> AgentSpec:
         notes=tuple(extra.notes),
         registry_id=extra.registry,
         node=extra.node,
+        sandbox=extra.sandbox,
     )
 
 
@@ -283,6 +302,9 @@ def _config(path: Path, document: dict[str, Any]) -> Config:
     where = f"config file {path}"
     try:
         top = typed(where, "", document, ConfigFile)
+        for name, raw in top.agents.items():  # a nested table's unknown key, named with "did you mean" too
+            if isinstance(raw, dict) and isinstance(raw.get("sandbox"), dict):
+                typed(where, f"agents.{name}.sandbox", raw["sandbox"], SandboxFields)
         tables = {name: typed(where, f"agents.{name}", raw, AgentTable) for name, raw in top.agents.items()}
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -335,12 +357,17 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
         settings=_settings(where, table),
         allow_tools=tuple(table.allow_tools or ()),
         deny_tools=tuple(table.deny_tools or ()),
+        serve=tuple(table.serve or ()),
+        roots=tuple(os.path.expanduser(root) for root in table.roots or ()),
+        allow_commands=tuple(table.allow_commands or ()),
+        deny_commands=tuple(table.deny_commands or ()),
         version=table.version if table.version is not None else origin.version if origin is not None else "",
         launcher=origin.launcher if origin is not None else "path",
         package=origin.package if origin is not None else "",
         notes=tuple(table.notes) if table.notes is not None else base.notes if base is not None else (),
         registry_id=origin.registry_id if origin is not None else "",
         node=origin.node if origin is not None else 0,
+        sandbox=(table.sandbox or SandboxFields()).over(base.sandbox if base is not None else SandboxFields()),
         **texts,
     )
 
@@ -429,14 +456,17 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
     """
     if command is not None:
         return _command(command, "--agent-command")
+    where = "--agent"
     if value is None:
         value = config.default_agent
+        if config.path is not None:  # a default of the config file: say where it came from
+            where = f"default_agent = {value!r} in the config file {utf8_or_escaped(os.fspath(config.path))}:"
     try:
         words = shlex.split(value)
     except ValueError as exc:
-        raise ConfigError(f"--agent {value!r}: {exc}") from exc
+        raise ConfigError(f"{where} {value!r}: {exc}") from exc
     if not words:
-        raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
+        raise ConfigError(f"{where} is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
     spec = config.agents.get(words[0]) or config.agents.get(ALIASES.get(words[0], ""))
     if spec is not None:
         return spec.with_args(words[1:])
@@ -444,10 +474,15 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
         return _command(value, "--agent")
     import difflib
 
+    try:
+        text_argument(f"{where} {utf8_or_escaped(words[0])!r}", words[0], "agent names are text")
+    except UsageProblem as exc:
+        raise ConfigError(str(exc)) from None
     close = difflib.get_close_matches(words[0], list(config.agents), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    prefix = f"{where} " if where != "--agent" else ""
     raise ConfigError(
-        f"unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
+        f"{prefix}unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
         f'to run a program of your own, use --agent-command "CMD ARGS")'
     )
 

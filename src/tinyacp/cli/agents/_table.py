@@ -27,6 +27,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 import msgspec
 
@@ -36,6 +37,7 @@ __all__ = [
     "BinaryTarget",
     "Distribution",
     "PackageDistribution",
+    "SandboxFields",
     "Start",
     "TableEntry",
     "TableError",
@@ -78,6 +80,32 @@ class Distribution(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     binary: dict[str, BinaryTarget] | None = None
 
 
+class SandboxFields(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """How the agent runs in the sandbox (``--sandbox``): the table's defaults, a config entry's ``sandbox`` keys.
+
+    A key left out (None) keeps the default: the table's, else no sandbox, nothing more writable, everything
+    readable, the network shared. Directories are written ``$VAR/sub|~/fallback`` (see
+    :mod:`tinyacp.cli.shared._sandbox`).
+    """
+
+    enabled: bool | None = None
+    """Run this agent in the sandbox without ``--sandbox`` (``--no-sandbox`` still wins)."""
+    writable: list[str] | None = None
+    """The directories the agent keeps its state in (its login, its sessions, npm's or uv's cache)."""
+    readable: list[str] | None = None
+    """Only these are visible (with the system's and the writable ones); None: everything, read-only."""
+    network: Literal["on", "off"] | None = None
+
+    def over(self, base: SandboxFields) -> SandboxFields:
+        """These keys, falling back on ``base`` for those left out."""
+        return SandboxFields(
+            enabled=self.enabled if self.enabled is not None else base.enabled,
+            writable=self.writable if self.writable is not None else base.writable,
+            readable=self.readable if self.readable is not None else base.readable,
+            network=self.network if self.network is not None else base.network,
+        )
+
+
 class TinyacpFields(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """What tinyacp adds to a registry entry (the entry's ``tinyacp`` object)."""
 
@@ -99,6 +127,8 @@ class TinyacpFields(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     key_method: str = ""
     key_env: list[str] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
+    sandbox: SandboxFields = msgspec.field(default_factory=SandboxFields)
+    """What the agent needs in the sandbox: its state directories (see :class:`SandboxFields`)."""
 
 
 class TableEntry(msgspec.Struct, kw_only=True):

@@ -1,6 +1,6 @@
 """The journals a run wrote, read back: ``tinyacp journals`` (the list, and ``last`` or a session id resolved
 to a journal: ``_journals``), ``tinyacp show`` (a journal as text or JSON: ``_show``) and ``tinyacp view`` (a
-journal as an HTML page: ``_view``).
+journal as an HTML page: ``_view``) and ``tinyacp export`` (journals sent to a trace backend: ``_export``).
 
 This ``__init__`` imports nothing: the parser never loads this folder; the subcommand does when it runs.
 """

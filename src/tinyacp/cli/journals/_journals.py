@@ -24,7 +24,7 @@ from ..shared._display import one_line
 from ..shared._exit import UsageProblem
 from ..shared._index import SessionEntry, SessionIndex
 
-__all__ = ["JournalFile", "cmd_journals", "parse_age", "resolve_journal", "show_note"]
+__all__ = ["JournalFile", "cmd_journals", "journal_named", "parse_age", "resolve_journal", "show_note"]
 
 LAST = "last"
 
@@ -102,9 +102,19 @@ def _index_entries() -> list[SessionEntry]:
         return []
 
 
+def journal_named(name: str) -> Path | None:
+    """The journal of the journal directory with this bare file name (as ``tinyacp journals`` prints it), when
+    there is one; None for a name with a directory part, or none there."""
+    if not name or os.sep in name or name in (".", "..") or (os.altsep and os.altsep in name):
+        return None
+    path = journal_dir() / name
+    return path if path.is_file() else None
+
+
 def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
-    """The journal ``tinyacp show`` is asked for: a path as given; ``last``, the most recent journal; a session id,
-    the latest journal of that session. Returns the path and, when it was found by a name, a note saying which.
+    """The journal ``tinyacp show`` is asked for: a path as given; a journal's name as ``tinyacp journals`` prints
+    it; ``last``, the most recent journal; a session id, the latest journal of that session. Returns the path and,
+    when it was found by a name, a note saying which.
 
     Raises:
         UsageProblem: neither a file, ``last``, nor a session this machine ran with a journal.
@@ -113,6 +123,9 @@ def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
     path = Path(name)
     if path.exists() or os.sep in name:
         return path, None
+    named = journal_named(name)
+    if named is not None:
+        return named, f"the journal {named}"
     if name == LAST:
         candidates = [journal.path for journal in _listing(journal_dir())[0][:1]]
         candidates += [Path(entry.journal) for entry in _index_entries()[:1] if entry.journal]
@@ -158,6 +171,7 @@ def cmd_journals(args: argparse.Namespace) -> int:
     if args.prune or args.older_than is not None or args.dry_run or args.all:
         return _prune(directory, _prune_age(args), dry_run=args.dry_run)
     journals, others = _listing(directory)
+    found = len(journals)
     journals = journals[: args.limit]
     now = time.time()
     if args.format == "json":
@@ -177,7 +191,8 @@ def cmd_journals(args: argparse.Namespace) -> int:
         print(f"no journals in {directory}")
         return 0
     total = sum(journal.size for journal in journals)
-    print(f"{len(journals)} journal(s), {_size(total)}, in {directory} (newest first):")
+    count = f"{len(journals)} of {found} journals" if len(journals) < found else f"{found} journal(s)"
+    print(f"{count}, {_size(total)}, in {directory} (newest first):")
     for journal in journals:
         session = one_line(journal.session_id, 40) if journal.session_id else "-"
         print(

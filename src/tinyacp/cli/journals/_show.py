@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -54,8 +55,21 @@ def _key(value: Any) -> str:
     return shown(value)[:_MAX_KEY] if isinstance(value, str) else "\0" + shown(value)[:_MAX_KEY]
 
 
+_BEFORE_A_RECORD = 20
+"""Lines that are not records before the first one: more, and the file is no journal (a binary file, say); it is
+read no further and nothing of it is shown."""
+
+
 def _raw(data: bytes) -> str:
-    text = data[:_RAW_BYTES].decode("utf-8", "replace")
+    """A line that is not a record as it may be shown: its text, cut; never the bytes of a line that is not text."""
+    text: str | None
+    try:
+        text = data[:_RAW_BYTES].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A line cut inside a character is text; an undecodable byte before the cut is not.
+        text = data[: exc.start].decode("utf-8") if exc.start >= _RAW_BYTES - 3 else None
+    if text is None or "\x00" in text:
+        return f"({len(data)} bytes that are not text)"
     more = f" … ({len(data)} bytes)" if len(data) > _RAW_BYTES else ""
     return one_line(text, _RAW_BYTES) + more
 
@@ -67,6 +81,8 @@ class Skipped:
 
     count: int = 0
     first: list[int] = field(default_factory=list)
+    gave_up: bool = False
+    """The file was read no further: its first lines are no records (see ``_BEFORE_A_RECORD``)."""
 
     def add(self, number: int) -> None:
         self.count += 1
@@ -126,6 +142,7 @@ class _Renderer:
         self.pending: _Remembered = _Remembered()  # our request ids -> method
         self.asks: _Remembered = _Remembered()  # the agent's questions (elicitation/create) awaiting our answer
         self.children: _Remembered = _Remembered()  # child sessions (subagents) by id -> their name
+        self.served: _Remembered = _Remembered()  # the agent's requests for files and terminals -> method
 
     # The boundary: every character this renderer writes goes through here.
     def put(self, text: str) -> None:
@@ -164,22 +181,26 @@ class _Renderer:
             thought += text[:2000]
         self.thought = thought
 
-    def unreadable(self, line: JournalLine, why: str) -> None:
+    def unreadable(self, number: int, why: str, shown: str) -> None:
+        """A line shown raw (``shown``: what `_raw` makes of it)."""
         self.flush()
-        self.write(f"  ! journal line {line.number} {why}: {_raw(line.data)}")
+        self.write(f"  ! journal line {number} {why}: {shown}")
 
     def record(self, record: dict[str, Any]) -> None:
         kind = record["type"]
         if kind == "epoch":
             self.flush()
-            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}")
+            self.write(f"== epoch {record['epoch']} · {one_line(record.get('ts'), 40)}{_sandboxed(record)}")
         elif kind == "decision":
             self.decision(record)
+        elif kind == "serve_decision":
+            self.serve_decision(record)
         elif kind == "line":
             message = line_message(record)
             if record.get("dir") == "out":
                 self.outgoing(message)
                 self.answer(record, message)
+                self.served_answer(message)
                 self.marks(record)
             else:
                 self.incoming(record, message)
@@ -204,6 +225,9 @@ class _Renderer:
             self.write("> initialize")
         elif method == "session/new":
             self.write(f"> session/new in {one_line(params.get('cwd'), 300)}")
+        elif method in ("session/fork", "session/load", "session/resume"):
+            session = one_line(params.get("sessionId"), 100)
+            self.write(f"> {method} {session} in {one_line(params.get('cwd'), 300)}")
         elif method == "session/prompt":
             self.flush()
             self.write("> prompt:")
@@ -242,6 +266,9 @@ class _Renderer:
         if kind == "elicitation" and message is not None:
             self.question(message)
             return
+        if kind == "served" and message is not None:
+            self.served_request(message)
+            return
         detail = f": {one_line(record['detail'], 200)}" if record.get("detail") else ""
         method = f" {one_line(record['method'], 80)}" if record.get("method") else ""
         self.flush()
@@ -260,7 +287,7 @@ class _Renderer:
             info = _dict(result.get("agentInfo"))
             name = one_line(f"{shown(info.get('name', '?'))} {shown(info.get('version'))}", 100)
             self.write(f"< agent {name}, protocol {one_line(result.get('protocolVersion'), 40)}")
-        elif method == "session/new":
+        elif method in ("session/new", "session/fork"):  # a fork's own session is the one its turn runs in
             self.write(f"< session {one_line(result.get('sessionId'), 100)}")
         elif method == "session/prompt":
             self.write(f"< stop reason: {one_line(result.get('stopReason'), 60)}")
@@ -393,6 +420,60 @@ class _Renderer:
         reason = one_line(record.get("reason"), 200)
         self.write(f"    -> {said} (decided by {who}: {reason})")
 
+    def served_request(self, message: dict[str, Any]) -> None:
+        """A read, write or command the agent asks the client for (``Options(serve=...)``), or a terminal's."""
+        method = one_line(message.get("method"), 40)
+        params = _dict(message.get("params"))
+        self.served[_key(message.get("id"))] = method
+        self.flush()
+        if method == "fs/read_text_file":
+            self.write(f"  ? asks the client to read {one_line(params.get('path'), 300)}")
+        elif method == "fs/write_text_file":
+            size = len(str(params.get("content", "")).encode("utf-8", "surrogatepass"))
+            self.write(f"  ? asks the client to write {one_line(params.get('path'), 300)} ({size:,} bytes)")
+        elif method == "terminal/create":
+            line = " ".join([str(params.get("command")), *(shlex.quote(str(arg)) for arg in _list(params.get("args")))])
+            self.write(f"  ? asks the client to run {one_line(line, 300)}")
+        else:
+            self.write(f"  {method} {one_line(params.get('terminalId'), 40)}")
+
+    def serve_decision(self, record: dict[str, Any]) -> None:
+        """The decision on a served request, who made it, and a write's file as it was."""
+        said = "allowed" if record.get("allowed") is True else "refused"
+        who = one_line(record.get("decided_by"), 40) or "None"
+        prior = _dict(record.get("prior"))
+        was = ""
+        if prior:
+            was = f"; it was {prior.get('size', 0):,} bytes, sha256 {one_line(prior.get('sha256'), 16)}…"
+            if prior.get("exists") is not True:
+                was = "; a new file"
+        self.write(f"    -> {said} (decided by {who}: {one_line(record.get('reason'), 200)}){was}")
+
+    def served_answer(self, message: dict[str, Any] | None) -> None:
+        """Our answer to a served request: what was read, the terminal, how the command ended, or the error."""
+        if message is None or "method" in message:
+            return
+        method = self.served.pop(_key(message.get("id")), None)
+        if method is None:
+            return
+        result, error = _dict(message.get("result")), message.get("error")
+        if isinstance(error, dict):
+            said = f"error: {one_line(error.get('message'), 200)}"
+        elif method == "fs/read_text_file":
+            said = f"{len(str(result.get('content', '')).encode('utf-8', 'surrogatepass')):,} bytes read"
+        elif method == "terminal/create":
+            said = one_line(result.get("terminalId"), 40)
+        elif method in ("terminal/wait_for_exit", "terminal/output"):
+            status = _dict(result.get("exitStatus")) if method == "terminal/output" else result
+            ended = f"signal {status.get('signal')}" if status.get("signal") else f"exit {status.get('exitCode')}"
+            said = ended if status else "running"
+            if method == "terminal/output":
+                tail = one_line(str(result.get("output", ""))[-200:], 200)
+                said += f"; output {'(truncated) ' if result.get('truncated') else ''}…{tail}"
+        else:
+            return
+        self.write(f"    -> {said}")
+
 
 def render_text(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
     """The conversation, readable: ``>`` what the client sent, ``<`` the agent's answers, indented updates.
@@ -402,17 +483,28 @@ def render_text(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
     """
     renderer = _Renderer(out)
     raw = Skipped()
+    waiting: list[tuple[int, str]] | None = []  # lines that are not records, held until the first record comes
     for line in lines:
         if line.torn:
             continue
         if line.record is None:
-            renderer.unreadable(line, "is not a record")
             raw.add(line.number)
+            if waiting is None:
+                renderer.unreadable(line.number, "is not a record", _raw(line.data))
+            elif len(waiting) < _BEFORE_A_RECORD:
+                waiting.append((line.number, _raw(line.data)))
+            else:  # no journal: show nothing of it
+                raw.gave_up = True
+                break
             continue
+        if waiting is not None:
+            for number, shown in waiting:
+                renderer.unreadable(number, "is not a record", shown)
+            waiting = None
         try:
             renderer.record(line.record)
         except Exception:  # a journal is input: a record we cannot render is shown raw, and the rendering goes on
-            renderer.unreadable(line, "could not be rendered")
+            renderer.unreadable(line.number, "could not be rendered", _raw(line.data))
             raw.add(line.number)
     renderer.flush()
     return raw
@@ -449,6 +541,8 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
         return EXIT_UNREADABLE
     if not records:
         what = "it is empty" if not (torn or skipped.count) else "not one line of it is a journal record"
+        if skipped.gave_up:
+            what = f"its first {_BEFORE_A_RECORD} lines are not journal records"
         print(f"tinyacp: error: {one_line(os.fspath(path), 300)}: not a tinyacp journal: {what}", file=err)
         return EXIT_UNREADABLE
     if torn:
@@ -464,3 +558,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     path, note = resolve_journal(args.journal)
     show_note(note)
     return show(path, args.format, sys.stdout, sys.stderr)
+
+
+def _sandboxed(record: dict[str, Any]) -> str:
+    """What an epoch record says of its agent's sandbox, for the epoch's heading ("" when it says nothing)."""
+    sandbox = record.get("sandbox")
+    if not isinstance(sandbox, dict):
+        return ""
+    writable = sandbox.get("writable")
+    where = ", ".join(one_line(path, 200) for path in writable) if isinstance(writable, list) else "?"
+    network = {True: "shared", False: "off"}.get(sandbox.get("network"), "?")  # type: ignore[arg-type]
+    return f" · in a sandbox ({one_line(sandbox.get('kind'), 40)}): writable {where}; network {network}"

@@ -1,6 +1,7 @@
 """``tinyacp prompt`` and ``tinyacp chat``: one run of an agent, watched and answered on the terminal.
 
-- ``_command``: ``cmd_prompt`` and ``cmd_chat``, the arguments made into the run's settings.
+- ``_command``: ``cmd_prompt`` and ``cmd_chat``; ``_settings``: the run's settings, made of the parsed arguments
+  and the config file in one pass.
 - ``_prompt``: one ``prompt`` run; ``_chat``: ``chat``, many turns in one session.
 - What a run wires: ``_observer`` (journal, show, ask), ``_terminal`` (the person's answer, Ctrl-C),
   ``_questions`` (the agent's questions, asked on the terminal), ``_events`` (``--format json``), ``_outcome``

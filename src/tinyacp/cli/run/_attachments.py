@@ -18,8 +18,9 @@ from ..._messages import (
     PromptText,
     PromptTextResource,
 )
+from ..shared._exit import UsageProblem
 
-__all__ = ["Attachment", "prompt_with_attachments", "read_attachment"]
+__all__ = ["Attachment", "prompt_with_attachments", "read_attachment", "read_attachments"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,20 @@ def read_attachment(path: str, *, image: bool) -> Attachment:
     if image and (mime_type is None or not mime_type.startswith("image/")):
         raise ValueError(f"--image {path}: not an image file (by its name: {mime_type or 'unknown type'})")
     return Attachment(file, data, mime_type, image)
+
+
+def read_attachments(files: list[str], images: list[str]) -> tuple[Attachment, ...]:
+    """Every ``--file``, then every ``--image``, read now.
+
+    Raises:
+        UsageProblem: naming the flag and the file that cannot be read, or the ``--image`` that is no image.
+    """
+    items = []
+    for path, image in [(path, False) for path in files] + [(path, True) for path in images]:
+        try:
+            items.append(read_attachment(path, image=image))
+        except OSError as exc:
+            raise UsageProblem(f"{'--image' if image else '--file'} {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from None
+    return tuple(items)

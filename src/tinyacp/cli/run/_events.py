@@ -47,8 +47,17 @@ class JsonEvents:
         except OSError:
             self._out = None
 
-    def session(self, init: Initialize, session_id: str, cwd: Path, pid: int, journal: Path | None) -> None:
-        """The first event: who the agent is and where the run is recorded."""
+    def session(
+        self,
+        init: Initialize,
+        session_id: str,
+        cwd: Path,
+        pid: int,
+        journal: Path | None,
+        *,
+        sandbox: dict[str, object] | None = None,
+    ) -> None:
+        """The first event: who the agent is, where the run is recorded, and how it is sandboxed (or null)."""
         info = init.agent_info
         agent = {"name": info.name, "version": info.version, "title": info.title} if info is not None else None
         self.emit(
@@ -62,6 +71,7 @@ class JsonEvents:
                 "cwd": str(cwd),
                 "pid": pid,
                 "journal": str(journal) if journal is not None else None,
+                "sandbox": sandbox,
             }
         )
 

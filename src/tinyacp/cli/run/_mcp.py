@@ -29,6 +29,7 @@ from ..._messages import (
     McpServerHttp,
     McpServerSse,
 )
+from ..shared._exit import UsageProblem
 
 __all__ = ["McpConfigError", "check_transports", "read_mcp_config"]
 
@@ -37,8 +38,8 @@ _MAX_BYTES = 16 * 1024 * 1024
 """An MCP config file lists a few servers; a larger file is not one (and is not read whole into memory)."""
 
 
-class McpConfigError(Exception):
-    """The MCP config file cannot be used; the message says why, for a person."""
+class McpConfigError(UsageProblem):
+    """The MCP config file cannot be used; the message says why, for a person (a usage error: exit 2)."""
 
 
 def read_mcp_config(path: str | os.PathLike[str]) -> list[AnyMcpServer]:

@@ -17,10 +17,12 @@ from ..._messages import AgentMessageChunk, PermissionToolCall, UsageUpdate
 from ..._observer import BaseObserver
 from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, PermissionRequest
 from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
+from ..._serve import Serve, ServeRequest
 from ..._startup_watch import StartupWatch
 from ..shared._display import Display, Styled, one_line
 from ._events import JsonEvents
 from ._questions import Questions
+from ._served import ServedActions
 from ._terminal import Asker, Interrupts
 
 __all__ = ["RunObserver"]
@@ -42,6 +44,7 @@ class RunObserver(BaseObserver):
         no_ask_reason: str = "there is no terminal to ask",
         config_tools: tuple[Iterable[str], Iterable[str]] = ((), ()),
         questions: Questions | None = None,
+        serve: Serve | None = None,
     ) -> None:
         self.journal = journal
         self.no_ask_reason = no_ask_reason
@@ -60,6 +63,10 @@ class RunObserver(BaseObserver):
         self.allowed = 0
         self.rejected = 0
         self.unasked = 0
+        self.tool_names: list[str] = []
+        """The names of the tool calls the agent asked permission for in this run, each once, in order."""
+        self.permission_requests = 0
+        """Permission requests in this run (all turns)."""
         self._remembered: set[tuple[str, str]] = set()
         self._why: dict[int, tuple[str, str, str]] = {}  # id(request) -> (decided_by, rule, words)
         self._max_bytes = limits.max_reply_bytes
@@ -72,6 +79,15 @@ class RunObserver(BaseObserver):
         """The agent's answer to ``initialize`` as it sent it (auth methods carry fields the client does not keep)."""
         self.usage: UsageUpdate | None = None
         """The agent's last ``usage_update``: context used, and the session's cost when it reports one."""
+        self.served = ServedActions(
+            policy=policy,
+            serve=serve or Serve(),
+            display=display,
+            events=events,
+            asker=asker,
+            no_ask_reason=no_ask_reason,
+        )
+        """The reads, writes and commands served to the agent: asked, shown."""
 
     def new_turn(self) -> None:
         """Count the next turn's permissions and reply afresh (a chat has many turns)."""
@@ -125,6 +141,9 @@ class RunObserver(BaseObserver):
         if self.interrupts.interrupted:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
         tool = request.tool_call
+        self.permission_requests += 1
+        if tool.name is not None and tool.name not in self.tool_names:
+            self.tool_names.append(tool.name)
         rule = _policy_rule(self.policy, tool, self._config_tools)
         if rule is not None:  # the policy decides (a denied tool is rejected: nobody is asked, nothing remembered)
             return "policy", rule, f"by the policy: {rule}", None
@@ -144,6 +163,26 @@ class RunObserver(BaseObserver):
             self._remembered.add(key)
             return "person", "asked", for_run, PermissionReply.allow()
         return "person", "asked", "by you", PermissionReply.allow()
+
+    def unmatched_tool_rules(self) -> list[str]:
+        """A line for each tool rule (``--allow-tool``, ``--deny-tool``, the config's) that matched none of the
+        run's permission requests, naming the tools the agent did ask for: names are matched exactly, and ``read``
+        is not ``Read``. Nothing when the agent asked no permission (a rule not needed is no mistake)."""
+        if not self.permission_requests:
+            return []
+        used = ", ".join(one_line(name, 40) for name in self.tool_names[:20]) if self.tool_names else ""
+        named = f"the agent's tool calls were named {used}" if used else "the agent's tool calls carried no name"
+        allowed_by_config, denied_by_config = self._config_tools
+        lines = []
+        for names, flag, config_key in (
+            (self.policy.tools, "--allow-tool", "allow_tools"),
+            (self.policy.deny_tools, "--deny-tool", "deny_tools"),
+        ):
+            in_config = allowed_by_config if flag == "--allow-tool" else denied_by_config
+            for name in sorted(names - set(self.tool_names)):
+                rule = f"{config_key} {name} (config.toml)" if name in in_config else f"{flag} {name}"
+                lines.append(f"{one_line(rule, 80)} matched no tool call: {named} (names match exactly)")
+        return lines
 
     def on_permission_decision(self, request: PermissionRequest) -> None:
         if self.journal is not None:
@@ -179,9 +218,19 @@ class RunObserver(BaseObserver):
             self.events.elicitation(request, reply, words, self.last_seq)
         return reply
 
+    def on_serve(self, request: ServeRequest) -> bool | None:
+        """A read, write or command the agent asks tinyacp for: the rules decide, else the person, else refused."""
+        return self.served.decide(request, self.interrupts.interrupted)
+
+    def on_serve_decision(self, request: ServeRequest) -> None:
+        if self.journal is not None:
+            self.journal.on_serve_decision(request)
+        self.served.decided(request, self.last_seq)
+
     def on_message(self, message: AgentMessage) -> None:
         if self.journal is not None:
             self.journal.on_message(message)
+        self.served.seen(message)
         self.watch.seen(message.raw, message)
         if message.kind == MessageKind.RESPONSE and message.method == "initialize":
             self.initialize_answer = message.raw
@@ -189,6 +238,7 @@ class RunObserver(BaseObserver):
     def on_send(self, message: OutgoingMessage) -> None:
         if self.journal is not None:
             self.journal.on_send(message)
+        self.served.answered(message)
 
     def flush(self) -> None:
         """The client's flush point: the journal writes what it recorded since the last one."""
@@ -196,7 +246,7 @@ class RunObserver(BaseObserver):
             self.journal.flush()
 
 
-def _policy_rule(
+def _policy_rule(  # noqa: PLR0911  one return per rule, in the policy's order
     policy: PermissionPolicy, tool: PermissionToolCall, config_tools: tuple[frozenset[str], frozenset[str]]
 ) -> str | None:
     """Which rule of the policy decides a tool call, in the words of the command line or the config file
@@ -206,6 +256,8 @@ def _policy_rule(
     allowed_by_config, denied_by_config = config_tools
     if policy.denies(tool):
         return f"deny_tools {name} (config.toml)" if name in denied_by_config else f"--deny-tool {name}"
+    if name is None and policy.deny_tools:  # it could be a denied tool: no rule allows it (the person may)
+        return None
     if policy.allow_all:
         return "--yes"
     if name is not None and name in policy.tools:

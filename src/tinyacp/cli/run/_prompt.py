@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -20,70 +19,35 @@ from ..._client import Client
 from ..._errors import RequestError, TinyAcpError
 from ..._files import open_output
 from ..._journal import JsonlJournal
-from ..._limits import TransferLimits
 from ..._messages import Initialize, PromptContent
 from ..._options import Options
-from ..._permissions import PermissionPolicy
 from ..._records import PromptResult
-from ...reader import ReaderLimits
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
-from ..agents._session import SessionPlan, apply_settings, open_session, raw_auth_methods
+from ..agents._session import apply_settings, open_session, raw_auth_methods
 from ..shared._display import Display, one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
-from ..shared._index import SessionIndex
+from ..shared._sandbox import describe as describe_sandbox
+from ..shared._trace import CommandTrace
 from ..shared._usage import usage_result
-from ._attachments import Attachment, prompt_with_attachments
+from ._attachments import prompt_with_attachments
 from ._events import JsonEvents
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
-from ._terminal import Asker, Interrupts
+from ._settings import PromptSettings
+from ._terminal import Asker, Interrupts, stopped_words
 
-__all__ = ["Deadline", "PromptRun", "PromptSettings", "run_prompt"]
-
-
-@dataclass(frozen=True)
-class PromptSettings:
-    """Everything ``tinyacp prompt`` was asked to do, checked and read."""
-
-    agent: AgentSpec
-    text: str
-    cwd: Path
-    attachments: tuple[Attachment, ...] = ()
-    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
-    ask: bool = False
-    questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
-    no_ask_reason: str = "there is no terminal to ask"
-    """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
-    json: bool = False
-    quiet: bool = False
-    timeout: float | None = None
-    cancel_grace: float = 5.0
-    kill_grace: float = 2.0
-    journal: Path | None = None
-    sync_journal: bool = False
-    reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
-    transfer_limits: TransferLimits = field(default_factory=TransferLimits)
-    agent_log: Path | None = None
-    plan: SessionPlan = field(default_factory=lambda: SessionPlan(Path.cwd()))
-    """How to open the session (new or continued, MCP servers, login) and the settings to apply in it."""
-    index: SessionIndex | None = None
-    """Where the session is noted for ``--continue`` (None: nowhere)."""
-    agent_key: str = ""
-    """The agent's name in the index of sessions (its command line when it has no name)."""
-    startup_timeout: float | None = 120.0
-    """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
-    fail_on_reject: bool = False
+__all__ = ["Deadline", "PromptRun", "run_prompt"]
 
 
 class PromptRun:
     """One run of ``tinyacp prompt``."""
 
     interrupts_class: type[Interrupts] = Interrupts
+    span_name = "tinyacp prompt"
 
     def __init__(self, settings: PromptSettings, *, stdin_fd: int, stdout: BinaryIO, stderr: TextIO) -> None:
         self.settings = settings
@@ -98,12 +62,23 @@ class PromptRun:
         self.init: Initialize | None = None
         self.startup: float | None = None
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
+        self.trace: CommandTrace | None = None
+        """The run's span, when spans are exported."""
+        self.interrupts: Interrupts | None = None
+        self.prompted = False
+        """Whether a prompt was sent: a run refused before it keeps no journal of its own."""
+        self.journal_kept = settings.journal
+        """The journal the run leaves (None when there is none, or a refused run removed its own)."""
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
         try:
             self.journal = JsonlJournal(path, sync=self.settings.sync_journal)
-            self.epoch = self.journal.begin_epoch()
+            plan = self.settings.sandbox_plan
+            self.epoch = self.journal.begin_epoch(
+                sandbox=plan.record() if plan is not None else None,
+                trace_id=self.trace.trace_id if self.trace is not None else None,
+            )
         except OSError as exc:
             if self.journal is not None:
                 self.journal.close()
@@ -117,6 +92,21 @@ class PromptRun:
     def run(self) -> int:
         """Run and return the exit status."""
         settings = self.settings
+        if settings.trace is not None:
+            self.trace = CommandTrace(settings.trace, self.span_name)
+        try:
+            code = self._run()
+        except BaseException as exc:
+            if self.trace is not None:
+                self.trace.end(-1, type(exc).__name__)
+            raise
+        if self.trace is not None:
+            self.trace.end(code, None if code == Exit.OK else self.error_type)
+        return code
+
+    def _run(self) -> int:
+        settings = self.settings
+        self.error_type: str | None = None
         if settings.journal is not None and not self._open_journal(settings.journal):
             return int(Exit.USAGE)
         if settings.json:
@@ -124,7 +114,7 @@ class PromptRun:
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
-        interrupts = self.interrupts_class(self.display, wake_w)
+        interrupts = self.interrupts = self.interrupts_class(self.display, wake_w)
         terminal = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted)
         asker = terminal if settings.ask else None
         observer = RunObserver(
@@ -137,6 +127,7 @@ class PromptRun:
             interrupts=interrupts,
             no_ask_reason=settings.no_ask_reason,
             config_tools=(settings.agent.allow_tools, settings.agent.deny_tools),
+            serve=settings.serve,
             questions=Questions(
                 self.display,
                 terminal if settings.questions else None,
@@ -146,6 +137,8 @@ class PromptRun:
         )
         self.display.start()
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
+        if settings.sandbox_plan is not None:
+            self.display.info(describe_sandbox(settings.sandbox_plan))
         interrupts.install()
         journal_error: OSError | None = None
         try:
@@ -162,13 +155,29 @@ class PromptRun:
                     journal_error = exc
         if journal_error is not None and outcome.code == Exit.OK:
             outcome = self._failed(journal_error, observer)
+        self._drop_refused_journal(outcome, interrupts)
         forced = interrupts.code
         if forced is not None:  # the person (or the system) stopped the run, whatever the agent answered
             outcome.code = forced
         elif settings.fail_on_reject and outcome.code == Exit.OK and observer.rejected:
             outcome.code = int(Exit.REJECTED)
         self._report(outcome, observer)
+        self.error_type = outcome.error_type
         return outcome.code
+
+    def _drop_refused_journal(self, outcome: Outcome, interrupts: Interrupts) -> None:
+        """Remove the run's own journal when the run was refused before its prompt: nothing to continue, a mode,
+        model, option or auth method the agent does not offer (exit status 2), or stopped by you while starting.
+        A failure on the agent's side keeps its journal: it is how the failure is read."""
+        settings = self.settings
+        refused = outcome.code == Exit.USAGE or interrupts.stopped_by is not None
+        if self.prompted or not refused or not settings.journal_own or settings.journal is None:
+            return
+        try:
+            settings.journal.unlink()
+        except OSError:  # it stays, and is said as usual
+            return
+        self.journal_kept = None
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
         settings = self.settings
@@ -196,7 +205,11 @@ class PromptRun:
         self.agent_pid = client.pid
         interrupts.attach(client)
         self.startup, left = deadline.first(settings.startup_timeout)
-        init = self.init = client.initialize(timeout=left)
+        self.display.waiting(waits_on(settings.agent), left)
+        try:
+            init = self.init = client.initialize(timeout=left)
+        finally:
+            self.display.done_waiting()
         self.startup = None
         problem = check_transports(list(settings.plan.mcp_servers), init.agent_capabilities.mcp_capabilities)
         if problem is not None:
@@ -224,13 +237,15 @@ class PromptRun:
         self._remember(session.id)
         return client
 
-    def _remember(self, session_id: str) -> None:
-        """Note the session in the index of sessions this machine ran (for ``--continue``); a failure only warns."""
+    def _remember(self, session_id: str, title: str | None = None) -> None:
+        """Note the session in the index of sessions this machine ran (for ``--continue``), with ``title`` (the
+        prompt's text by default); a failure only warns."""
         settings = self.settings
         if settings.index is None:
             return
+        title = settings.text if title is None else title
         try:
-            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, settings.text)
+            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, title)
         except OSError as exc:
             self.display.lines([f"could not note the session for --continue: {exc}"], "33")
 
@@ -246,6 +261,7 @@ class PromptRun:
         assert observer.session_id is not None
         self.display.activity("waiting for the agent")
         observer.in_turn = interrupts.in_turn = True
+        self.prompted = True
         try:
             return client.prompt(observer.session_id, blocks, timeout=timeout)
         finally:
@@ -265,7 +281,7 @@ class PromptRun:
             cwd=settings.cwd,
             env=env,
             epoch=self.epoch,
-            observer=observer,
+            observer=observer if self.trace is None else self.trace.observer(observer),
             policy=settings.policy,
             reader_limits=settings.reader_limits,
             transfer_limits=settings.transfer_limits,
@@ -273,13 +289,21 @@ class PromptRun:
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
             features=COMMAND_FEATURES,
+            sandbox=settings.sandbox,
+            serve=settings.serve,
         )
         return Client(options)
 
     def _failed(self, exc: BaseException, observer: RunObserver) -> Outcome:
-        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
+        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr; or, when a
+        signal stopped the agent, that the person stopped the run (the error is what stopping it caused)."""
         client = self.client
         observer.watch.disarm()
+        stopped_by = self.interrupts.stopped_by if self.interrupts is not None else None
+        if stopped_by is not None:
+            return Outcome(
+                int(Exit.CANCELLED), None, stopped_words(stopped_by, self._phase(observer)), type(exc).__name__
+            )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         why = explain(
             exc,
@@ -298,6 +322,14 @@ class PromptRun:
             int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data, tuple(why.hint)
         )
 
+    def _phase(self, observer: RunObserver) -> str:
+        """Where the run was when it stopped, in words."""
+        if self.init is None:
+            return "while the agent was starting (it had not answered initialize)"
+        if observer.session_id is None:
+            return "while the session was opening"
+        return "during the turn"
+
     def _ready(self, init: Initialize, session_id: str, pid: int) -> None:
         info = init.agent_info
         name = f"{info.name} {info.version}" if info is not None else "the agent"
@@ -306,7 +338,9 @@ class PromptRun:
             f"{self.settings.cwd}"
         )
         if self.events is not None:
-            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal)
+            plan = self.settings.sandbox_plan
+            sandbox = plan.record() if plan is not None else None
+            self.events.session(init, session_id, self.settings.cwd, pid, self.settings.journal, sandbox=sandbox)
 
     def _report(self, outcome: Outcome, observer: RunObserver) -> None:
         display = self.display
@@ -329,8 +363,11 @@ class PromptRun:
                 ],
                 "33",
             )
-        if self.settings.journal is not None:
-            display.info(f"journal: {self.settings.journal}")
+        display.lines(observer.unmatched_tool_rules(), "33")
+        if self.journal_kept is not None:
+            display.info(f"journal: {self.journal_kept}")
+        elif self.settings.journal is not None:
+            display.info("no journal kept: the run was refused before its prompt")
         if self.events is not None:
             self.events.result(
                 outcome,
@@ -340,7 +377,7 @@ class PromptRun:
                 rejected=observer.rejected,
                 usage=observer.usage,
                 elapsed=elapsed,
-                journal=self.settings.journal,
+                journal=self.journal_kept,
             )
 
     def _done_line(self, result: PromptResult, observer: RunObserver, elapsed: float) -> str:
@@ -371,6 +408,14 @@ def _left_out(number: int, flags: str, noun: str = "") -> str:
         return ""
     counted = _count(number, noun) if noun else str(number)
     return f" ({counted} left out: {flags})"
+
+
+def waits_on(agent: AgentSpec) -> str:
+    """What a start waits on, in words: an ``npx``/``uvx`` agent's package may be downloading; any other program
+    has not answered yet."""
+    if agent.launcher in ("npx", "uvx") and agent.package:
+        return f"{agent.launcher} may be fetching {one_line(agent.package, 120)}"
+    return f"{one_line(os.path.basename(agent.command[0]) or agent.name, 60)} has not answered yet"
 
 
 def _count(number: int, noun: str) -> str:

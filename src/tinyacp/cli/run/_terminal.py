@@ -19,8 +19,10 @@ from typing import Any
 from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._permissions import PermissionRequest
+from ..._serve import ServeRequest
 from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
 from ..shared._exit import Exit
+from ..shared._serving import action_words
 
 __all__ = ["Asker", "Interrupts"]
 
@@ -50,6 +52,19 @@ class Asker:
         lines += tool_output_lines(tool.content)
         if tool.raw_input is not None:
             lines.append(f"  input: {one_line(json.dumps(tool.raw_input, ensure_ascii=False, default=str), 300)}")
+        return self._choose(lines, remember)
+
+    def ask_serve(self, request: ServeRequest, remember: str) -> str:
+        """A read, write or command the agent asks the client for (shown sanitised): ``once``, ``run``,
+        ``reject`` or ``interrupted``, as :meth:`ask`."""
+        child = self._display.child_name(request.session_id)
+        who = "the agent" if child is None else f"its subagent [{child}]"
+        lines = [f"? {who} asks tinyacp to {action_words(request, 400)}"]
+        if request.tool_call is not None:
+            lines.append(f"  for: {tool_words(request.tool_call, 200)}")
+        return self._choose(lines, remember)
+
+    def _choose(self, lines: list[str], remember: str) -> str:
         self._display.pause(lines)
         try:
             while True:
@@ -133,6 +148,8 @@ class Interrupts:
         self.cancelled = False
         self.killed = False
         self.terminated_by: int | None = None
+        self.stopped_by: int | None = None
+        """The signal that stopped the agent (a second Ctrl-C, Ctrl-C outside the turn, SIGTERM, SIGHUP)."""
         self._previous: dict[int, Any] = {}
         self._previous_wakeup: int | None = None
 
@@ -187,7 +204,20 @@ class Interrupts:
             self.display.note_from_signal("Ctrl-C: cancelling the turn (press Ctrl-C again to stop the agent)")
         else:
             self.killed = True
+            if self.stopped_by is None:
+                self.stopped_by = signum
             if client is not None:
                 client.kill()
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.display.note_from_signal(f"{name}: stopping the agent")
+
+
+def stopped_words(signum: int, phase: str) -> str:
+    """What the run says when the person (or the system, by SIGTERM or SIGHUP) stopped it: never the agent's fault.
+
+    Args:
+        signum: the signal that stopped the agent.
+        phase: when, e.g. ``while the agent was starting``.
+    """
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    return f"you stopped the run ({name}) {phase}; the agent was stopped"

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shlex
 import stat
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from ._exit import UsageProblem
 
 __all__ = [
     "APP",
@@ -27,6 +31,7 @@ __all__ = [
     "config_dir",
     "default_config_path",
     "journal_dir",
+    "new_journal",
     "new_private_file",
     "private_dir",
     "state_dir",
@@ -153,3 +158,19 @@ def new_private_file(directory: Path, stem: str, suffix: str) -> Path:
         raise FileExistsError(errno.EEXIST, "no free file name (is something planting names here?)", str(directory))
     finally:
         os.close(dir_fd)
+
+
+def new_journal(agent_name: str) -> Path:
+    """A new journal for one run, ``STAMP-AGENT-RANDOM.jsonl`` in the private :func:`journal_dir`.
+
+    Raises:
+        UsageProblem: the journal directory is refused (:class:`UnsafeDirectory`) or the file cannot be created.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", agent_name)[:40] or "agent"
+    try:
+        return new_private_file(private_dir(journal_dir()), f"{stamp}-{name}", ".jsonl")
+    except UnsafeDirectory as exc:
+        raise UsageProblem(f"refusing the journal directory: {exc}") from None
+    except OSError as exc:
+        raise UsageProblem(f"cannot create the journal: {exc} (use --journal PATH or --no-journal)") from None

@@ -227,6 +227,7 @@ _SPINNER_UNICODE = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _SPINNER_ASCII = "|/-\\"
 _TICK = 0.1  # spinner frame period: ten frames a second reads as motion without costing a core
 _PLAIN_TICK = 0.25  # without a terminal the ticker only prints what a signal handler left
+_WAIT_NOTICE = 10.0  # without a terminal: a line this often while the agent has not answered initialize
 _LIVE_PLAN_ROWS = 12  # a longer plan is cut in the live region (all of it is printed at the end)
 
 
@@ -305,6 +306,9 @@ class Display:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._mode_line: str | None = None
+        self._wait: tuple[str, float | None] | None = None
+        """While the agent has not answered ``initialize``: what the run waits on, and for how long at most."""
+        self._next_notice = _WAIT_NOTICE
 
     # ------------------------------------------------------------------------------------------------------------
     # Life cycle.
@@ -356,6 +360,30 @@ class Display:
     def note_from_signal(self, text: str) -> None:
         """A line to print soon; safe in a signal handler (no lock, no I/O)."""
         self._notes.append(Styled(text, "1;33"))
+
+    def waiting(self, what: str, limit: float | None) -> None:
+        """The agent has not answered ``initialize``, until :meth:`done_waiting`: the live line says what the run
+        waits on and for how long at most (``what``: "npx may be fetching PKG"); without a terminal, a line on
+        stderr every ten seconds says how long it has waited, of how long."""
+        with self._lock:
+            self._wait = (what, limit)
+            self._next_notice = self.elapsed + _WAIT_NOTICE
+            most = f" (up to {limit:g} s)" if limit is not None else ""
+            self._activity = f"waiting for initialize{most}: {what}"
+
+    def done_waiting(self) -> None:
+        """The agent answered ``initialize`` (or the start failed): no more lines about it."""
+        with self._lock:
+            self._wait = None
+
+    def _wait_notice(self) -> None:
+        """The line every ten seconds of a start without a terminal (called with the lock held)."""
+        if self._wait is None or self.live or self.elapsed < self._next_notice:
+            return
+        what, limit = self._wait
+        self._next_notice += _WAIT_NOTICE
+        of = f" of {limit:g} s" if limit is not None else ""
+        self._permanent([Styled(f"still waiting for initialize: {self.elapsed:.0f} s{of} ({what})", "2")])
 
     def activity(self, text: str) -> None:
         """What the status line says the agent is doing."""
@@ -780,6 +808,7 @@ class Display:
                 self._drain_notes()
                 self._frame += 1
                 self._redraw()
+                self._wait_notice()
 
     def _write_err(self, text: str) -> None:
         if not text:

@@ -9,11 +9,15 @@ every run of the command, so it stays light: the JSON event's writer is imported
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO, NoReturn
 
 from ._exit import Exit
+
+TYPE_CHECKING = False  # not typing's: typing is a tenth of `tinyacp --help` (benchmarks/RESULTS.md, start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO, NoReturn
 
 __all__ = ["ParseError", "Parser", "json_asked", "usage_error", "usage_result"]
 
@@ -36,6 +40,27 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ParseError(message, self.prog, short_usage(self))
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every argument added (to check its metavar), and each one asks
+        # shutil.get_terminal_size for the width: importing shutil (with zlib, bz2 and lzma) was a twentieth of
+        # `tinyacp --help`. The same width, without shutil.
+        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)  # type: ignore[call-arg]
+
+
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` gives it: ``$COLUMNS`` when it is a positive
+    number, else the width of the terminal on ``sys.__stdout__``, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def short_usage(parser: argparse.ArgumentParser) -> str:

@@ -1,0 +1,106 @@
+"""``--sandbox``: the agent in bubblewrap, as the flags, its config entry and the agent table say.
+
+An agent's entry names the directories it keeps its state in (``sandbox.writable`` in ``agents.json`` and in
+``config.toml``): its login and sessions, npm's or uv's cache for an ``npx``/``uvx`` start. Each is written
+``$VAR/sub|~/fallback``: the first alternative whose variables are all set, ``~`` for the agent's home. They are
+made writable (and created, private, when missing) besides the working directory and ``--writable``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ._exit import UsageProblem
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap, Plan
+    from ..agents._table import SandboxFields
+
+__all__ = ["NETWORK_WORDS", "asked", "describe", "expand_dir", "sandbox_for", "sandbox_of_args", "state_dirs"]
+
+NETWORK_WORDS: dict[str, bool] = {"on": True, "off": False}
+"""``--sandbox-network`` and ``sandbox.network``: shared or cut; not given, an agent's network is shared."""
+
+_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def expand_dir(text: str, env: Mapping[str, str]) -> str | None:
+    """One ``sandbox.writable`` word: the first of its ``|`` alternatives whose ``$VAR``\\ s are all set in ``env``,
+    with ``~`` as ``env``'s ``HOME``; None when none is (pure).
+    """
+    for word in text.split("|"):
+        alternative = word.strip()
+        names = [a or b for a, b in _VAR.findall(alternative)]
+        if not alternative or any(not env.get(name) for name in names):
+            continue
+        path = _VAR.sub(lambda match: env[match.group(1) or match.group(2)], alternative)
+        if path == "~" or path.startswith("~/"):
+            home = env.get("HOME") or os.path.expanduser("~")
+            path = home + path[1:]
+        return os.path.abspath(path)
+    return None
+
+
+def state_dirs(words: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The agent's state directories, expanded (pure); a word none of whose alternatives applies is left out."""
+    return [path for path in (expand_dir(word, env) for word in words) if path is not None]
+
+
+def asked(args: argparse.Namespace, fields: SandboxFields) -> bool:
+    """Whether the run is sandboxed: ``--sandbox`` (or ``--writable``, ``--sandbox-network``), else the agent's
+    config entry (``sandbox.enabled``); ``--no-sandbox`` wins over the entry."""
+    if getattr(args, "no_sandbox", False):
+        return False
+    flags = getattr(args, "sandbox", False) or getattr(args, "writable", None) or getattr(args, "sandbox_network", None)
+    return bool(flags) or bool(fields.enabled)
+
+
+def sandbox_for(
+    fields: SandboxFields,
+    env: Mapping[str, str],
+    *,
+    writable: Sequence[str] = (),
+    network: str | None = None,
+) -> Bubblewrap:
+    """The sandbox of a run: the entry's state directories (created when missing) and ``writable``, the network
+    as ``network`` (``on``/``off``) or the entry says.
+
+    Raises:
+        UsageProblem: a state directory cannot be created, or a ``--writable`` directory does not exist.
+    """
+    from ..._sandbox import Bubblewrap
+
+    dirs = state_dirs(fields.writable or (), env)
+    for path in dirs:
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise UsageProblem(f"the sandbox's state directory {path}: {exc.strerror or exc}") from None
+    extra = [os.path.abspath(path) for path in writable]
+    for path in extra:
+        if not os.path.isdir(path):
+            raise UsageProblem(f"--writable {path}: not a directory")
+    word = network if network is not None else fields.network
+    readable = state_dirs(fields.readable, env) if fields.readable is not None else None
+    return Bubblewrap(writable=[*dirs, *extra], readable=readable, network=NETWORK_WORDS.get(word or ""))
+
+
+def sandbox_of_args(args: argparse.Namespace, fields: SandboxFields, env: Mapping[str, str]) -> Bubblewrap | None:
+    """The flags' sandbox over the agent's entry; None when the run is not sandboxed.
+
+    Raises:
+        UsageProblem: see :func:`sandbox_for`.
+    """
+    if not asked(args, fields):
+        return None
+    return sandbox_for(fields, env, writable=args.writable or (), network=args.sandbox_network)
+
+
+def describe(plan: Plan) -> str:
+    """The live line of a sandboxed run: where the agent may write, and its network."""
+    network = "shared" if plan.network else "off (loopback only)"
+    return f"in a sandbox (bubblewrap): writable {', '.join(plan.writable)}; network {network}"
