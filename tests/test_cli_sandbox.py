@@ -244,7 +244,7 @@ def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: s
     def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
         return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
 
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": INIT_RESULT},
         {"op": "expect", "method": "session/new"},

@@ -1,23 +1,30 @@
 """The command against a hostile agent and hostile files on the newer surface: questions (forms) an agent gets
-wrong, a probe's answers of the wrong type, a prune's ages no one means, and NUL bytes in ``config.toml``. Each
-test failed before: a traceback, or a run ended where it should go on."""
+wrong, a probe's answers of the wrong type, a prune's ages no one means, NUL bytes in ``config.toml``, the command's
+limits on a turn's notices and children, and its display keeping only what it shows. Each test failed before: a
+traceback, a run ended where it should go on, or work that grew with the whole text."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import end_turn, handshake
 from helpers.cli import Cli, Terminal, json_events
+from tinyacp import Update
+from tinyacp._messages import UpdateLine
 from tinyacp.cli.run._questions import Field, fields_of, parse, prompt_of
+from tinyacp.cli.run._display import Display
 
 
 def _json_children(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -342,3 +349,68 @@ def test_a_nul_byte_in_a_config_entry_is_a_usage_error_naming_the_entry_and_key(
     err = _no_traceback(cli.run(*command), 2)
     assert key in err, err
     assert "NUL" in err, err
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The command's own bounds on a turn's notices and children: flags, and what the result says when they cut.
+
+
+def _notices_and_children(cli: Cli) -> str:
+    notices = [{"sessionUpdate": "notice", "severity": "warning", "title": f"n{i}"} for i in range(3)]
+    children = [{"sessionUpdate": "subagent_update", "sessionId": f"c{i}", "title": f"C{i}"} for i in range(3)]
+    return cli.scripted(
+        [
+            *handshake(),
+            *[{"op": "update", "update": update} for update in [*notices, *children]],
+            end_turn(),
+        ]
+    )
+
+
+def test_the_commands_limits_on_notices_and_children_are_said_in_the_done_line_and_the_result(cli: Cli) -> None:
+    agent = _notices_and_children(cli)
+    limits = ["--max-notices", "1", "--max-subagents", "2"]
+    done = cli.run("prompt", "--no-journal", *limits, "--agent", agent, "hi")
+    err = _no_traceback(done, 0)
+    assert "1 notice (2 left out: --max-notice*)" in err
+    assert "2 subagents (1 announcement left out: --max-subagent*)" in err
+    done = cli.run("prompt", "--no-journal", "--format", "json", *limits, "--agent", agent, "hi")
+    _no_traceback(done, 0)
+    result = json_events(done.stdout)[-1]
+    assert (len(result["notices"]), result["notices_dropped"]) == (1, 2)
+    assert (len(result["subagents"]), result["subagents_dropped"]) == (2, 1)
+
+
+@pytest.mark.parametrize("flag", ["--max-notices", "--max-notice-bytes", "--max-subagents", "--max-subagent-bytes"])
+@pytest.mark.parametrize("value", ["0", "-1", "9" * 400 + "x"])
+def test_a_limit_on_notices_or_children_no_one_means_is_a_usage_error(cli: Cli, flag: str, value: str) -> None:
+    err = _no_traceback(cli.run("prompt", "--no-journal", f"{flag}={value}", "hi"), 2)
+    assert flag in err
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The command's display keeps only what it shows: a thought's status line costs a chunk's length, not the whole
+# thought's again (it was joined whole on every chunk: quadratic).
+
+
+def _thought_update(seq: int, text: str, session: str = "s1") -> Update:
+    update = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
+    raw = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}})
+    params = msgspec.json.decode(raw, type=UpdateLine).params
+    return Update(1, seq, raw.encode(), params.update.kind, params.session_id, params.update)
+
+
+def test_a_thought_chunk_costs_the_display_its_own_length_however_long_the_thought() -> None:
+    display = Display(io.StringIO(), None)
+    chunks = [_thought_update(seq, "x" * 1000) for seq in range(1, 4001)]  # a thought of 4 MB
+    for update in chunks[:-1]:
+        display.update(update)
+    tracemalloc.start()
+    try:
+        display.update(chunks[-1])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak  # the whole thought joined again would be 4 MB
+    assert display._activity == "thinking: " + "x" * 80  # the status line: the end of the thought
+    display.stop()

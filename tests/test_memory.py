@@ -286,9 +286,11 @@ def test_a_1_gib_line_stops_the_reader_within_the_same_bound(tmp_path: Path, kin
 # above), plus NEWER_SLACK for the longer lines (800 KB, where the reply flood's are 64 KiB) that the decoder
 # holds one at a time beside the line buffer.
 
-NEWER_SLACK = 3 * MiB
-"""What an 800 KB update costs while it is decoded, beyond a 64 KiB one (its line and its text, at once)."""
-KINDS = ["sync", "async"]
+NEWER_SLACK = 4 * MiB
+"""What an 800 KB update costs while it is handled, beyond a 64 KiB one: its line, its decoded text and the
+pieces the display cuts from it, held at once (about four copies of 800 KB). The same flood ten times smaller
+must leave the peak within GROWTH of it: nothing in the slack grows with the flood."""
+KINDS = ["sync", "async", "command"]
 
 
 def reply_peak(tmp_path: Path, kind: str) -> int:
@@ -313,8 +315,11 @@ def test_200_mb_of_notices_in_a_turn_leave_peak_memory_where_a_20_mib_reply_floo
 ) -> None:
     bound = reply_peak(tmp_path, kind) + NEWER_SLACK
 
+    small, _ = newer_flood(tmp_path, kind, "notice", 25, 800_000)
     report, methods = newer_flood(tmp_path, kind, "notice", 250, 800_000)
-    assert report["maxrss"] < bound, f"bound {mib(bound)}, 250 notices of 800 KB {mib(report['maxrss'])}"
+    figures = f"bound {mib(bound)}, 25 notices {mib(small['maxrss'])}, 250 notices {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures
 
     if kind != "command":
         assert (report["notices"], report["notices_dropped"]) == (1, 249)  # one fits in the default 1 MiB
@@ -328,8 +333,11 @@ def test_200_mb_of_subagents_in_a_turn_leave_peak_memory_where_a_20_mib_reply_fl
 ) -> None:
     bound = reply_peak(tmp_path, kind) + NEWER_SLACK
 
+    small, _ = newer_flood(tmp_path, kind, "subagent", 25, 800_000)
     report, _ = newer_flood(tmp_path, kind, "subagent", 250, 800_000)
-    assert report["maxrss"] < bound, f"bound {mib(bound)}, 250 children of 800 KB {mib(report['maxrss'])}"
+    figures = f"bound {mib(bound)}, 25 children {mib(small['maxrss'])}, 250 children {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures
 
     if kind != "command":
         # each child costs 800 KB (its id and its description, 400 KB each): one fits in the default 1 MiB
@@ -346,3 +354,25 @@ def test_children_of_many_turns_leave_peak_memory_where_one_turn_leaves_it(tmp_p
     assert report["maxrss"] < bound, f"bound {mib(bound)}, 5 turns of 120 children {mib(report['maxrss'])}"
 
     assert (report["subagents"], report["subagents_dropped"]) == (1, 119)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("update", "what"),
+    [
+        ("child-reply", "a child's reply"),
+        ("summary", "a compaction summary that never completes"),
+        ("thought", "a thought"),
+    ],
+)
+def test_the_commands_display_keeps_only_what_it_shows_of_200_mb_of_one_text(
+    tmp_path: Path, update: str, what: str
+) -> None:
+    bound = reply_peak(tmp_path, "command") + NEWER_SLACK
+
+    # 200 MiB of one text, in 64 KiB chunks: the display shows a line of it (and the status line its end)
+    small, _ = newer_flood(tmp_path, "command", update, 20 * MiB // CHUNK_BYTES, CHUNK_BYTES)
+    report, _ = newer_flood(tmp_path, "command", update, 200 * MiB // CHUNK_BYTES, CHUNK_BYTES)
+    figures = f"bound {mib(bound)}, 20 MiB of {what} {mib(small['maxrss'])}, 200 MiB {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures

@@ -1,7 +1,8 @@
 """Bounded whatever the agent sends, on the newer surface: random notices, compaction, plans, subagents (chains,
 loops, ids of any length) and forms, fed to the conversation core that both clients run, within limits drawn at
-random. No exception escapes but a documented one, what a turn keeps stays within its limits with what was left
-out counted, and nothing of a turn's children outlives it."""
+random, and to the command's display. No exception escapes but a documented one, what a turn keeps stays within
+its limits with what was left out counted, nothing of a turn's children outlives it, and the display keeps only
+what it shows."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from helpers.core import Driver
 from tinyacp import (
     ClientFeatures,
     ClientInfo,
+    LineReader,
     Notice,
     PermissionPolicy,
     PromptResult,
@@ -25,19 +27,25 @@ from tinyacp import (
     TransferLimits,
 )
 from tinyacp._conversation import Conversation
+from tinyacp.cli.run._questions import fields_of, prompt_of
+from tinyacp.cli.run._display import Display
 
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 
 SESSION = "s1"
 KiB = 1024
+MiB = 1024 * KiB
+LINE = 4 * MiB
+"""The line and update limit here: the longest line drawn (a child's title and description of 100,000 escaped
+characters each) fits, so every example reaches the newer bounds rather than the line limit."""
 
 SIZED = "__sized__"
-# Text of any size up to 20,000 characters, drawn as a marker that ``expanded`` turns into a short random head and a
+# Text of any size up to 100,000 characters, drawn as a marker that ``expanded`` turns into a short random head and a
 # long run of one character (so that a failing example's repr stays short).
 sized_texts = st.builds(
     lambda head, size, fill: [SIZED, head, size, fill],
     st.text(max_size=6),
-    st.sampled_from([0, 1, 40, 1000, 20_000]),
+    st.sampled_from([0, 1, 40, 1000, 20_000, 100_000]),
     st.sampled_from(["x", "é", "\x1b", "漢"]),
 )
 
@@ -55,7 +63,7 @@ def expanded(value: Any) -> Any:
 
 session_pool = st.sampled_from([SESSION, "c1", "c2", "c3", "other"])
 child_ids = st.one_of(session_pool, st.builds(lambda n: f"c{n}", st.integers(0, 60)), sized_texts)
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), sized_texts)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
 json_values = st.recursive(
     json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
 )
@@ -175,7 +183,7 @@ def _utf8(text: str | None) -> int:
 
 
 @pytest.mark.slow
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     stream=st.lists(newer_lines(), min_size=1, max_size=30),
     max_notices=st.sampled_from([1, 3, 1000]),
@@ -194,6 +202,7 @@ def test_random_newer_updates_keep_a_turn_within_its_limits_and_count_what_was_l
     piece: int | None,
 ) -> None:
     limits = TransferLimits(
+        max_update_bytes=LINE,
         max_notices=max_notices,
         max_notice_bytes=max_notice_bytes,
         max_subagents=max_subagents,
@@ -202,13 +211,14 @@ def test_random_newer_updates_keep_a_turn_within_its_limits_and_count_what_was_l
     core = Conversation(
         epoch=1,
         transfer_limits=limits,
-        reader_limits=ReaderLimits(1 << 20),
+        reader_limits=ReaderLimits(LINE),
         policy=PermissionPolicy(allow_all=True),
         client_info=ClientInfo("fuzz", "1"),
         has_observer=True,
         features=ClientFeatures(True, True, True, True, True),
     )
     driver = Driver(core, piece)
+    driver.reader = LineReader(None, ReaderLimits(LINE))
     tally = driver.events = Tally()
     driver.send(core.initialize().message)
     driver.feed(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n')
@@ -216,7 +226,7 @@ def test_random_newer_updates_keep_a_turn_within_its_limits_and_count_what_was_l
     driver.feed(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}\n')
     driver.send(core.prompt(SESSION, "go").message)
     messages = [expanded(message) for message in stream]
-    lines = [json.dumps(message).encode() + b"\n" for message in messages]
+    lines = [json.dumps(message, ensure_ascii=False).encode() + b"\n" for message in messages]
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -242,3 +252,72 @@ def test_random_newer_updates_keep_a_turn_within_its_limits_and_count_what_was_l
     assert len(result.subagents) <= max_subagents
     assert all(child.session_id != SESSION for child in result.subagents)
     assert core._children == {} and core._children_bytes == 0  # forgotten when the turn ends
+
+
+class Sink:
+    """A stream that keeps nothing: what is measured is what the display keeps."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+class Shown(list[tuple[str, Any]]):
+    """The driver's event log, keeping nothing: each update goes to the command's display as the command's
+    observer sends it, and each form is read as the command reads it."""
+
+    def __init__(self, display: Display) -> None:
+        super().__init__()
+        self.display = display
+
+    def append(self, event: tuple[str, Any]) -> None:
+        name, value = event
+        if name == "on_update":
+            self.display.update(value)
+        elif name == "on_elicitation":
+            fields = fields_of(value.requested_schema)
+            for spec in fields if isinstance(fields, list) else ():
+                prompt_of(spec)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(stream=st.lists(newer_lines(), min_size=1, max_size=30), repeat=st.sampled_from([1, 4]))
+def test_the_commands_display_shows_random_newer_updates_keeping_only_what_it_shows(
+    *, stream: list[dict[str, Any]], repeat: int
+) -> None:
+    core = Conversation(
+        epoch=1,
+        transfer_limits=TransferLimits(max_update_bytes=LINE),
+        reader_limits=ReaderLimits(LINE),
+        policy=PermissionPolicy(allow_all=True),
+        client_info=ClientInfo("fuzz", "1"),
+        has_observer=True,
+        features=ClientFeatures(True, True, True, True, True),
+    )
+    display = Display(Sink(), None)  # type: ignore[arg-type]  # a stream that keeps nothing
+    driver = Driver(core, None)
+    driver.reader = LineReader(None, ReaderLimits(LINE))
+    driver.events = Shown(display)
+    driver.send(core.initialize().message)
+    driver.feed(b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n')
+    driver.send(core.new_session("/w").message)
+    driver.feed(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}\n')
+    driver.send(core.prompt(SESSION, "go").message)
+    data = b"".join(json.dumps(expanded(message), ensure_ascii=False).encode() + b"\n" for message in stream)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(repeat):  # the same traffic again and again: nothing it keeps may grow with it
+            driver.feed(data)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # The turn's own limits (1 MiB of notices, 1 MiB of children) and the display's few lines and names.
+    assert kept <= 8 * MiB, kept
+    display.stop()

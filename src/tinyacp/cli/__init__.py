@@ -659,6 +659,10 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         ("max-updates", defaults.max_updates),
         ("max-reply-bytes", defaults.max_reply_bytes),
         ("max-reply-chunks", defaults.max_reply_chunks),
+        ("max-notices", defaults.max_notices),
+        ("max-notice-bytes", defaults.max_notice_bytes),
+        ("max-subagents", defaults.max_subagents),
+        ("max-subagent-bytes", defaults.max_subagent_bytes),
     ):
         limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
     shown = parser.add_argument_group("display")

@@ -19,12 +19,13 @@ on a terminal goes through it too; the raw bytes stay in the journal.
 from __future__ import annotations
 
 import collections
+import hashlib
 import os
 import shutil
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, BinaryIO, NamedTuple, TextIO
+from typing import Any, BinaryIO, Generic, NamedTuple, TextIO, TypeVar
 
 from ..._messages import (
     AgentMessageChunk,
@@ -60,6 +61,84 @@ def verdict(request: PermissionRequest) -> str:
     if request.verdict == "cancelled":
         return "answered 'cancelled'"
     return request.verdict.replace("_", " ")
+
+
+_V = TypeVar("_V")
+
+_KEEP_HEAD = 4 * 300 + 64
+"""The most of a gathered text's start that a line shows: :func:`one_line` cuts its text to ``4 * limit + 64``
+characters before it cleans it, and the longest limit a gathered text is shown with is 300 (a compaction's
+summary). Whatever comes after is never shown, so it is never kept."""
+_KEEP_TAIL = 80
+"""The end of a thought the status line shows."""
+_MAX_KNOWN = 1000
+"""Child sessions, messages between sessions, open compactions and tool calls the display remembers, each: the
+latest that many (an honest turn has tens). The oldest is forgotten first: a child past it is shown as any other
+session, a tool call past it as a new one."""
+_LONG_ID = 256
+"""An id longer than this is remembered by its digest, not its text: an agent's ids are short."""
+
+
+def _key(agent_id: str) -> str:
+    """How the display remembers an id the agent chose: itself, or a digest of a long one (so a megabyte id costs
+    what a short one does)."""
+    if len(agent_id) <= _LONG_ID:
+        return agent_id
+    return "\0" + hashlib.sha256(agent_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Recent(Generic[_V]):
+    """A map from ids the agent chose to what the display keeps about them: at most :data:`_MAX_KNOWN` entries,
+    the oldest forgotten first, long ids kept by their digest."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, _V] = {}
+
+    def get(self, agent_id: str) -> _V | None:
+        return self._items.get(_key(agent_id))
+
+    def __contains__(self, agent_id: str) -> bool:
+        return _key(agent_id) in self._items
+
+    def __getitem__(self, agent_id: str) -> _V:
+        return self._items[_key(agent_id)]
+
+    def __setitem__(self, agent_id: str, value: _V) -> None:
+        key, items = _key(agent_id), self._items
+        if key not in items and len(items) >= _MAX_KNOWN:
+            del items[next(iter(items))]
+        items[key] = value
+
+    def pop(self, agent_id: str) -> _V | None:
+        return self._items.pop(_key(agent_id), None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class _Gathered:
+    """Text gathered chunk by chunk into one line: only what the line and the status line can show is kept (its
+    start and its end), so a thought or a child's reply of any length costs the same, and each chunk costs its
+    own length, never the whole text's again."""
+
+    __slots__ = ("end", "start")
+
+    def __init__(self) -> None:
+        self.start = ""
+        self.end = ""
+
+    def add(self, text: str) -> None:
+        if len(self.start) < _KEEP_HEAD:
+            self.start += text[: _KEEP_HEAD - len(self.start)]
+        self.end = (self.end + text[-_KEEP_TAIL:])[-_KEEP_TAIL:]
+
+    def __bool__(self) -> bool:
+        return bool(self.start)
+
+    def clear(self) -> None:
+        self.start = self.end = ""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -135,16 +214,16 @@ class Display:
         self._plan: list[PlanEntry] = []
         self._plan_id: str | None = None
         self._usage = ""
-        self._thought: list[str] = []
+        self._thought = _Gathered()
         self._thought_head = "thought: "
         """What the gathered text is, as the line that prints it starts: a thought, a child's reply, a message."""
-        self._tools: dict[tuple[str, str], dict[str, Any]] = {}
-        self._children: dict[str, str] = {}
+        self._tools: _Recent[dict[str, Any]] = _Recent()
+        self._children: _Recent[str] = _Recent()
         """The child sessions (subagents) announced so far: session id -> how the display names it."""
-        self._child_states: dict[str, str] = {}
-        self._message_heads: dict[str, str] = {}
+        self._child_states: _Recent[str] = _Recent()
+        self._message_heads: _Recent[str] = _Recent()
         """Messages between sessions: message id -> the head of the line that shows it."""
-        self._compaction_text: dict[str, list[str]] = {}
+        self._compaction_text: _Recent[_Gathered] = _Recent()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._mode_line: str | None = None
@@ -251,10 +330,10 @@ class Display:
         self._thought_head = head
         text = payload.content.text
         if text:
-            self._thought.append(text)
+            self._thought.add(text)
             if isinstance(payload, AgentThoughtChunk):
                 thinking = head.removesuffix("thought: ") + "thinking: "  # "[child] thinking: " for a child's
-                self._activity = thinking + one_line("".join(self._thought)[-80:], 80)
+                self._activity = thinking + one_line(self._thought.end, 80)
 
     def _show(self, session_id: str, prefix: str, payload: Any) -> None:
         if isinstance(payload, ToolCall | ToolCallUpdate):
@@ -396,15 +475,14 @@ class Display:
     # Internals.
 
     def _tool(self, session_id: str, prefix: str, payload: ToolCall | ToolCallUpdate) -> None:
-        key = (session_id, payload.tool_call_id)  # two sessions (a parent and its child) may use the same id
-        state = self._tools.setdefault(key, {"title": "", "kind": "", "status": "", "content": None})
+        state = self._tool_state(session_id, payload.tool_call_id)
         before = (state["title"], state["status"])
         if payload.title is not None:
-            state["title"] = payload.title
+            state["title"] = payload.title[:_KEEP_HEAD]  # no line shows more of it
         if payload.tool_kind is not None:
-            state["kind"] = payload.tool_kind
-        if payload.content is not None:
-            state["content"] = payload.content
+            state["kind"] = payload.tool_kind[:_KEEP_HEAD]
+        if payload.content is not None:  # kept as the lines it shows (its content may be a megabyte)
+            state["output"] = tool_output_lines(payload.content)
         if payload.status is not None:
             state["status"] = payload.status
         elif isinstance(payload, ToolCall):
@@ -425,8 +503,16 @@ class Display:
             )
         ]
         if status in ("completed", "failed"):
-            lines += [Styled(line, "2") for line in tool_output_lines(state["content"])]
+            lines += [Styled(line, "2") for line in state["output"]]
         self._emit(lines)
+
+    def _tool_state(self, session_id: str, tool_call_id: str) -> dict[str, Any]:
+        """What the display keeps of a tool call: its title, kind, status and the lines of output it shows."""
+        key = f"{_key(session_id)}\0{tool_call_id}"  # a parent and its child may use the same id
+        state = self._tools.get(key)
+        if state is None:
+            state = self._tools[key] = {"title": "", "kind": "", "status": "", "output": []}
+        return state
 
     def _plan_operation(self, prefix: str, payload: PlanUpdate | PlanRemoved) -> None:
         """A plan by id: its entries become the plan shown; a markdown or file plan is printed; a removed plan
@@ -454,9 +540,11 @@ class Display:
 
     def _compaction(self, prefix: str, payload: CompactionUpdate | CompactionSummaryChunk) -> None:
         """Compaction as status lines: started, then completed with its summary (or failed with its error)."""
-        gathered = self._compaction_text.setdefault(payload.compaction_id, [])
+        gathered = self._compaction_text.get(payload.compaction_id)
+        if gathered is None:
+            gathered = self._compaction_text[payload.compaction_id] = _Gathered()
         if isinstance(payload, CompactionSummaryChunk):
-            gathered.append(payload.content.text or "")
+            gathered.add(payload.content.text or "")
             return
         status = one_line(payload.status, 40)
         if payload.status == "in_progress":
@@ -468,9 +556,9 @@ class Display:
         elif payload.error:
             detail = payload.error
         else:
-            detail = "".join(gathered)
+            detail = gathered.start
         if payload.status != "in_progress":
-            self._compaction_text.pop(payload.compaction_id, None)
+            self._compaction_text.pop(payload.compaction_id)
         detail = f" — {one_line(detail, 300)}" if detail and payload.status != "in_progress" else ""
         code = {"completed": "32", "failed": "31", "cancelled": "33"}.get(payload.status, "2")
         self._emit([(f"{prefix}compaction: ", Styled(status, code), detail)])
@@ -509,7 +597,7 @@ class Display:
             self._message_heads[payload.message_id] = f"message {' '.join(part for part in parts if part)}: "
         if payload.content:
             self._thought_head = self._message_heads[payload.message_id]
-            self._thought.append(" ".join(_block_texts(payload.content)))
+            self._thought.add(" ".join(_block_texts(payload.content)))
 
     def _session_name(self, session_id: str | None) -> str:
         """A session in a message's line: a child by its name, any other (the session itself) as "the agent"."""
@@ -548,7 +636,7 @@ class Display:
         """Print the thought gathered so far as one line (called with the lock held)."""
         if not self._thought:
             return
-        text = one_line("".join(self._thought), 200)
+        text = one_line(self._thought.start, 200)
         self._thought.clear()
         if text and not self.quiet:
             self._permanent([Styled(f"{self._thought_head}{text}", "2")])
@@ -656,7 +744,7 @@ class Display:
 _SEVERITY_STYLES = {"error": "1;31", "warning": "1;33", "info": "2"}
 
 
-def _gathered_head(payload: object, prefix: str, message_heads: dict[str, str]) -> str | None:
+def _gathered_head(payload: object, prefix: str, message_heads: _Recent[str]) -> str | None:
     """The head of the line that gathers this update's text (the display prints it as one line once something
     else arrives), or None for an update that is not gathered."""
     if isinstance(payload, AgentThoughtChunk):
@@ -664,7 +752,7 @@ def _gathered_head(payload: object, prefix: str, message_heads: dict[str, str]) 
     if isinstance(payload, AgentMessageChunk):  # only a child's reply reaches the display
         return f"{prefix}says: "
     if isinstance(payload, SessionMessageChunk):
-        return message_heads.get(payload.message_id, "message: ")
+        return message_heads.get(payload.message_id) or "message: "
     return None
 
 

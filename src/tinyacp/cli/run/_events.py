@@ -203,6 +203,8 @@ class JsonEvents:
                     {"session_id": child.session_id, "title": child.title, "description": child.description}
                     for child in (result.subagents if result is not None else ())
                 ],
+                "notices_dropped": result.notices_dropped if result is not None else 0,
+                "subagents_dropped": result.subagents_dropped if result is not None else 0,
                 "cost": _cost(usage),
                 "error": None
                 if outcome.error is None

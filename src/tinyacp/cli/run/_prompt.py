@@ -394,14 +394,23 @@ class PromptRun:
             _count(permissions, "permission")
             + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
         ]
-        if result.notices:  # said again at the end: a model fallback changes what the answer is worth
-            parts.append(_count(len(result.notices), "notice"))
-        if result.subagents:
-            parts.append(_count(len(result.subagents), "subagent"))
+        if result.notices or result.notices_dropped:  # a model fallback changes what the answer is worth
+            parts.append(_count(len(result.notices), "notice") + _left_out(result.notices_dropped, "--max-notice*"))
+        if result.subagents or result.subagents_dropped:
+            left_out = _left_out(result.subagents_dropped, "--max-subagent*", "announcement")
+            parts.append(_count(len(result.subagents), "subagent") + left_out)
         if result.overflow is not None:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
         parts += usage_words(result.usage, observer.usage)
         return f"done: {' · '.join(parts)}"
+
+
+def _left_out(number: int, flags: str, noun: str = "") -> str:
+    """`` (3 left out: --max-notice*)`` when a limit left some out; nothing when none was."""
+    if not number:
+        return ""
+    counted = _count(number, noun) if noun else str(number)
+    return f" ({counted} left out: {flags})"
 
 
 def waits_on(agent: AgentSpec) -> str:

@@ -227,6 +227,10 @@ def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
         max_updates=args.max_updates,
         max_reply_bytes=args.max_reply_bytes,
         max_reply_chunks=args.max_reply_chunks,
+        max_notices=args.max_notices,
+        max_notice_bytes=args.max_notice_bytes,
+        max_subagents=args.max_subagents,
+        max_subagent_bytes=args.max_subagent_bytes,
     )
     return ReaderLimits(max_line=args.max_line), transfer
 
