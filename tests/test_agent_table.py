@@ -112,7 +112,7 @@ args = ["acp"]
     )
     agents = load_config(path).agents
     npx = agents["viaNpx"]
-    assert npx.command == ("npx", "-y", "@acme/agent@1.2.3", "--acp")
+    assert npx.command == ("npx", "--prefer-offline", "-y", "@acme/agent@1.2.3", "--acp")
     assert (npx.launcher, npx.package, npx.version) == ("npx", "@acme/agent@1.2.3", "1.2.3")
     assert npx.env == {"ACME_NO_UPDATE": "1"} and npx.notes == ("edits files without asking in mode auto",)
     uvx = agents["viaUvx"]
@@ -216,7 +216,7 @@ def test_agents_shows_each_entrys_version_how_it_starts_and_its_notes(cli: Cli) 
     assert rows["goose"]["launcher"] == "path" and rows["goose"]["package"] is None
 
 
-def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> None:
+def test_an_npx_agent_whose_node_is_older_than_it_declares_gets_a_warning_not_a_verdict(cli: Cli) -> None:
     bin_dir = cli.tmp / "old-node"
     bin_dir.mkdir()
     for name, script in (("node", "echo v18.19.0"), ("npx", "exit 0")):
@@ -225,8 +225,15 @@ def test_an_npx_agent_whose_node_is_too_old_is_not_called_ready(cli: Cli) -> Non
         program.chmod(0o755)
     env = dict(cli.env, PATH=f"{bin_dir}:/usr/bin:/bin")
     rows = {row["name"]: row for row in json.loads(cli.run("agents", "--format", "json", env=env).stdout)["agents"]}
-    assert rows["claude"]["state"] == "needs Node.js 22+ (found 18)" and rows["claude"]["ready"] is False
-    assert rows["codex"]["state"] == "ready"
+    claude = rows["claude"]
+    assert claude["state"] == "declares Node.js ≥ 22 (found 18)" and claude["ready"] is True
+    assert claude["warning"] == (
+        "declares Node.js ≥ 22 (found 18): `tinyacp agents --check claude` tells whether it starts on Node.js 18"
+    )
+    assert rows["codex"]["state"] == "ready" and rows["codex"]["warning"] is None
+    text = cli.run("agents", env=env).stdout.decode()
+    assert "declares Node.js ≥ 22 (found 18)" in text and "needs Node.js 22+" not in text
+    assert "    warning: declares Node.js ≥ 22 (found 18): `tinyacp agents --check claude` tells" in text
 
 
 def test_a_batch_with_a_permission_rule_warns_once_per_agent_of_its_notes(tmp_path: Path) -> None:
@@ -267,7 +274,13 @@ def test_the_config_file_example_of_the_docs_is_read_as_it_says(tmp_path: Path) 
     text = (DOCS / "cli.md").read_text()
     example = text.split("### The config file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     config = load_config(_config(tmp_path, example))
-    assert config.agents["qwen-offline"].command == ("npx", "-y", "@qwen-code/qwen-code@0.24.4", "--acp")
+    assert config.agents["qwen-offline"].command == (
+        "npx",
+        "--prefer-offline",
+        "-y",
+        "@qwen-code/qwen-code@0.24.4",
+        "--acp",
+    )
     assert config.agents["qwen-offline"].notes and config.agents["qwen-offline"].launcher == "npx"
     assert config.agents["vibe"].command == ("uvx", "--from", "mistral-vibe@3.0.2", "vibe-acp")
     assert config.agents["slow-demo"].command[-2:] == ("--delay", "0.1")
@@ -328,3 +341,24 @@ def test_an_npx_or_uvx_agent_without_its_runner_says_which_runner_and_package(cl
     assert done.returncode == 7, err
     assert "kimi cannot start: 'uvx' was not found on PATH (it runs kimi-cli@1.51.0)" in err
     assert "to install kimi: install uv (https://docs.astral.sh/uv/)" in err
+
+
+@pytest.mark.parametrize(
+    ("package", "offline"),
+    [
+        ("@qwen-code/qwen-code@0.24.4", True),
+        ("droid@0.215.0", True),
+        ("pkg@1.2.3-beta.1", True),
+        ("pkg@latest", False),
+        ("pkg@^1.2.3", False),
+        ("@scope/pkg", False),
+        ("pkg", False),
+    ],
+)
+def test_only_an_exact_npx_pin_is_started_from_the_cache_without_asking_the_registry(
+    package: str, offline: bool
+) -> None:
+    from tinyacp.cli.agents._table import Distribution, PackageDistribution, start
+
+    begun = start(Distribution(npx=PackageDistribution(package=package)))
+    assert begun.command[:2] == (("npx", "--prefer-offline") if offline else ("npx", "-y"))

@@ -397,8 +397,8 @@ class _Question:
     them, asking on a pipe instead of a terminal."""
 
     def __init__(self) -> None:
+        from tinyacp.cli.run._display import Display
         from tinyacp.cli.run._terminal import Asker, Interrupts
-        from tinyacp.cli.shared._display import Display
 
         self.display = Display(io.StringIO(), None)
         self.wake_r, self.wake_w = os.pipe()
@@ -592,13 +592,18 @@ def test_agents_lists_known_names_and_the_config_file_adds_and_overrides(cli: Cl
     assert {"demo", "claude", "codex", "gemini", "opencode"} <= set(names)
     assert {"copilot", "cursor", "qwen", "kimi", "fast-agent", "goose", "kiro"} <= set(names)
     # The maintained adapters, pinned: a new version changes modes, auth methods and option ids.
-    assert names["claude"]["command"] == ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.101.0"]
+    assert names["claude"]["command"] == [
+        "npx",
+        "--prefer-offline",
+        "-y",
+        "@agentclientprotocol/claude-agent-acp@0.101.0",
+    ]
     assert "Node.js 22" in names["claude"]["needs"] and "Node.js 22 or newer" in names["claude"]["install"]
-    assert names["codex"]["command"] == ["npx", "-y", "@agentclientprotocol/codex-acp@2.6.0"]
+    assert names["codex"]["command"] == ["npx", "--prefer-offline", "-y", "@agentclientprotocol/codex-acp@2.6.0"]
     assert (names["codex"]["key_method"], names["codex"]["key_env"]) == ("api-key", ["OPENAI_API_KEY"])
-    assert names["gemini"]["command"] == ["npx", "-y", "@google/gemini-cli@0.61.0", "--acp"]
-    assert names["opencode"]["command"] == ["npx", "-y", "opencode-ai@1.18.33", "acp"]
-    assert names["copilot"]["command"] == ["npx", "-y", "@github/copilot@1.0.102", "--acp"]
+    assert names["gemini"]["command"] == ["npx", "--prefer-offline", "-y", "@google/gemini-cli@0.61.0", "--acp"]
+    assert names["opencode"]["command"] == ["npx", "--prefer-offline", "-y", "opencode-ai@1.18.33", "acp"]
+    assert names["copilot"]["command"] == ["npx", "--prefer-offline", "-y", "@github/copilot@1.0.102", "--acp"]
     assert names["kimi"]["command"] == ["uvx", "kimi-cli@1.51.0", "acp"]
     assert names["kiro"]["command"] == ["kiro-cli", "acp"]
     assert all(row["install"] and row["login"] and row["needs"] for row in listing["agents"] if row["name"] != "demo")

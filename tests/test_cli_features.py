@@ -432,7 +432,7 @@ def test_without_a_terminal_a_form_is_declined_and_the_json_says_so(cli: Cli) ->
     assert "question: How should I summarise the files?: declined: there is no terminal to ask" in done.stderr.decode()
 
 
-def test_a_url_question_shows_the_link_and_is_declined(cli: Cli) -> None:
+def test_a_url_question_shows_the_link_sanitized_and_n_declines_it(cli: Cli) -> None:
     params = {
         "sessionId": "s1",
         "mode": "url",
@@ -448,10 +448,13 @@ def test_a_url_question_shows_the_link_and_is_declined(cli: Cli) -> None:
         ]
     )
     terminal = Terminal(cli, "prompt", "--no-journal", "--agent", agent, "hi")
+    terminal.wait_for(b"done there? [Enter] yes  [n] decline: ")
+    terminal.send(b"n\n")
     assert terminal.finish() == 0
     assert b"? the agent asks you to open a link: Sign in to Acme" in terminal.output
-    assert b"https://example.com/login?x" in terminal.output  # shown, sanitized, never opened
-    assert b"declined: the command opens no links" in terminal.output
+    assert b"https://example.com/login?x" in terminal.output  # shown, sanitized, not opened
+    assert b"not opened: open it yourself, or run with --open-urls" in terminal.output
+    assert b"declined by you" in terminal.output
     received = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     (answer,) = [message for message in received if message.get("id") == 5]
     assert answer["result"] == {"action": "decline"}

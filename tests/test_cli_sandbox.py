@@ -11,12 +11,14 @@ import json
 import os
 import shlex
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import INIT_RESULT, end_turn
 from helpers.cli import Cli
 from helpers.sandbox import SANDBOX_AGENT, require_bwrap
 from tinyacp.cli.agents._resolve import BUILTIN_AGENTS
@@ -231,3 +233,33 @@ def test_every_entry_of_the_table_names_state_dirs_that_expand_to_absolute_paths
             assert "/home/u/.cache/uv" in dirs, name
     assert "/home/u/.claude" in state_dirs(BUILTIN_AGENTS["claude"].sandbox.writable or [], env)
     assert state_dirs(BUILTIN_AGENTS["codex"].sandbox.writable or [], {**env, "CODEX_HOME": "/c"})[0] == "/c"
+
+
+def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: str, cli: Cli) -> None:
+    code = (
+        "import errno\ntry:\n    open('/etc/tinyacp-x', 'w')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
+    )
+    call = {"command": sys.executable, "args": ["-c", code]}
+
+    def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+        return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
+
+    steps: list[dict[str, Any]] = [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": INIT_RESULT},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": {"sessionId": "s1"}},
+        {"op": "expect", "method": "session/prompt"},
+        request(1, "terminal/create", **call),
+        request(2, "terminal/wait_for_exit", terminalId="term-1"),
+        request(3, "terminal/output", terminalId="term-1"),
+        request(4, "terminal/release", terminalId="term-1"),
+        end_turn(),
+    ]
+    agent = cli.scripted(steps)
+    # The scripted agent reads its script and writes its log beside the work folder: --writable makes them visible.
+    done = cli.run("prompt", "--agent-command", agent, "--writable", str(cli.tmp), "--serve", "terminal", "--yes", "go")
+    assert done.returncode == 0, done.stderr.decode()
+    log = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
+    answers = {message["id"]: message for message in log if "id" in message and "method" not in message}
+    assert answers[3]["result"]["output"] == "EROFS\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,11 @@ class Counter(tinyacp.BaseObserver):
 def describe(result):
     overflow = result.overflow
     return {
+        # Read with getattr: a client without these bounds fails the memory proof, not the script.
+        "notices": len(result.notices),
+        "notices_dropped": getattr(result, "notices_dropped", None),
+        "subagents": len(result.subagents),
+        "subagents_dropped": getattr(result, "subagents_dropped", None),
         "text_bytes": len(result.text.encode()),
         "chunk_count": result.chunk_count,
         "stop_reason": str(result.stop_reason),
@@ -79,7 +85,8 @@ def run_sync(options, out):
         client.initialize()
         client.new_session("/")
         try:
-            out.update(describe(client.prompt("s1", "flood")))
+            for _ in range(out["prompts"]):
+                out.update(describe(client.prompt("s1", "flood")))
             client.new_session("/")  # answered only after the agent logged all we wrote before it
         except tinyacp.LimitExceeded as exc:
             out["error"] = type(exc).__name__
@@ -94,7 +101,8 @@ async def run_async(options, out):
         await client.initialize()
         await client.new_session("/")
         try:
-            out.update(describe(await client.prompt("s1", "flood")))
+            for _ in range(out["prompts"]):
+                out.update(describe(await client.prompt("s1", "flood")))
             await client.new_session("/")
         except tinyacp.LimitExceeded as exc:
             out["error"] = type(exc).__name__
@@ -110,9 +118,10 @@ def main():
         command=config["agent"],
         observer=counter,
         transfer_limits=tinyacp.TransferLimits(max_reply_bytes=config["max_reply_bytes"]),
+        features=tinyacp.ClientFeatures(subagents=True),
         timeout=60,
     )
-    out = {}
+    out = {"prompts": config.get("prompts", 1)}
     if config["kind"] == "sync":
         run_sync(options, out)
     else:
@@ -134,15 +143,40 @@ main()
 LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
 
 
-def run_client(tmp_path: Path, kind: str, name: str, agent_args: list[str]) -> tuple[dict[str, Any], list[str | None]]:
-    """Run the client script against the firehose agent; return its report and the methods the agent received."""
-    script = tmp_path / "client.py"
-    script.write_text(CLIENT)
+COMMAND = r'''
+"""Run the command in this process (argv: the report's path, then the command's arguments); write its exit
+status and the peak RSS to the report."""
+
+import json
+import resource
+import sys
+
+from tinyacp.cli import main
+
+code = main(sys.argv[2:])
+maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+with open(sys.argv[1], "w") as report:
+    json.dump({"code": code, "maxrss": maxrss}, report)
+'''
+
+
+def run_client(
+    tmp_path: Path, kind: str, name: str, agent_args: list[str], prompts: int = 1
+) -> tuple[dict[str, Any], list[str | None]]:
+    """Run the client script against the firehose agent; return its report and the methods the agent received.
+
+    ``kind`` is ``sync``, ``async`` or ``command`` (``tinyacp prompt``, with no journal, its reply and display
+    thrown away, whose report holds its exit status and peak RSS).
+    """
     log = tmp_path / f"{name}.log"
     agent = [sys.executable, os.fspath(AGENTS / "firehose_agent.py"), os.fspath(log), *agent_args]
-    config = {"kind": kind, "agent": agent, "max_reply_bytes": REPLY_LIMIT}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.fspath(TESTS.parent / "src"), env.get("PYTHONPATH")]))
+    if kind == "command":
+        return run_command(tmp_path, name, agent, env), methods_in(log)
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    config = {"kind": kind, "agent": agent, "max_reply_bytes": REPLY_LIMIT, "prompts": prompts}
     client = [sys.executable, os.fspath(script), json.dumps(config)]
     done = subprocess.run(
         [sys.executable, "-c", LAUNCHER, *client],
@@ -155,8 +189,38 @@ def run_client(tmp_path: Path, kind: str, name: str, agent_args: list[str]) -> t
     report: dict[str, Any] = json.loads(done.stdout)
     assert report["left_behind"] == []
     assert report["returncode"] is not None
-    methods = [json.loads(line).get("method") for line in log.read_bytes().splitlines()] if log.exists() else []
-    return report, methods
+    return report, methods_in(log)
+
+
+def run_command(tmp_path: Path, name: str, agent: list[str], env: dict[str, str]) -> dict[str, Any]:
+    script = tmp_path / "command.py"
+    script.write_text(COMMAND)
+    report_path = tmp_path / f"{name}.json"
+    for variable in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        env[variable] = os.fspath(tmp_path / variable.lower())
+    argv = ["prompt", "--agent-command", shlex.join(agent), "--no-journal", "--no-input"]
+    argv += ["--max-reply-bytes", str(REPLY_LIMIT), "--timeout", "60", "flood"]
+    with (tmp_path / f"{name}.stderr").open("wb") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-c", LAUNCHER, sys.executable, os.fspath(script), os.fspath(report_path), *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=env,
+            timeout=100,
+            check=False,
+        )
+    shown = (tmp_path / f"{name}.stderr").read_bytes()[-2000:].decode(errors="replace")
+    assert done.returncode == 0, shown
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    # 6: the reply was cut at a limit (the reply floods); 0: a whole turn
+    assert report["code"] == (6 if "--await-cancel" in agent else 0), shown
+    report["display"] = shown
+    return report
+
+
+def methods_in(log: Path) -> list[str | None]:
+    """The methods of the lines the agent received, in order."""
+    return [json.loads(line).get("method") for line in log.read_bytes().splitlines()] if log.exists() else []
 
 
 def flood(tmp_path: Path, kind: str, mib: int) -> tuple[dict[str, Any], list[str | None]]:
@@ -213,3 +277,102 @@ def test_a_1_gib_line_stops_the_reader_within_the_same_bound(tmp_path: Path, kin
     assert report["updates_seen"] == 0
     assert methods[:3] == ["initialize", "session/new", "session/prompt"]
     assert report["maxrss"] < bound, f"bound {mib(bound)}, 1 GiB line {mib(report['maxrss'])}"
+
+
+# -- the newer updates: notices, subagents, children over many turns --------------------------------------------
+#
+# Each flood is about 200 MB of one kind of update in one turn, each update under the default max_update_bytes
+# (1 MiB); the bound is the same client's peak after a 20 MiB reply flood past max_reply_bytes=1 MiB (the proof
+# above), plus NEWER_SLACK for the longer lines (800 KB, where the reply flood's are 64 KiB) that the decoder
+# holds one at a time beside the line buffer.
+
+NEWER_SLACK = 4 * MiB
+"""What an 800 KB update costs while it is handled, beyond a 64 KiB one: its line, its decoded text and the
+pieces the display cuts from it, held at once (about four copies of 800 KB). The same flood ten times smaller
+must leave the peak within GROWTH of it: nothing in the slack grows with the flood."""
+KINDS = ["sync", "async", "command"]
+
+
+def reply_peak(tmp_path: Path, kind: str) -> int:
+    """The peak after a 20 MiB reply flood past the 1 MiB reply limit: what the newer floods must stay at."""
+    count = 20 * MiB // CHUNK_BYTES
+    args = ["--count", str(count), "--chunk-bytes", str(CHUNK_BYTES), "--await-cancel", "30"]
+    report, _ = run_client(tmp_path, kind, "reply20", args)
+    return int(report["maxrss"])
+
+
+def newer_flood(
+    tmp_path: Path, kind: str, update: str, count: int, size: int, *, prompts: int = 1
+) -> tuple[dict[str, Any], list[str | None]]:
+    args = ["--update", update, "--count", str(count), "--chunk-bytes", str(size)]
+    return run_client(tmp_path, kind, f"{update}{count}x{prompts}", args, prompts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_200_mb_of_notices_in_a_turn_leave_peak_memory_where_a_20_mib_reply_flood_leaves_it(
+    tmp_path: Path, kind: str
+) -> None:
+    bound = reply_peak(tmp_path, kind) + NEWER_SLACK
+
+    small, _ = newer_flood(tmp_path, kind, "notice", 25, 800_000)
+    report, methods = newer_flood(tmp_path, kind, "notice", 250, 800_000)
+    figures = f"bound {mib(bound)}, 25 notices {mib(small['maxrss'])}, 250 notices {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures
+
+    if kind != "command":
+        assert (report["notices"], report["notices_dropped"]) == (1, 249)  # one fits in the default 1 MiB
+        assert methods == ["initialize", "session/new", "session/prompt", "session/new"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_200_mb_of_subagents_in_a_turn_leave_peak_memory_where_a_20_mib_reply_flood_leaves_it(
+    tmp_path: Path, kind: str
+) -> None:
+    bound = reply_peak(tmp_path, kind) + NEWER_SLACK
+
+    small, _ = newer_flood(tmp_path, kind, "subagent", 25, 800_000)
+    report, _ = newer_flood(tmp_path, kind, "subagent", 250, 800_000)
+    figures = f"bound {mib(bound)}, 25 children {mib(small['maxrss'])}, 250 children {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures
+
+    if kind != "command":
+        # each child costs 800 KB (its id and its description, 400 KB each): one fits in the default 1 MiB
+        assert (report["subagents"], report["subagents_dropped"]) == (1, 249)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_children_of_many_turns_leave_peak_memory_where_one_turn_leaves_it(tmp_path: Path, kind: str) -> None:
+    bound = reply_peak(tmp_path, kind) + NEWER_SLACK
+
+    # 5 turns of 120 children, each with an id of 400 KB (and a description as long): 480 MB announced in all
+    report, _ = newer_flood(tmp_path, kind, "subagent", 120, 800_000, prompts=5)
+    assert report["maxrss"] < bound, f"bound {mib(bound)}, 5 turns of 120 children {mib(report['maxrss'])}"
+
+    assert (report["subagents"], report["subagents_dropped"]) == (1, 119)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("update", "what"),
+    [
+        ("child-reply", "a child's reply"),
+        ("summary", "a compaction summary that never completes"),
+        ("thought", "a thought"),
+    ],
+)
+def test_the_commands_display_keeps_only_what_it_shows_of_200_mb_of_one_text(
+    tmp_path: Path, update: str, what: str
+) -> None:
+    bound = reply_peak(tmp_path, "command") + NEWER_SLACK
+
+    # 200 MiB of one text, in 64 KiB chunks: the display shows a line of it (and the status line its end)
+    small, _ = newer_flood(tmp_path, "command", update, 20 * MiB // CHUNK_BYTES, CHUNK_BYTES)
+    report, _ = newer_flood(tmp_path, "command", update, 200 * MiB // CHUNK_BYTES, CHUNK_BYTES)
+    figures = f"bound {mib(bound)}, 20 MiB of {what} {mib(small['maxrss'])}, 200 MiB {mib(report['maxrss'])}"
+    assert report["maxrss"] < bound, figures
+    assert report["maxrss"] - small["maxrss"] < GROWTH, figures

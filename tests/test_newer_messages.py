@@ -7,6 +7,7 @@ real ACP, and each line that breaks the schema is checked to break it.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import msgspec
@@ -411,16 +412,21 @@ class Fed(CoreDriver):
 
 @pytest.fixture(params=[None, 1], ids=["whole", "bytewise"])
 def fed(request: pytest.FixtureRequest) -> Fed:
+    return started(request.param)
+
+
+def started(piece: int | None, limits: TransferLimits | None = None) -> Fed:
+    """A core in a prompt turn of session ``s1`` (subagents on), fed in ``piece``-byte pieces."""
     core = Conversation(
         epoch=1,
-        transfer_limits=TransferLimits(),
+        transfer_limits=limits or TransferLimits(),
         reader_limits=ReaderLimits(1 << 20),
         policy=PermissionPolicy(allow_all=True, deny_tools=("Bash",)),
         client_info=ClientInfo("tests", "1"),
         has_observer=True,
         features=ClientFeatures(subagents=True),
     )
-    driver = Fed(core, request.param)
+    driver = Fed(core, piece)
     core.initialize()
     driver.feed({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})
     core.new_session("/work")
@@ -488,3 +494,143 @@ def test_a_session_announced_as_its_own_child_or_in_a_loop_does_not_hang_the_cor
     assert result.subagents == ()  # neither the session itself nor a loop that never reaches it
     (decided,) = [value for name, value in fed.events if name == "on_permission_decision"]
     assert (decided.session_id, decided.parent_session_id, decided.verdict) == ("x", "y", "allowed_once")
+
+
+# -- what a turn keeps of its notices and children: bounded, and what was left out counted ----------------------
+
+
+def notice(title: str, description: str | None = None) -> dict[str, Any]:
+    return {"sessionUpdate": "notice", "severity": "info", "title": title, "description": description}
+
+
+def announce(child: str, **fields: Any) -> dict[str, Any]:
+    return {"sessionUpdate": "subagent_update", "sessionId": child, **fields}
+
+
+END_TURN = {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+@pytest.mark.parametrize("piece", [None, 1], ids=["whole", "bytewise"])
+def test_notices_past_max_notices_are_left_out_and_counted(piece: int | None) -> None:
+    fed = started(piece, TransferLimits(max_notices=3))
+    fed.feed(*[notification(SESSION, notice(f"n{i}")) for i in range(5)], END_TURN)
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert [n.title for n in result.notices] == ["n0", "n1", "n2"]
+    assert result.notices_dropped == 2
+    assert result.update_count == 5  # every one was received and recorded
+    assert len([name for name, _ in fed.events if name == "on_update"]) == 5
+
+
+def test_a_notice_that_would_pass_max_notice_bytes_is_left_out_whole_and_a_smaller_one_still_fits() -> None:
+    # severity "info" (4) + title + description, in UTF-8 bytes
+    fed = started(None, TransferLimits(max_notice_bytes=20))
+    fed.feed(
+        notification(SESSION, notice("abcd", "é" * 2)),  # 4 + 4 + 4 = 12
+        notification(SESSION, notice("x" * 10)),  # 14 more: past 20, left out
+        notification(SESSION, notice("yyyy")),  # 8 more: exactly 20
+        notification(SESSION, notice("z")),  # 5 more: left out
+        END_TURN,
+    )
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert result.notices == (Notice("info", "abcd", "éé"), Notice("info", "yyyy"))
+    assert result.notices_dropped == 2
+
+
+def test_a_whole_turn_of_notices_within_the_limits_is_kept_with_nothing_counted_left_out(fed: Fed) -> None:
+    fed.feed(*[notification(SESSION, notice(f"n{i}", "d")) for i in range(3)], END_TURN)
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert (len(result.notices), result.notices_dropped) == (3, 0)
+
+
+@pytest.mark.parametrize("piece", [None, 1], ids=["whole", "bytewise"])
+def test_children_past_max_subagents_are_left_out_counted_and_not_taken_for_the_turns(piece: int | None) -> None:
+    fed = started(piece, TransferLimits(max_subagents=2))
+    fed.feed(
+        notification(SESSION, announce("c1", title="one")),
+        notification(SESSION, announce("c2", title="two")),
+        notification(SESSION, announce("c3", title="three")),  # left out
+        notification(SESSION, announce("c1", state={"state": "idle"})),  # a change to a kept child: kept
+        asks(5, "c3", "Read"),
+        asks(6, "c2", "Read"),
+        END_TURN,
+    )
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert result.subagents == (Subagent("c1", "one", state={"state": "idle"}), Subagent("c2", "two"))
+    assert result.subagents_dropped == 1
+    decided = [value for name, value in fed.events if name == "on_permission_decision"]
+    assert [(r.session_id, r.parent_session_id) for r in decided] == [("c3", None), ("c2", SESSION)]
+
+
+def test_an_announcement_past_max_subagent_bytes_is_left_out_and_a_kept_child_keeps_its_earlier_state() -> None:
+    fed = started(None, TransferLimits(max_subagent_bytes=200))
+    fed.feed(
+        notification(SESSION, announce("c1", title="short")),
+        notification(SESSION, announce("c2", description="d" * 300)),  # never fits: left out
+        notification(SESSION, announce("c1", description="e" * 300)),  # would grow c1 past it: left out
+        notification(SESSION, announce("c3", title="fits")),
+        END_TURN,
+    )
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert result.subagents == (Subagent("c1", "short"), Subagent("c3", "fits"))
+    assert result.subagents_dropped == 2
+
+
+def test_the_children_of_a_turn_are_forgotten_when_it_ends() -> None:
+    fed = started(None)
+    fed.feed(notification(SESSION, announce("c1", title="one")), asks(5, "c1", "Read"), END_TURN)
+    fed.core.prompt(SESSION, "again")
+    fed.feed(asks(6, "c1", "Read"), {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
+    first, second = fed.done
+    assert isinstance(first, PromptResult) and isinstance(second, PromptResult)
+    assert first.subagents == (Subagent("c1", "one"),)
+    assert second.subagents == ()
+    decided = [value for name, value in fed.events if name == "on_permission_decision"]
+    assert [(r.session_id, r.parent_session_id) for r in decided] == [("c1", SESSION), ("c1", None)]
+    assert fed.core._children == {}  # nothing of the turn's children is kept past it
+
+
+def test_a_child_deep_in_a_chain_is_the_turns_its_question_cancelled_after_a_cancel() -> None:
+    fed = started(None)
+    chain = [notification(SESSION, announce("c0"))]
+    chain += [notification(f"c{i - 1}", announce(f"c{i}")) for i in range(1, 500)]
+    fed.feed(*chain)
+    fed.core.cancel(SESSION)
+    fed.feed(asks(5, "c499", "Read"), END_TURN)
+    (result,) = fed.done
+    assert isinstance(result, PromptResult)
+    assert len(result.subagents) == 500
+    (decided,) = [value for name, value in fed.events if name == "on_permission_decision"]
+    assert (decided.parent_session_id, decided.verdict) == ("c498", "cancelled")
+
+
+def _calls_to_announce_a_chain(length: int) -> int:
+    """How many calls (Python and C: every dict look-up through ``get`` included) the core makes to take a chain
+    of ``length`` children, each announced by the one before: a count of work, not a time."""
+    fed = started(None, TransferLimits(max_subagents=1 << 40, max_subagent_bytes=1 << 40))
+    chain = [notification(SESSION, announce("c0"))]
+    chain += [notification(f"c{i - 1}", announce(f"c{i}")) for i in range(1, length)]
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        fed.feed(*chain)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_chain_of_children_costs_the_same_per_child_however_deep_it_goes() -> None:
+    shallow = _calls_to_announce_a_chain(1000)
+    deep = _calls_to_announce_a_chain(2000)
+    # Linear: twice the children, twice the calls (and some slack); walking the chain made it four times.
+    assert deep < 2.3 * shallow, (shallow, deep)

@@ -135,7 +135,18 @@ def test_max_line_is_an_int_up_to_one_gib_or_a_value_error(value: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "field", ["max_message_bytes", "max_update_bytes", "max_updates", "max_reply_bytes", "max_reply_chunks"]
+    "field",
+    [
+        "max_message_bytes",
+        "max_update_bytes",
+        "max_updates",
+        "max_reply_bytes",
+        "max_reply_chunks",
+        "max_notices",
+        "max_notice_bytes",
+        "max_subagents",
+        "max_subagent_bytes",
+    ],
 )
 @given(value=anything)
 @PURE

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import tinyacp
-from helpers import AGENTS, ClientLike, wait_for
+from helpers import AGENTS, INIT_RESULT, ClientLike, Scripted, end_turn, wait_for
 from helpers.sandbox import SANDBOX_AGENT, require_bwrap
 from tinyacp import _sandbox
 
@@ -340,3 +340,90 @@ def test_bubblewrap_pickles_for_a_batch_on_other_nodes() -> None:
 
     sandbox = tinyacp.Bubblewrap(writable=["/srv/out"], network=False, extra_args=["--setenv", "A", "1"])
     assert pickle.loads(pickle.dumps(sandbox)) == sandbox
+
+
+def test_a_supervised_agent_runs_in_the_sandbox_too(
+    bwrap: str, make_client: Callable[..., ClientLike], work: Path
+) -> None:
+    client = make_client(command=AGENT, cwd=str(work), sandbox=tinyacp.Bubblewrap(), supervise=True)
+    results = run(client, work, [{"op": "write", "path": "/etc/tinyacp-x"}, {"op": "whoami"}])
+    assert results[0] == {"ok": False, "error": "EROFS"}
+    assert results[1]["uid"] != 0 and int(results[1]["cap_eff"], 16) == 0
+
+
+SERVED_PROBE = """
+import errno, json, socket, sys
+def attempt(act):
+    try:
+        act()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def write(path):
+    with open(path, "w") as file:
+        file.write("from a served command")
+def connect():
+    socket.create_connection(("127.0.0.1", int(sys.argv[4])), timeout=5).close()
+print(json.dumps([attempt(lambda: write(sys.argv[1])), attempt(lambda: write(sys.argv[2])),
+                  attempt(lambda: write(sys.argv[3])), attempt(connect), __import__("os").getuid()]))
+"""
+
+
+def test_a_served_terminal_command_is_confined_the_same_way_and_gets_no_network(
+    bwrap: str,
+    make_client: Callable[..., ClientLike],
+    scripted: Callable[..., Scripted],
+    work: Path,
+    listener: int,
+) -> None:
+    name = f"tinyacp-served-{uuid.uuid4().hex}"
+    paths = [str(work / "inside.txt"), f"/etc/{name}", str(Path.home() / name)]
+
+    def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+        return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
+
+    agent = scripted(
+        [
+            {"op": "expect", "method": "initialize"},
+            {"op": "reply", "result": INIT_RESULT},
+            {"op": "expect", "method": "session/new"},
+            {"op": "reply", "result": {"sessionId": "s1"}},
+            {"op": "expect", "method": "session/prompt"},
+            request(1, "terminal/create", command=sys.executable, args=["-c", SERVED_PROBE, *paths, str(listener)]),
+            request(2, "terminal/wait_for_exit", terminalId="term-1"),
+            request(3, "terminal/output", terminalId="term-1"),
+            request(4, "terminal/release", terminalId="term-1"),
+            end_turn(),
+        ]
+    )
+    serve = tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap())
+    client = make_client(
+        command=agent.argv, serve=serve, policy=tinyacp.PermissionPolicy(kinds=["execute"]), kill_grace=1.0
+    )
+    client.initialize()
+    client.new_session(str(work))
+    client.prompt("s1", "go", timeout=TURN)
+    client.close()
+    answers = {message["id"]: message for message in agent.received() if "id" in message and "method" not in message}
+    assert answers[2]["result"] == {"exitCode": 0, "signal": None}, answers
+    inside, etc, home, connect, uid = json.loads(answers[3]["result"]["output"])
+    assert inside == "ok" and (work / "inside.txt").exists()
+    assert etc == "EROFS" and home == "EROFS"
+    assert connect == "ECONNREFUSED"  # network=None: a served command gets no network
+    assert uid != 0
+    assert not Path(paths[1]).exists() and not Path(paths[2]).exists()
+
+
+def test_serve_with_a_sandbox_is_refused_where_bwrap_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    options = tinyacp.Options(
+        command=[sys.executable, "-c", "pass"],
+        observer=tinyacp.BaseObserver(),
+        serve=tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap()),
+    )
+    with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
+        tinyacp.Client(options)
+    with pytest.raises(TypeError, match="Bubblewrap"):
+        tinyacp.Serve(terminal=True, sandbox={"writable": []})  # type: ignore[arg-type]

@@ -189,12 +189,15 @@ class _Turn:
         "kept_bytes",
         "kept_chunks",
         "last_usage",
+        "notice_bytes",
         "notices",
+        "notices_dropped",
         "other_updates",
         "overflow",
         "parts",
         "session_id",
         "subagents",
+        "subagents_dropped",
         "timed_out",
     )
 
@@ -214,8 +217,11 @@ class _Turn:
         self.timed_out = False
         self.last_usage: UsageUpdate | None = None
         self.notices: list[Notice] = []
+        self.notice_bytes = 0
+        self.notices_dropped = 0
         self.subagents: dict[str, Subagent] = {}
         """The children announced in this turn, by session id, each with its merged latest state."""
+        self.subagents_dropped = 0
 
 
 class Conversation:
@@ -273,8 +279,12 @@ class Conversation:
         self._pending: _Pending | None = None
         self._turn: _Turn | None = None
         self._sessions: dict[str, SessionState] = {}
-        self._parents: dict[str, str] = {}
-        """Each child session announced by a ``subagent_update``, and the session that announced it."""
+        self._children: dict[str, tuple[str, str, int]] = {}
+        """Each child session announced by a ``subagent_update`` (since the last turn ended, within the subagent
+        limits): the session that announced it, its root (the first session up its chain that is no known child,
+        or the turn's session: set once, when it is announced, so no chain is ever walked) and what it costs
+        against ``max_subagent_bytes``."""
+        self._children_bytes = 0
         self._loading: str | None = None
         """The session a ``session/load`` in flight replays."""
         self._replayed = 0
@@ -303,6 +313,7 @@ class Conversation:
         self.trace: Callable[[str], Mapping[str, str] | None] | None = None
         """What gives each request's trace context (its method in): its keys go into the request's ``_meta``
         (:func:`tinyacp._trace_context.merged_meta`); None, the default, adds nothing."""
+        self._kept = transfer_limits  # what a turn keeps of its notices and children (max_notices, ...)
 
     # ----------------------------------------------------------------------------------------------------------
     # What we write: each request's params are shaped by :mod:`tinyacp._requests`; here they are numbered,
@@ -611,7 +622,8 @@ class Conversation:
     def end_call(self) -> None:
         """Forget the call in flight (done, failed or timed out): a late answer is then a stray response."""
         self._pending = None
-        self._turn = None
+        if self._turn is not None:
+            self._turn_ended()
         self._loading = None
         self._tools.end_turn()
 
@@ -732,7 +744,7 @@ class Conversation:
         turn = self._turn
         assert turn is not None, "a prompt response is only accepted while its turn is open"
         reason, usage, meta = answers.decode_prompt(result, turn.last_usage)
-        self._turn = None
+        self._turn_ended()
         chunks = turn.kept_chunks + turn.dropped_chunks
         return PromptResult(
             session_id=turn.session_id,
@@ -747,7 +759,15 @@ class Conversation:
             usage=usage,
             notices=tuple(turn.notices),
             subagents=tuple(turn.subagents.values()),
+            notices_dropped=turn.notices_dropped,
+            subagents_dropped=turn.subagents_dropped,
         )
+
+    def _turn_ended(self) -> None:
+        """The turn is over: its children are forgotten, so what the client keeps about them never outlives it."""
+        self._turn = None
+        self._children = {}
+        self._children_bytes = 0
 
     # ----------------------------------------------------------------------------------------------------------
     # What the agent sends.
@@ -904,7 +924,7 @@ class Conversation:
             if cls is UsageUpdate:
                 turn.last_usage = payload  # type: ignore[assignment]  # checked by its class
             elif cls is Notice:
-                turn.notices.append(payload)  # type: ignore[arg-type]  # checked by its class
+                self._notice(turn, payload)  # type: ignore[arg-type]  # checked by its class
         elif self._loading == session_id:
             self._replayed += 1
         if cls is CurrentModeUpdate or cls is ConfigOptionUpdate or cls is AvailableCommandsUpdate:
@@ -914,27 +934,70 @@ class Conversation:
         elif cls is ToolCall or cls is ToolCallUpdate:
             self._tools.seen(session_id, payload)  # type: ignore[arg-type]  # checked by its class
 
+    def _notice(self, turn: _Turn, notice: Notice) -> None:
+        """Keep the turn's notice within ``max_notices`` and ``max_notice_bytes``, else count it left out."""
+        size = _utf8_size(notice.severity) + _utf8_size(notice.title) + _utf8_size(notice.description or "")
+        if len(turn.notices) < self._kept.max_notices and turn.notice_bytes + size <= self._kept.max_notice_bytes:
+            turn.notices.append(notice)
+            turn.notice_bytes += size
+        else:
+            turn.notices_dropped += 1
+
     def _announced(self, parent: str, payload: SubagentUpdate, turn: _Turn | None) -> None:
-        """A ``subagent_update``: remember whose child the session is, and keep its state for the turn's result
-        when the turn's session (or one of its children) announced it."""
+        """A ``subagent_update``: remember whose child the session is and its root, and keep its state for the
+        turn's result when the turn's session (or one of its children) announced it; all within the subagent
+        limits (an announcement past them is left out, and counted when it is the turn's)."""
         child = payload.session_id
         if child == parent:  # a session cannot be its own child: recorded, and otherwise ignored
             return
-        self._parents[child] = parent
-        if turn is not None and self._descends(parent, turn.session_id):
-            turn.subagents[child] = merged_subagent(turn.subagents.get(child), payload)
+        children = self._children
+        turn_session = None if turn is None else turn.session_id
+        above = children.get(parent)
+        # The root is set here, once: the turn's session is a root whatever announced it (so a loop ends there).
+        root = parent if above is None or parent == turn_session else above[1]
+        known = children.get(child)
+        old = 0 if known is None else known[2]
+        state: Subagent | None = None
+        if turn is not None and root == turn_session:
+            state = merged_subagent(turn.subagents.get(child), payload)
+            size = self._state_size(state) + _utf8_size(parent)
+        else:
+            size = _utf8_size(child) + _utf8_size(parent)
+            if turn is not None and child in turn.subagents:
+                size = max(size, old)  # its state stays in the result: still counted
+        total = self._children_bytes - old + size
+        if (known is None and len(children) >= self._kept.max_subagents) or total > self._kept.max_subagent_bytes:
+            if state is not None:
+                turn.subagents_dropped += 1  # type: ignore[union-attr]  # a state is only made in a turn
+            return
+        children[child] = (parent, root, size)
+        self._children_bytes = total
+        if state is not None:
+            turn.subagents[child] = state  # type: ignore[union-attr]  # a state is only made in a turn
+
+    def _state_size(self, state: Subagent) -> int:
+        """What a child's state counts against ``max_subagent_bytes``: its texts in UTF-8, the rest as JSON."""
+        size = _utf8_size(state.session_id)
+        for text in (state.title, state.description, state.cwd):
+            if text is not None:
+                size += _utf8_size(text)
+        for value in (state.capabilities, state.state, state.additional_directories):
+            if value is not None:
+                size += len(self._encode(value))
+        return size
+
+    def _parent(self, session_id: str) -> str | None:
+        """The session that announced ``session_id`` as its child, if the client keeps it."""
+        known = self._children.get(session_id)
+        return None if known is None else known[0]
 
     def _descends(self, session_id: str, ancestor: str) -> bool:
-        """Whether ``session_id`` is ``ancestor`` or a child (a subagent) of it, at any depth."""
-        parents = self._parents
-        for _ in range(len(parents) + 1):  # bounded: the announcements may make a loop
-            if session_id == ancestor:
-                return True
-            parent = parents.get(session_id)
-            if parent is None:
-                return False
-            session_id = parent
-        return False
+        """Whether ``session_id`` is ``ancestor`` or a child (a subagent) of it whose root it is, at any depth:
+        one look-up, as the root was set when the child was announced."""
+        if session_id == ancestor:
+            return True
+        known = self._children.get(session_id)
+        return known is not None and known[1] == ancestor
 
     def _accept(self, raw: bytes, session_id: str, payload: SessionUpdate) -> Update | Reaction:
         if not self.has_observer:
@@ -982,7 +1045,8 @@ class Conversation:
             if envelope.request_id is None:
                 return self._invalid(raw, envelope.detail)
             return self._answer_invalid(raw, None, envelope.request_id, envelope.detail, envelope.code)
-        kind = inbound.kind(envelope, elicitation=self.features.elicitation, served=self._served_methods)
+        elicitation = self.features.elicitation or self.features.elicitation_url
+        kind = inbound.kind(envelope, elicitation=elicitation, served=self._served_methods)
         if kind is Kind.UPDATE:
             return self._loose_update(raw, envelope)
         if kind is Kind.NOTIFICATION:
@@ -1053,7 +1117,7 @@ class Conversation:
             if known is not None:
                 tool_call = msgspec.structs.replace(tool_call, name=known)
         request = PermissionRequest(self.epoch, raw, request_id, params.session_id, tool_call, params.options)
-        request.parent_session_id = self._parents.get(params.session_id)
+        request.parent_session_id = self._parent(params.session_id)
         reply = yield Record(ON_PERMISSION_REQUEST, request)
         if reply is not None and not isinstance(reply, PermissionReply):
             raise ObserverError(
@@ -1152,7 +1216,7 @@ class Conversation:
             return None
         op = {"fs/read_text_file": "read", "fs/write_text_file": "write"}.get(method, "create")
         content = params.content if isinstance(params, serving.WriteParams) else ""
-        result = yield Act(op, request, content=content)
+        result = yield Act(op, request, self._roots.get(request.session_id, ()), content=content)
         if isinstance(result, Failure):
             answer = self._error(request_id, result.code, result.message)
         else:
@@ -1238,6 +1302,11 @@ class Conversation:
         """A terminal's command ended: the answers to the ``terminal/wait_for_exit`` requests waiting for it."""
         waits = self._waits.pop((session_id, terminal_id), [])
         return [self._response(request_id, status.wire()) for request_id in waits]
+
+
+def _utf8_size(text: str) -> int:
+    """The length of ``text`` in UTF-8, without encoding an ASCII text."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _applied(state: SessionState, payload: SessionUpdate) -> SessionState:

@@ -32,6 +32,9 @@ class ClientFeatures:
             session id during the parent's prompt (``PromptResult.subagents`` lists the children).
         elicitation: ``elicitation.form``: the agent may ask the user for input (``elicitation/create``),
             which the observer's ``on_elicitation`` answers (declined when it does not).
+        elicitation_url: ``elicitation.url``: the agent may ask the user to open a link and say when it is done
+            there (``elicitation/create`` in ``url`` mode, then its ``elicitation/complete``), answered by
+            ``on_elicitation`` too. Switch it on only when someone can open the link.
     """
 
     notices: bool = True
@@ -39,9 +42,10 @@ class ClientFeatures:
     plan_operations: bool = False
     subagents: bool = False
     elicitation: bool = False
+    elicitation_url: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("notices", "compaction", "plan_operations", "subagents", "elicitation"):
+        for name in ("notices", "compaction", "plan_operations", "subagents", "elicitation", "elicitation_url"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"ClientFeatures.{name} must be a bool, not {getattr(self, name)!r}")
 
@@ -57,8 +61,9 @@ class ClientFeatures:
             advertised["plan"] = {}
         if self.subagents:
             advertised["subagents"] = {}
-        if self.elicitation:
-            advertised["elicitation"] = {"form": {}}
+        if self.elicitation or self.elicitation_url:
+            modes = (("form", self.elicitation), ("url", self.elicitation_url))
+            advertised["elicitation"] = {mode: {} for mode, on in modes if on}
         return advertised
 
 

@@ -28,6 +28,14 @@ DEFAULT_MAX_UPDATES = 10_000_000
 DEFAULT_MAX_REPLY_BYTES = 16 * MiB
 # One chunk per token: a million chunks is several times the largest output window of today's models.
 DEFAULT_MAX_REPLY_CHUNKS = 1_000_000
+# A notice is a warning for the user (a model fallback, a config problem): real agents send a handful per turn,
+# each a line of text. A thousand, or 1 MiB of their text, is far more than a person reads in one turn.
+DEFAULT_MAX_NOTICES = 1_000
+DEFAULT_MAX_NOTICE_BYTES = 1 * MiB
+# A subagent is a child session a turn starts (a search, a review): tens in a busy turn, each described by a
+# title and a prompt-sized description. A thousand children, or 1 MiB of what is kept about them, bounds a flood.
+DEFAULT_MAX_SUBAGENTS = 1_000
+DEFAULT_MAX_SUBAGENT_BYTES = 1 * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,19 @@ class TransferLimits:
             ``session/cancel``, records every later message of the turn, and returns the agent's final response
             with ``PromptResult.overflow`` set. Every later chunk of that turn is left out too.
         max_reply_chunks: how many ``agent_message_chunk`` updates one prompt keeps; reached as above.
+        max_notices: how many ``notice`` updates one prompt keeps in ``PromptResult.notices``. A notice past it
+            is left out (the observer still sees it) and counted in ``PromptResult.notices_dropped``; the turn
+            goes on.
+        max_notice_bytes: how many bytes (UTF-8) of notices one prompt keeps, counting each notice's severity,
+            title and description. A notice that would pass it is left out whole, as above.
+        max_subagents: how many child sessions (subagents) the client keeps during one prompt: in
+            ``PromptResult.subagents``, and as whose child each is. A child past it is left out (the observer
+            still sees its updates; its permission requests have no ``parent_session_id``) and its
+            announcement counted in ``PromptResult.subagents_dropped``. What is kept is forgotten when the turn
+            ends.
+        max_subagent_bytes: how many bytes the client keeps about the children of one prompt: each child's id,
+            the id of the session that announced it, and, for a child of the prompt's session, its state as
+            JSON. An announcement that would pass it is left out, as above (a child keeps its earlier state).
 
     Each limit is an int of at least 1, with no upper bound: a limit is only compared, so a huge one is safe
     and never reached.
@@ -64,6 +85,10 @@ class TransferLimits:
     max_updates: int = DEFAULT_MAX_UPDATES
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     max_reply_chunks: int = DEFAULT_MAX_REPLY_CHUNKS
+    max_notices: int = DEFAULT_MAX_NOTICES
+    max_notice_bytes: int = DEFAULT_MAX_NOTICE_BYTES
+    max_subagents: int = DEFAULT_MAX_SUBAGENTS
+    max_subagent_bytes: int = DEFAULT_MAX_SUBAGENT_BYTES
 
     def __post_init__(self) -> None:
         for name in (
@@ -72,6 +97,10 @@ class TransferLimits:
             "max_updates",
             "max_reply_bytes",
             "max_reply_chunks",
+            "max_notices",
+            "max_notice_bytes",
+            "max_subagents",
+            "max_subagent_bytes",
         ):
             check_count(name, getattr(self, name))
 

@@ -203,6 +203,12 @@ class PromptResult(msgspec.Struct, frozen=True):
     subagents: tuple[Subagent, ...] = ()
     """Each child session announced in the turn (by its session or one of its children), in the order of their
     first announcement, with its merged latest state."""
+    notices_dropped: int = 0
+    """The turn's notices left out of ``notices``, past ``TransferLimits.max_notices`` or ``max_notice_bytes``
+    (the observer saw them all)."""
+    subagents_dropped: int = 0
+    """The turn's ``subagent_update`` updates left out of ``subagents``, past ``TransferLimits.max_subagents``
+    or ``max_subagent_bytes``: a child never kept, or a change to a kept child (which keeps its earlier state)."""
 
 
 def usage_fields(usage: TurnUsage | None, last: UsageUpdate | None = None) -> dict[str, Any] | None:

@@ -45,9 +45,10 @@ from typing import Any, Final
 
 import msgspec
 
-from ._bounds import check_count, check_timeout
+from ._bounds import check_count, check_kind, check_timeout
 from ._messages import PermissionToolCall, RequestId, ToolCall, ToolCallUpdate
 from ._permissions import PermissionPolicy
+from ._sandbox import Bubblewrap
 
 __all__ = [
     "FS_METHODS",
@@ -145,9 +146,14 @@ class Serve:
         read_limit: the largest text a read answers with, in bytes; a larger read is an error.
         command_timeout: seconds a command may run before its process group is killed (None: no bound), which
             also bounds ``terminal/wait_for_exit``.
+        sandbox: a :class:`~tinyacp.Bubblewrap` to run each command in (Linux): it may write only in the session's
+            roots (its cwd, ``additionalDirectories``, ``roots``) and the sandbox's ``writable``, and with
+            ``network=None`` it gets no network (loopback only). Making the client raises
+            :class:`~tinyacp.SandboxUnavailable` where bwrap cannot run.
 
     Raises:
-        TypeError: a flag is not a bool, or a collection is a single string.
+        TypeError: a flag is not a bool, a collection is a single string, or ``sandbox`` is not a
+            :class:`~tinyacp.Bubblewrap`.
         ValueError: a limit out of range (``max_terminals`` 1 to 1,024, a byte limit 1 to 1 GiB, a timeout as
             every duration).
     """
@@ -162,6 +168,7 @@ class Serve:
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     read_limit: int = DEFAULT_READ_LIMIT
     command_timeout: float | None = None
+    sandbox: Bubblewrap | None = None
     _methods: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __init__(
@@ -177,6 +184,7 @@ class Serve:
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         read_limit: int = DEFAULT_READ_LIMIT,
         command_timeout: float | None = None,
+        sandbox: Bubblewrap | None = None,
     ) -> None:
         for name, flag in (("read", read), ("write", write), ("terminal", terminal)):
             if not isinstance(flag, bool):
@@ -187,6 +195,8 @@ class Serve:
         check_count("output_limit", output_limit, 1, MAX_LIMIT)
         check_count("read_limit", read_limit, 1, MAX_LIMIT)
         check_timeout("command_timeout", command_timeout)
+        if sandbox is not None:
+            check_kind("sandbox", sandbox, Bubblewrap)
         methods: set[str] = set()
         if read:
             methods.add("fs/read_text_file")
@@ -205,6 +215,7 @@ class Serve:
             "output_limit": output_limit,
             "read_limit": read_limit,
             "command_timeout": command_timeout,
+            "sandbox": sandbox,
             "_methods": frozenset(methods),
         }
         for name, value in values.items():

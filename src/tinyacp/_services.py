@@ -44,7 +44,7 @@ class Services:
         if act.op == "write":
             return files.write_text(target.resolved, act.content)
         assert act.op == "create"
-        return self.terminals.create(target)
+        return self.terminals.create(target, act.roots)
 
     def _check(self, request: ServeRequest, roots: tuple[str, ...]) -> Failure | None:
         """Confinement (and the terminal limit): fill in ``resolved`` (and a write's ``prior``), or refuse."""

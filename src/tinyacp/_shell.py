@@ -114,6 +114,11 @@ class ShellBase:
             from ._sandbox import plan as sandbox_plan
 
             plan = sandbox_plan(options.sandbox, options.command, cwd=options.cwd, env=options.env)
+        served = options.serve.sandbox
+        if served is not None:  # the served commands' sandbox, checked as the agent's is
+            from ._sandbox import check_available, network_on
+
+            check_available(network=network_on(served, False))
         self._core = Conversation(
             epoch=options.epoch,
             transfer_limits=options.transfer_limits,

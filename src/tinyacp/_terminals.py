@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from ._errors import SpawnError
+from ._errors import SandboxUnavailable, SpawnError
 from ._log import PROCESS as _log
 from ._process import AgentProcess, signals_blocked
 from ._serve import FAILED, REFUSED, ExitStatus, Failure, Serve, ServeRequest, TerminalOutput
@@ -251,8 +251,9 @@ class Terminals:
                 )
         return None
 
-    def create(self, request: ServeRequest) -> str | Failure:
-        """Start ``request``'s command (its ``resolved`` cwd, its ``env``) and return the new terminal's id."""
+    def create(self, request: ServeRequest, roots: tuple[str, ...] = ()) -> str | Failure:
+        """Start ``request``'s command (its ``resolved`` cwd, its ``env``) and return the new terminal's id; with
+        ``Serve(sandbox=...)``, inside bubblewrap, writable only in the session's ``roots`` and the sandbox's own."""
         assert request.command is not None and request.resolved is not None
         problem = self.room()
         if problem is not None or self._closed:
@@ -261,6 +262,17 @@ class Terminals:
         if request.output_limit is not None:
             limit = max(0, min(limit, request.output_limit))
         argv = argv_of(request.command, request.args)
+        env = _environment(request.env)
+        sandbox = None
+        if self._serve.sandbox is not None:
+            from ._sandbox import plan
+
+            try:  # a served command gets no network unless the sandbox says so
+                sandbox = plan(
+                    self._serve.sandbox, argv, cwd=request.resolved, env=env, roots=roots, network_default=False
+                )
+            except (SandboxUnavailable, SpawnError) as exc:
+                return Failure(FAILED, f"cannot start the command: {str(exc).removeprefix('cannot start the agent ')}")
         err_r, err_w = os.pipe()
         try:
             os.set_blocking(err_r, False)
@@ -269,10 +281,11 @@ class Terminals:
             proc = AgentProcess.spawn(
                 argv,
                 cwd=request.resolved,
-                env=_environment(request.env),
+                env=env,
                 stderr=err_w,
                 supervise=available() is None,
                 kill_grace=self._grace,
+                sandbox=sandbox,
             )
         except SpawnError as exc:
             os.close(err_r)

@@ -9,6 +9,11 @@ and answers every ``session/prompt`` with a flood:
 - ``--await-cancel SECONDS``: after the flood, wait up to SECONDS for a ``session/cancel`` before answering;
   the answer is ``cancelled`` if one came, else ``end_turn``. It keeps flooding while the cancel waits in its
   input, as a runaway agent would.
+- ``--update KIND``: what the flood is made of (``chunk`` by default). ``notice``: N notices whose title is B
+  bytes; ``subagent``: N children of the session, each announced once with an id and a description of B/2 bytes
+  each (every id different); ``thought``: N thought chunks of B bytes; ``summary``: N chunks of B bytes of one
+  compaction's summary that never completes; ``child-reply``: one child announced, then N chunks of B bytes of
+  its reply.
 - ``--big-line BYTES``: instead of a flood, one ``session/update`` line that never ends: its text is BYTES of
   ``x`` and no closing quote or newline follows.
 
@@ -40,6 +45,10 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
+def update_line(session: str, update: dict[str, Any]) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}})
+
+
 def write_all(data: bytes | memoryview) -> None:
     """Write everything to stdout (a blocking pipe); exit quietly if the client is gone."""
     view = memoryview(data)
@@ -56,6 +65,7 @@ class Agent:
         self.log_fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.cancelled = threading.Event()
+        self.turns = 0
 
     def read_input(self) -> None:
         """Log every line as it arrives; hand requests to the main thread; note cancels at once."""
@@ -95,6 +105,7 @@ class Agent:
 
     def prompt(self, request: dict[str, Any]) -> None:
         session = request["params"]["sessionId"]
+        self.turns += 1
         self.cancelled.clear()
         if self.args.big_line:
             self.big_line(session)
@@ -106,17 +117,48 @@ class Agent:
         self.reply(request, {"stopReason": reason})
 
     def flood(self, session: str) -> None:
-        content = {"type": "text", "text": "x" * self.args.chunk_bytes}
-        update = {"sessionUpdate": "agent_message_chunk", "content": content}
-        line = encode(
-            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
-        )
+        kind, size = self.args.update, self.args.chunk_bytes
+        if kind == "subagent":
+            self.children(session)
+            return
+        content = {"type": "text", "text": "x" * size}
+        if kind == "notice":
+            update: dict[str, Any] = {"sessionUpdate": "notice", "severity": "warning", "title": "x" * size}
+        elif kind == "thought":
+            update = {"sessionUpdate": "agent_thought_chunk", "content": content}
+        elif kind == "summary":
+            write_all(
+                update_line(
+                    session, {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"}
+                )
+            )
+            update = {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": content}
+        elif kind == "child-reply":
+            write_all(
+                update_line(session, {"sessionUpdate": "subagent_update", "sessionId": "child", "title": "Helper"})
+            )
+            session = "child"
+            update = {"sessionUpdate": "agent_message_chunk", "content": content}
+        else:
+            update = {"sessionUpdate": "agent_message_chunk", "content": content}
+        line = update_line(session, update)
         per_batch = max(1, BATCH_BYTES // len(line))
         batch = line * per_batch
         full, rest = divmod(self.args.count, per_batch)
         for _ in range(full):
             write_all(batch)
         write_all(line * rest)
+
+    def children(self, session: str) -> None:
+        """N children, each with its own id: every announcement is a line of its own."""
+        half = self.args.chunk_bytes // 2
+        for index in range(self.args.count):
+            child = f"{self.turns}.{index}.".ljust(half, "x")
+            write_all(
+                update_line(
+                    session, {"sessionUpdate": "subagent_update", "sessionId": child, "description": "d" * half}
+                )
+            )
 
     def big_line(self, session: str) -> None:
         params = {"sessionId": session, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}}
@@ -137,6 +179,9 @@ def main() -> None:
     parser.add_argument("--chunk-bytes", type=int, default=1)
     parser.add_argument("--await-cancel", type=float, default=0.0)
     parser.add_argument("--big-line", type=int, default=0)
+    parser.add_argument(
+        "--update", choices=["chunk", "notice", "subagent", "thought", "summary", "child-reply"], default="chunk"
+    )
     Agent(parser.parse_args()).run()
 
 

@@ -106,9 +106,15 @@ def read_items(source: ItemSource) -> Iterator[tuple[int | None, object]]:
         yield None, value
 
 
+_BOMS = ((b"\xef\xbb\xbf", "a UTF-8"), (b"\xff\xfe", "a UTF-16"), (b"\xfe\xff", "a UTF-16"))
+"""Byte-order marks an editor may put first: JSON lines are UTF-8 without one (RFC 8259, section 8.1)."""
+
+
 def _read_file(path: Path) -> Iterator[tuple[int | None, object]]:
     with open_regular_binary(path) as file:
         for number, line in enumerate(file, 1):
+            if number == 1:
+                _no_bom(path, line)
             if not line.strip():
                 continue
             try:
@@ -118,6 +124,20 @@ def _read_file(path: Path) -> Iterator[tuple[int | None, object]]:
             except RecursionError:
                 raise BatchItemError(f"{path}: not an item: JSON nested too deep", line=number) from None
             yield number, value
+
+
+def _no_bom(path: Path, line: bytes) -> None:
+    """Refuse a file that starts with a byte-order mark, saying so (a JSON decoder only sees a bad first byte).
+
+    Raises:
+        BatchItemError: the first line starts with a byte-order mark.
+    """
+    for mark, what in _BOMS:
+        if line.startswith(mark):
+            raise BatchItemError(
+                f"{path}: starts with {what} byte-order mark ({mark.hex(' ').upper()}): save it as UTF-8 without one",
+                line=1,
+            )
 
 
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")

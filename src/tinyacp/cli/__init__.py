@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 _PROBE_TIMEOUT = 120.0  # the first `npx -y` of an adapter downloads it (and Node's own start is slow)
-_STARTUP_TIMEOUT = 120.0
+_STARTUP_TIMEOUT = 120.0  # an npx/uvx entry: its first start downloads the package
+_LOCAL_STARTUP_TIMEOUT = 30.0  # any other program: a local start that takes longer is stuck, not busy
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -96,6 +97,14 @@ def _concurrency(text: str) -> int:
 
 def _count(text: str) -> int:
     return _whole(text, 0)
+
+
+def _tool_name(text: str) -> str:
+    """A tool name of ``--allow-tool`` or ``--deny-tool``: matched exactly against the agent's, so an empty one (a
+    shell variable left unset) would match nothing and hide the mistake."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a tool name cannot be empty or blank: {text!r} (names look like Read, Bash)")
+    return text
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -379,6 +388,9 @@ def _journals_options(journals: argparse.ArgumentParser) -> None:
     journals.add_argument("--prune", action="store_true", help="remove the journals older than --older-than")
     journals.add_argument("--older-than", metavar="AGE", help="with --prune: an age such as 30d, 12h, 2w")
     journals.add_argument("--dry-run", action="store_true", help="with --prune: say what would go, remove nothing")
+    journals.add_argument(
+        "--all", action="store_true", help="with --prune: remove every journal (an --older-than of 0 needs it)"
+    )
     journals.set_defaults(handler=_lazy("journals._journals", "cmd_journals"))
 
 
@@ -483,12 +495,18 @@ def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _add_permission_rules(rules: argparse._ArgumentGroup) -> None:
     """The rules of the permission policy, shared by ``prompt``, ``chat`` and ``batch``."""
     rules.add_argument(
-        "--allow-tool", action="append", default=[], metavar="NAME", help="allow the tool NAME (Read, Grep, ...)"
+        "--allow-tool",
+        action="append",
+        default=[],
+        type=_tool_name,
+        metavar="NAME",
+        help="allow the tool NAME (Read, Grep, ...)",
     )
     rules.add_argument(
         "--deny-tool",
         action="append",
         default=[],
+        type=_tool_name,
         metavar="NAME",
         help="never allow the tool NAME (Bash, ...), whatever else allows it, --yes included",
     )
@@ -562,6 +580,11 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     rules = parser.add_argument_group("permissions (default: ask on a terminal, else reject)")
     _add_permission_rules(rules)
     rules.add_argument("--no-input", action="store_true", help="never ask: reject what no rule allows")
+    rules.add_argument(
+        "--open-urls",
+        action="store_true",
+        help="open in your browser an http(s) link the agent asks you to visit (default: show it only)",
+    )
     _add_serve_options(parser)
     if not chat:
         rules.add_argument(
@@ -614,10 +637,13 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
     timing.add_argument(
         "--startup-timeout",
         type=_seconds,
-        default=_STARTUP_TIMEOUT,
         metavar="SECONDS",
-        help=f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g}: an npx cold start)",
+        help=(
+            f"deadline of the agent's answer to initialize (default {_STARTUP_TIMEOUT:g} for an npx/uvx agent, "
+            f"whose first start downloads it; {_LOCAL_STARTUP_TIMEOUT:g} for any other)"
+        ),
     )
+    parser.set_defaults(download_startup_timeout=_STARTUP_TIMEOUT, local_startup_timeout=_LOCAL_STARTUP_TIMEOUT)
     timing.add_argument("--cancel-grace", type=_seconds, default=5.0, metavar="SECONDS", help="wait after a cancel")
     timing.add_argument("--kill-grace", type=_seconds, default=2.0, metavar="SECONDS", help="SIGTERM to SIGKILL")
     # Imported here, for the subcommands that take them: `tinyacp --help` needs neither (nor their dataclasses).
@@ -633,6 +659,10 @@ def _add_run_options(parser: argparse.ArgumentParser, *, chat: bool) -> None:
         ("max-updates", defaults.max_updates),
         ("max-reply-bytes", defaults.max_reply_bytes),
         ("max-reply-chunks", defaults.max_reply_chunks),
+        ("max-notices", defaults.max_notices),
+        ("max-notice-bytes", defaults.max_notice_bytes),
+        ("max-subagents", defaults.max_subagents),
+        ("max-subagent-bytes", defaults.max_subagent_bytes),
     ):
         limits.add_argument(f"--{name}", type=_size, default=default, metavar="SIZE" if "bytes" in name else "N")
     shown = parser.add_argument_group("display")
@@ -660,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             _refuse_unknown(parser, args.command, unknown, args_list)
     except ParseError as exc:
-        return usage_error(str(exc), prog=exc.prog, usage=exc.usage, json_result=json_asked(args_list))
+        return _usage_error(str(exc), args_list, prog=exc.prog, usage=exc.usage)
     if args.command is None:
         parser.print_help(sys.stderr)
         return int(Exit.USAGE)
@@ -682,12 +712,23 @@ def _refuse_unknown(parser: argparse.ArgumentParser, command: str | None, unknow
     owner.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
+def _usage_error(message: str, args_list: list[str], *, prog: str = "tinyacp", usage: str | None = None) -> int:
+    """Say the usage error; with ``prompt --format json``, write the ``result`` event of the run that never
+    began on stdout too (a reader of stdout always gets its last event)."""
+    code = usage_error(message, prog=prog, usage=usage)
+    if json_asked(args_list):
+        from .run._events import usage_result
+
+        usage_result(sys.stdout.buffer, message)
+    return code
+
+
 def _handle(args: argparse.Namespace, args_list: list[str]) -> int:
     """Run the subcommand; its exit status."""
     try:
         return int(args.handler(args))
     except UsageProblem as exc:
-        return usage_error(str(exc), json_result=json_asked(args_list))
+        return _usage_error(str(exc), args_list)
     except KeyboardInterrupt:
         return int(Exit.CANCELLED)
     except BrokenPipeError:  # `tinyacp show … | head`: the reader has what it wanted

@@ -68,6 +68,7 @@ _STATUS_WORDS = {
     "exited": "exited",
     "timed_out": "timed out",
     "error": "error",
+    "stopped": "stopped",
 }
 _STDERR_SHOWN = 4
 """The agent's last stderr lines under a failed row of the text table (the JSON row keeps up to 12)."""
@@ -80,16 +81,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     timeouts = [_timeout(args, spec) for spec in chosen]
     if args.sandbox:
         _sandbox_available()
+    progress = _Progress(len(chosen))
+    stopped_by: int | None = None
     try:
-        rows = asyncio.run(_until_signal(_check_all(chosen, timeouts, args.concurrency, sandboxed=args.sandbox)))
-    except _Stopped as stopped:  # the agents were stopped: nothing to report
-        return 128 + stopped.signum
+        rows = asyncio.run(
+            _until_signal(_check_all(chosen, timeouts, args.concurrency, progress, sandboxed=args.sandbox))
+        )
+    except _Stopped as stopped:  # the rows it has, and a row that says so for each agent it stopped
+        stopped_by = stopped.signum
+        rows = [
+            progress.rows[i] or _stopped(spec, stopped_by, progress.started.get(i)) for i, spec in enumerate(chosen)
+        ]
     rows += [_not_checked(spec, why) for spec, why in left]
     if args.format == "json":
         print(json.dumps(rows, ensure_ascii=True, indent=2))
     else:
         print(_table(rows, color=wants_color(sys.stdout)))
-    return int(check_exit_status(rows))
+    if stopped_by is None:
+        return int(check_exit_status(rows))
+    unfinished = [row["name"] for row in rows if row["status"] == "stopped" or row["skipped"] == "stopped"]
+    name = "Ctrl-C" if stopped_by == signal.SIGINT else signal.Signals(stopped_by).name
+    print(
+        f"tinyacp: you stopped the check ({name}); not finished: {one_line(', '.join(unfinished), 300)}",
+        file=sys.stderr,
+    )
+    return 128 + stopped_by
 
 
 def check_exit_status(rows: list[dict[str, Any]]) -> Exit:
@@ -157,7 +173,7 @@ class _Stopped(Exception):
 
 
 async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
-    """``work``, cancelled by SIGTERM or SIGHUP as asyncio cancels it on Ctrl-C: each agent's client tears its
+    """``work``, cancelled by Ctrl-C, SIGTERM or SIGHUP: each agent's client tears its
     process group down on the way out, so no agent outlives the command.
 
     Raises:
@@ -184,7 +200,7 @@ async def _until_signal(work: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signum)
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _sandbox_available() -> None:
@@ -202,17 +218,35 @@ def _sandbox_available() -> None:
         raise UsageProblem(f"--sandbox: {exc}") from None
 
 
+class _Progress:
+    """What the check has done so far, for the report of a check that a signal stopped."""
+
+    def __init__(self, count: int) -> None:
+        self.rows: list[dict[str, Any] | None] = [None] * count
+        """The row of each agent that finished, in the order of the agents."""
+        self.started: dict[int, float] = {}
+        """When each agent that got its turn was started (``time.monotonic``), by its index."""
+
+
 async def _check_all(
-    specs: list[AgentSpec], timeouts: list[float], concurrency: int, *, sandboxed: bool = False
+    specs: list[AgentSpec],
+    timeouts: list[float],
+    concurrency: int,
+    progress: _Progress,
+    *,
+    sandboxed: bool = False,
 ) -> list[dict[str, Any]]:
     """Check the agents, at most ``concurrency`` at once; the rows in the order of ``specs``."""
     slots = asyncio.Semaphore(concurrency)
 
-    async def one(spec: AgentSpec, timeout: float) -> dict[str, Any]:
+    async def one(index: int, spec: AgentSpec, timeout: float) -> dict[str, Any]:
         async with slots:
-            return await _check(spec, timeout, sandboxed=sandboxed)
+            progress.started[index] = time.monotonic()
+            row = progress.rows[index] = await _check(spec, timeout, sandboxed=sandboxed)
+            return row
 
-    return list(await asyncio.gather(*(one(spec, timeout) for spec, timeout in zip(specs, timeouts, strict=True))))
+    checks = (one(index, spec, timeout) for index, (spec, timeout) in enumerate(zip(specs, timeouts, strict=True)))
+    return list(await asyncio.gather(*checks))
 
 
 async def _check(spec: AgentSpec, timeout: float, *, sandboxed: bool = False) -> dict[str, Any]:
@@ -387,6 +421,21 @@ def _failure_status(exc: TinyAcpError, code: Exit, message: str, answer: Initial
     return "error"
 
 
+def _stopped(spec: AgentSpec, signum: int, started: float | None) -> dict[str, Any]:
+    """The row of an agent the check stopped (Ctrl-C, SIGTERM, SIGHUP): while it started, or before its turn."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if started is None:
+        row = _row(spec, checked=False)
+        row["skipped"] = "stopped"
+        row["cause"] = f"not checked: you stopped the check ({name}) before its turn"
+        return row
+    row = _row(spec, checked=True)
+    seconds = row["seconds"] = round(time.monotonic() - started, 3)
+    row["status"] = "stopped"
+    row["cause"] = f"you stopped the check ({name}) after {seconds:.1f} s, before it answered initialize"
+    return row
+
+
 def _not_checked(spec: AgentSpec, why: str) -> dict[str, Any]:
     row = _row(spec, checked=False)
     row["skipped"] = why
@@ -402,7 +451,7 @@ def _not_checked(spec: AgentSpec, why: str) -> dict[str, Any]:
 # The text table.
 
 _COLUMNS = ("agent", "status", "version", "protocol", "time")
-_COLOURS = {"ok": "32", "needs_login": "33", "not_installed": "33"}
+_COLOURS = {"ok": "32", "needs_login": "33", "not_installed": "33", "stopped": "33"}
 
 
 def _table(rows: list[dict[str, Any]], *, color: bool) -> str:
@@ -502,14 +551,17 @@ def _wrapped(lines: list[str], width: int, indent: str = "  ") -> list[str]:
 
 
 def _footer(rows: list[dict[str, Any]], width: int) -> list[str]:
-    """The agents left out, by why: a download on the first start, or a program not on ``PATH``."""
+    """The agents left out, by why: a download on the first start, a program not on ``PATH``, or a check stopped
+    before their turn."""
     left = {
         why: ", ".join(one_line(row["name"], 40) for row in rows if row["skipped"] == why)
-        for why in ("download", "not_on_path")
+        for why in ("download", "not_on_path", "stopped")
     }
     lines = []
     if left["download"]:
         lines.append(f"not checked, as their first start downloads a package (name them, or --all): {left['download']}")
     if left["not_on_path"]:
         lines.append(f"not checked, not on PATH (`tinyacp agents` says how to install them): {left['not_on_path']}")
+    if left["stopped"]:
+        lines.append(f"not checked, as you stopped the check before their turn: {left['stopped']}")
     return ["", *_wrapped(lines, width, "")] if lines else []

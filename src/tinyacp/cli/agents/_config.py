@@ -80,9 +80,14 @@ def typed(where: str, path: str, table: dict[str, Any], kind: type[_T]) -> _T:
     """``table`` (the TOML table at ``path``, ``""`` for the top) as a ``kind``.
 
     Raises:
-        ValueError: a key ``kind`` does not have (with "did you mean"), or a value of the wrong type; the
-            message starts with ``where`` and names the key by its full path.
+        ValueError: a key ``kind`` does not have (with "did you mean"), a value of the wrong type, or a NUL byte
+            in a key or a text; the message starts with ``where`` and names the key by its full path.
     """
+    nul = _nul_at(table, path)
+    if nul is not None:
+        # No program, argument, variable or package name can hold one: the kernel takes them as C strings, and
+        # Python refuses to start a program with one ("embedded null byte"), far from the file's line.
+        raise ValueError(f"{where}: {nul}: a NUL byte (\\u0000) is not allowed in a key or a value")
     known = kind.__struct_fields__
     for key in table:
         if key not in known:
@@ -99,6 +104,26 @@ def typed(where: str, path: str, table: dict[str, Any], kind: type[_T]) -> _T:
         key = at.rstrip("`").removeprefix("$").replace("[...]", ".*").lstrip(".")
         problem = problem.replace("`", "")
         raise ValueError(f"{where}: {_dotted(path, key)}: {problem[:1].lower()}{problem[1:]}") from None
+
+
+def _nul_at(value: Any, path: str) -> str | None:
+    """The dotted path of the first key or text in ``value`` that holds a NUL byte; None when none does."""
+    if isinstance(value, str):
+        return path if "\0" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            at = _dotted(path, str(key))
+            if "\0" in str(key):
+                return at
+            found = _nul_at(item, at)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _nul_at(item, path)
+            if found is not None:
+                return found
+    return None
 
 
 def _closest(key: str, known: tuple[str, ...]) -> list[str]:

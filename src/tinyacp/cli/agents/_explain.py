@@ -21,6 +21,7 @@ from ..._errors import (
     LimitExceeded,
     ObserverError,
     RequestError,
+    SessionNotFound,
     SpawnError,
     UsageError,
     describe_returncode,
@@ -31,7 +32,7 @@ from ..._startup_watch import StartupWatch, said_of
 from ..shared._display import one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ._resolve import BUILTIN_AGENTS, AgentSpec
-from ._session import auth_needs
+from ._session import SESSIONS_HINT, auth_needs
 
 __all__ = ["Explanation", "data_lines", "explain", "stderr_lines"]
 
@@ -142,6 +143,9 @@ def explain(  # noqa: C901, PLR0911, PLR0912  one branch per error type, in the 
         return Explanation(Exit.USAGE, message)
     if isinstance(exc, AuthRequired):
         return Explanation(Exit.NOT_LOGGED_IN, message, _not_logged_in(agent, init, raw_methods or {}))
+    if isinstance(exc, SessionNotFound) and exc.method in ("session/resume", "session/load"):
+        message = f"cannot continue the session: the agent does not know it ({one_line(exc.message, 200)})"
+        return Explanation(Exit.AGENT_ERROR, message, [*data_lines(exc.data), SESSIONS_HINT])
     hint: list[str] = []
     if isinstance(exc, RequestError):
         hint += data_lines(exc.data)

@@ -60,6 +60,7 @@ from ..._constants import SYSTEM_PROMPT_MODES
 from ..._files import read_regular
 from ..shared._dirs import default_config_path
 from ..shared._exit import UsageProblem
+from ..shared._text import text_argument, utf8_or_escaped
 from ._table import SandboxFields, TableEntry, TableError, launcher_of, start
 
 if TYPE_CHECKING:
@@ -455,14 +456,17 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
     """
     if command is not None:
         return _command(command, "--agent-command")
+    where = "--agent"
     if value is None:
         value = config.default_agent
+        if config.path is not None:  # a default of the config file: say where it came from
+            where = f"default_agent = {value!r} in the config file {utf8_or_escaped(os.fspath(config.path))}:"
     try:
         words = shlex.split(value)
     except ValueError as exc:
-        raise ConfigError(f"--agent {value!r}: {exc}") from exc
+        raise ConfigError(f"{where} {value!r}: {exc}") from exc
     if not words:
-        raise ConfigError("--agent is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
+        raise ConfigError(f"{where} is empty: give an agent name (see `tinyacp agents`) or use --agent-command")
     spec = config.agents.get(words[0]) or config.agents.get(ALIASES.get(words[0], ""))
     if spec is not None:
         return spec.with_args(words[1:])
@@ -470,10 +474,15 @@ def resolve_agent(value: str | None, config: Config, *, command: str | None = No
         return _command(value, "--agent")
     import difflib
 
+    try:
+        text_argument(f"{where} {utf8_or_escaped(words[0])!r}", words[0], "agent names are text")
+    except UsageProblem as exc:
+        raise ConfigError(str(exc)) from None
     close = difflib.get_close_matches(words[0], list(config.agents), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    prefix = f"{where} " if where != "--agent" else ""
     raise ConfigError(
-        f"unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
+        f"{prefix}unknown agent {words[0]!r}{hint} (known agents: {', '.join(config.agents)}; "
         f'to run a program of your own, use --agent-command "CMD ARGS")'
     )
 

@@ -224,6 +224,10 @@ def _open(
     )
 
 
+SESSIONS_HINT = "`tinyacp sessions --agent NAME` lists the agent's own"
+"""Where to find a session the agent knows, said when it does not know the one asked for (fork or continue)."""
+
+
 def fork_session(
     client: Client,
     session_id: str,
@@ -246,7 +250,7 @@ def fork_session(
     except SessionNotFound as exc:
         raise SettingUnavailable(
             f"cannot fork session {one_line(session_id, 80)}: the agent does not know it "
-            f"({one_line(exc.message, 200)}; `tinyacp sessions --agent NAME` lists the agent's own)"
+            f"({one_line(exc.message, 200)}; {SESSIONS_HINT})"
         ) from None
 
 

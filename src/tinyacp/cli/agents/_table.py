@@ -24,6 +24,7 @@ The config file's ``[agents.NAME]`` tables take the same keys (``version``, ``di
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -187,6 +188,15 @@ def platform_target() -> str:
     return f"{system}-{machine}"
 
 
+_SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+
+
+def exact_pin(package: str) -> bool:
+    """Whether an npm package spec names one exact version (``@scope/name@1.2.3``), not a range or a tag."""
+    name, at, version = package.rpartition("@")
+    return bool(at and name and name != "@" and _SEMVER.fullmatch(version))
+
+
 def start(distribution: Distribution | None, *, command: list[str] | None = None, executable: str = "") -> Start:
     """How to start an agent distributed as ``distribution`` (``command``, when given, wins: a program on PATH).
 
@@ -200,7 +210,10 @@ def start(distribution: Distribution | None, *, command: list[str] | None = None
         raise TableError("needs a command, or a distribution (npx, uvx or binary)")
     if distribution.npx is not None:
         npx = distribution.npx
-        return Start(("npx", "-y", npx.package, *npx.args), npx.env, "npx", npx.package)
+        # An exact pin never changes: npm's cache may answer without asking the registry, so a package that ran
+        # once starts offline at once (asked, npx retries the registry for 70-80 s before it runs; docs/agents/).
+        offline = ("--prefer-offline",) if exact_pin(npx.package) else ()
+        return Start(("npx", *offline, "-y", npx.package, *npx.args), npx.env, "npx", npx.package)
     if distribution.uvx is not None:
         uvx = distribution.uvx
         words = ("--from", uvx.package, executable) if executable else (uvx.package,)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import msgspec
 
 from ..._errors import BatchEngineError, BatchError
-from ..._files import not_regular
+from ..._files import not_regular, open_regular_binary
 from ..._process import signals_blocked
 from ..agents._resolve import Config, load_config, resolve_agent
 from ..shared._display import fit, isatty, one_line, print_error, sanitize
@@ -185,7 +185,7 @@ def check_arguments(args: argparse.Namespace, config: Config) -> None:
     Raises:
         UsageProblem: the message says which argument and why.
     """
-    resolve_agent(args.agent or config.default_agent, config)
+    resolve_agent(args.agent, config)  # None: the config's default_agent, named as coming from the file
     if args.cwd is not None and not Path(args.cwd).is_dir():
         raise UsageProblem(f"--cwd {args.cwd}: not a directory")
 
@@ -205,9 +205,28 @@ def _not_a_file(path: Path) -> str | None:
     return None
 
 
+def _no_items(path: Path) -> str | None:
+    """Why the items file holds nothing to run (it is empty, or blank lines only); None when it has a line."""
+    try:
+        with open_regular_binary(path) as file:
+            if any(line.strip() for line in file):
+                return None
+    except OSError:  # said by the batch itself, with the path
+        return None
+    return f"{utf8_or_escaped(os.fspath(path))}: has no items (a batch file is one JSON object per line)"
+
+
+def _not_a_directory(path: str | os.PathLike[str]) -> str | None:
+    """Why ``--out`` cannot be the batch's directory: it exists and is not one; None otherwise (made if missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        name = utf8_or_escaped(os.fspath(path))
+        return f"--out {name}: must be a directory (it is a file): results.jsonl and the journals are written there"
+    return None
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """``tinyacp batch``."""
-    problem = _not_a_file(args.file)
+    problem = _not_a_file(args.file) or _no_items(args.file) or _not_a_directory(args.out)
     if problem is not None:
         print_error(problem)
         return _EXIT_USAGE
@@ -250,7 +269,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     config = load_config(args.config)
     check_arguments(args, config)
     sandbox = _sandbox(args, config)
-    serve = serve_of(args)  # the flags': an agent's keys in config.toml apply to prompt and chat
+    serve = serve_of(args, sandbox=sandbox)  # the flags': an agent's keys in config.toml apply to prompt and chat
     trace = trace_export(args)
 
     def on_record(record: Any) -> None:

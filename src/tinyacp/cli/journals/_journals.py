@@ -24,15 +24,18 @@ from ..shared._display import one_line
 from ..shared._exit import UsageProblem
 from ..shared._index import SessionEntry, SessionIndex
 
-__all__ = ["JournalFile", "cmd_journals", "parse_age", "resolve_journal", "show_note"]
+__all__ = ["JournalFile", "cmd_journals", "journal_named", "parse_age", "resolve_journal", "show_note"]
 
 LAST = "last"
 
 _NAME = re.compile(r"(\d{8}T\d{6}Z)-(.+)-[0-9a-f]{16}\.jsonl")
 """How the command names a journal it creates: the UTC time, the agent's name, a random part."""
 
-_AGE = re.compile(r"(\d+)\s*([smhdw])")
+_AGE = re.compile(r"([-+]?)(\d+)\s*([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_DAYS = 36_500
+"""The oldest age ``--older-than`` takes (100 years): every journal is younger (the clock starts in 1970), so a
+larger one means nothing; refused like every number no one means, never an overflow."""
 
 
 @dataclass(frozen=True)
@@ -46,16 +49,27 @@ class JournalFile:
     session_id: str | None
 
 
-def parse_age(text: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``2w``, ``45s``: seconds.
+def parse_age(text: str) -> int:
+    """``30d``, ``12h``, ``90m``, ``2w``, ``45s``: seconds, from 0 to :data:`MAX_AGE_DAYS` days.
 
     Raises:
-        UsageProblem: not such an age.
+        UsageProblem: not such an age, a negative one, or one past :data:`MAX_AGE_DAYS` days.
     """
     match = _AGE.fullmatch(text.strip().lower())
+    shown = one_line(text, 40)
     if match is None:
-        raise UsageProblem(f"--older-than {text!r}: expected a number and a unit, as 30d, 12h, 90m, 2w or 45s")
-    return int(match[1]) * _UNIT[match[2]]
+        raise UsageProblem(f"--older-than {shown!r}: expected a number and a unit, as 30d, 12h, 90m, 2w or 45s")
+    sign, digits, unit = match.groups()
+    if sign == "-":
+        raise UsageProblem(
+            f"--older-than {shown!r}: an age counts back from now, so it cannot be negative (a negative age would "
+            "be a time still to come)"
+        )
+    limit = MAX_AGE_DAYS * _UNIT["d"]
+    # Compared by length first: int() of 5,000 digits is refused by Python itself, and 400 digits are no age.
+    if len(digits.lstrip("0")) > len(str(limit)) or int(digits) * _UNIT[unit] > limit:
+        raise UsageProblem(f"--older-than {shown!r}: an age must be at most {MAX_AGE_DAYS:,}d (100 years)")
+    return int(digits) * _UNIT[unit]
 
 
 def _listing(directory: Path) -> tuple[list[JournalFile], list[str]]:
@@ -88,9 +102,19 @@ def _index_entries() -> list[SessionEntry]:
         return []
 
 
+def journal_named(name: str) -> Path | None:
+    """The journal of the journal directory with this bare file name (as ``tinyacp journals`` prints it), when
+    there is one; None for a name with a directory part, or none there."""
+    if not name or os.sep in name or name in (".", "..") or (os.altsep and os.altsep in name):
+        return None
+    path = journal_dir() / name
+    return path if path.is_file() else None
+
+
 def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
-    """The journal ``tinyacp show`` is asked for: a path as given; ``last``, the most recent journal; a session id,
-    the latest journal of that session. Returns the path and, when it was found by a name, a note saying which.
+    """The journal ``tinyacp show`` is asked for: a path as given; a journal's name as ``tinyacp journals`` prints
+    it; ``last``, the most recent journal; a session id, the latest journal of that session. Returns the path and,
+    when it was found by a name, a note saying which.
 
     Raises:
         UsageProblem: neither a file, ``last``, nor a session this machine ran with a journal.
@@ -99,6 +123,9 @@ def resolve_journal(given: str | os.PathLike[str]) -> tuple[Path, str | None]:
     path = Path(name)
     if path.exists() or os.sep in name:
         return path, None
+    named = journal_named(name)
+    if named is not None:
+        return named, f"the journal {named}"
     if name == LAST:
         candidates = [journal.path for journal in _listing(journal_dir())[0][:1]]
         candidates += [Path(entry.journal) for entry in _index_entries()[:1] if entry.journal]
@@ -139,13 +166,12 @@ def _age(seconds: float) -> str:
 
 
 def cmd_journals(args: argparse.Namespace) -> int:
-    """``tinyacp journals [--prune --older-than AGE [--dry-run]]``."""
+    """``tinyacp journals [--prune (--older-than AGE | --all) [--dry-run]]``."""
     directory = journal_dir()
-    if args.prune or args.older_than is not None or args.dry_run:
-        if not args.prune or args.older_than is None:
-            raise UsageProblem("--prune removes journals older than --older-than AGE: give both (as 30d)")
-        return _prune(directory, parse_age(args.older_than), dry_run=args.dry_run)
+    if args.prune or args.older_than is not None or args.dry_run or args.all:
+        return _prune(directory, _prune_age(args), dry_run=args.dry_run)
     journals, others = _listing(directory)
+    found = len(journals)
     journals = journals[: args.limit]
     now = time.time()
     if args.format == "json":
@@ -165,7 +191,8 @@ def cmd_journals(args: argparse.Namespace) -> int:
         print(f"no journals in {directory}")
         return 0
     total = sum(journal.size for journal in journals)
-    print(f"{len(journals)} journal(s), {_size(total)}, in {directory} (newest first):")
+    count = f"{len(journals)} of {found} journals" if len(journals) < found else f"{found} journal(s)"
+    print(f"{count}, {_size(total)}, in {directory} (newest first):")
     for journal in journals:
         session = one_line(journal.session_id, 40) if journal.session_id else "-"
         print(
@@ -175,6 +202,30 @@ def cmd_journals(args: argparse.Namespace) -> int:
     if others:
         print(f"  (not journals, left alone: {', '.join(one_line(name, 60) for name in others[:10])})")
     return 0
+
+
+def _prune_age(args: argparse.Namespace) -> int:
+    """The age ``--prune`` removes journals past: ``--older-than AGE``; 0 (every journal) only with ``--all``.
+
+    Raises:
+        UsageProblem: flags that do not go together, or an age :func:`parse_age` refuses.
+    """
+    if not args.prune:
+        flag = "--all" if args.all else "--older-than" if args.older_than is not None else "--dry-run"
+        raise UsageProblem(f"{flag} goes with --prune: tinyacp journals --prune --older-than 30d")
+    if args.older_than is None:
+        if args.all:
+            return 0
+        raise UsageProblem("--prune removes journals older than --older-than AGE: give both (as 30d)")
+    age = parse_age(args.older_than)
+    if age == 0 and not args.all:
+        raise UsageProblem(
+            f"--older-than {one_line(args.older_than, 40)!r} would remove every journal: give --all to mean it "
+            "(tinyacp journals --prune --all)"
+        )
+    if age > 0 and args.all:
+        raise UsageProblem("--all removes every journal: give it without --older-than (or with --older-than 0s)")
+    return age
 
 
 def _prune(directory: Path, older_than: float, *, dry_run: bool) -> int:

@@ -55,8 +55,21 @@ def _key(value: Any) -> str:
     return shown(value)[:_MAX_KEY] if isinstance(value, str) else "\0" + shown(value)[:_MAX_KEY]
 
 
+_BEFORE_A_RECORD = 20
+"""Lines that are not records before the first one: more, and the file is no journal (a binary file, say); it is
+read no further and nothing of it is shown."""
+
+
 def _raw(data: bytes) -> str:
-    text = data[:_RAW_BYTES].decode("utf-8", "replace")
+    """A line that is not a record as it may be shown: its text, cut; never the bytes of a line that is not text."""
+    text: str | None
+    try:
+        text = data[:_RAW_BYTES].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A line cut inside a character is text; an undecodable byte before the cut is not.
+        text = data[: exc.start].decode("utf-8") if exc.start >= _RAW_BYTES - 3 else None
+    if text is None or "\x00" in text:
+        return f"({len(data)} bytes that are not text)"
     more = f" … ({len(data)} bytes)" if len(data) > _RAW_BYTES else ""
     return one_line(text, _RAW_BYTES) + more
 
@@ -68,6 +81,8 @@ class Skipped:
 
     count: int = 0
     first: list[int] = field(default_factory=list)
+    gave_up: bool = False
+    """The file was read no further: its first lines are no records (see ``_BEFORE_A_RECORD``)."""
 
     def add(self, number: int) -> None:
         self.count += 1
@@ -166,9 +181,10 @@ class _Renderer:
             thought += text[:2000]
         self.thought = thought
 
-    def unreadable(self, line: JournalLine, why: str) -> None:
+    def unreadable(self, number: int, why: str, shown: str) -> None:
+        """A line shown raw (``shown``: what `_raw` makes of it)."""
         self.flush()
-        self.write(f"  ! journal line {line.number} {why}: {_raw(line.data)}")
+        self.write(f"  ! journal line {number} {why}: {shown}")
 
     def record(self, record: dict[str, Any]) -> None:
         kind = record["type"]
@@ -209,6 +225,9 @@ class _Renderer:
             self.write("> initialize")
         elif method == "session/new":
             self.write(f"> session/new in {one_line(params.get('cwd'), 300)}")
+        elif method in ("session/fork", "session/load", "session/resume"):
+            session = one_line(params.get("sessionId"), 100)
+            self.write(f"> {method} {session} in {one_line(params.get('cwd'), 300)}")
         elif method == "session/prompt":
             self.flush()
             self.write("> prompt:")
@@ -268,7 +287,7 @@ class _Renderer:
             info = _dict(result.get("agentInfo"))
             name = one_line(f"{shown(info.get('name', '?'))} {shown(info.get('version'))}", 100)
             self.write(f"< agent {name}, protocol {one_line(result.get('protocolVersion'), 40)}")
-        elif method == "session/new":
+        elif method in ("session/new", "session/fork"):  # a fork's own session is the one its turn runs in
             self.write(f"< session {one_line(result.get('sessionId'), 100)}")
         elif method == "session/prompt":
             self.write(f"< stop reason: {one_line(result.get('stopReason'), 60)}")
@@ -464,17 +483,28 @@ def render_text(lines: Iterable[JournalLine], out: TextIO) -> Skipped:
     """
     renderer = _Renderer(out)
     raw = Skipped()
+    waiting: list[tuple[int, str]] | None = []  # lines that are not records, held until the first record comes
     for line in lines:
         if line.torn:
             continue
         if line.record is None:
-            renderer.unreadable(line, "is not a record")
             raw.add(line.number)
+            if waiting is None:
+                renderer.unreadable(line.number, "is not a record", _raw(line.data))
+            elif len(waiting) < _BEFORE_A_RECORD:
+                waiting.append((line.number, _raw(line.data)))
+            else:  # no journal: show nothing of it
+                raw.gave_up = True
+                break
             continue
+        if waiting is not None:
+            for number, shown in waiting:
+                renderer.unreadable(number, "is not a record", shown)
+            waiting = None
         try:
             renderer.record(line.record)
         except Exception:  # a journal is input: a record we cannot render is shown raw, and the rendering goes on
-            renderer.unreadable(line, "could not be rendered")
+            renderer.unreadable(line.number, "could not be rendered", _raw(line.data))
             raw.add(line.number)
     renderer.flush()
     return raw
@@ -511,6 +541,8 @@ def show(path: str | os.PathLike[str], fmt: str, out: TextIO, err: TextIO) -> in
         return EXIT_UNREADABLE
     if not records:
         what = "it is empty" if not (torn or skipped.count) else "not one line of it is a journal record"
+        if skipped.gave_up:
+            what = f"its first {_BEFORE_A_RECORD} lines are not journal records"
         print(f"tinyacp: error: {one_line(os.fspath(path), 300)}: not a tinyacp journal: {what}", file=err)
         return EXIT_UNREADABLE
     if torn:

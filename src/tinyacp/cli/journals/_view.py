@@ -26,6 +26,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     from ..shared._dirs import journal_dir
 
     paths: list[Path] = list(args.path) if args.path else [journal_dir()]
+    if args.path:  # a journal's name, as `tinyacp journals` prints it
+        from ._journals import journal_named
+
+        paths = [path if os.path.lexists(path) else journal_named(os.fspath(path)) or path for path in paths]
     if not args.path and not paths[0].is_dir():
         print_error(f"no journals yet in {paths[0]}: run `tinyacp prompt` first, or name a batch directory or journal")
         return int(Exit.USAGE)

@@ -68,6 +68,8 @@ class ChatRun(PromptRun):
         super().__init__(settings, stdin_fd=sys.stdin.fileno(), stdout=sys.stdout.buffer, stderr=sys.stderr)
         self._read = read
         self._turns = 0
+        self._titled: set[str] = set()
+        """The sessions the index has a title for: the first line typed in each (`tinyacp sessions` shows it)."""
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
         assert isinstance(interrupts, ChatInterrupts)
@@ -138,6 +140,9 @@ class ChatRun(PromptRun):
 
     def _one_turn(self, client: Client, observer: RunObserver, interrupts: ChatInterrupts, text: str) -> None:
         self._turns += 1
+        if observer.session_id is not None and observer.session_id not in self._titled:
+            self._titled.add(observer.session_id)
+            self._remember(observer.session_id, text)
         observer.new_turn()
         interrupts.next_turn()
         self.display.start()
@@ -224,8 +229,11 @@ class ChatRun(PromptRun):
         """Each turn had its ``done`` line: at the end, only an error and where the journal is."""
         if outcome.error is not None:
             self.display.error(outcome.error, outcome.hint.splitlines() if outcome.hint else ())
-        if self.settings.journal is not None:
-            self.display.info(f"journal: {self.settings.journal}")
+        self.display.lines(observer.unmatched_tool_rules(), "33")
+        if self.journal_kept is not None:
+            self.display.info(f"journal: {self.journal_kept}")
+        elif self.settings.journal is not None:
+            self.display.info("no journal kept: the chat was refused before its first prompt")
 
     def _sessions(self) -> None:
         index = self.settings.index

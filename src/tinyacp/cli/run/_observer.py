@@ -19,7 +19,8 @@ from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, P
 from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
 from ..._serve import Serve, ServeRequest
 from ..._startup_watch import StartupWatch
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
+from ._display import Display, Styled
 from ._events import JsonEvents
 from ._questions import Questions
 from ._served import ServedActions
@@ -63,6 +64,10 @@ class RunObserver(BaseObserver):
         self.allowed = 0
         self.rejected = 0
         self.unasked = 0
+        self.tool_names: list[str] = []
+        """The names of the tool calls the agent asked permission for in this run, each once, in order."""
+        self.permission_requests = 0
+        """Permission requests in this run (all turns)."""
         self._remembered: set[tuple[str, str]] = set()
         self._why: dict[int, tuple[str, str, str]] = {}  # id(request) -> (decided_by, rule, words)
         self._max_bytes = limits.max_reply_bytes
@@ -137,6 +142,9 @@ class RunObserver(BaseObserver):
         if self.interrupts.interrupted:
             return "cancelled", "turn cancelled", "Ctrl-C: the turn is being cancelled", PermissionReply.cancelled()
         tool = request.tool_call
+        self.permission_requests += 1
+        if tool.name is not None and tool.name not in self.tool_names:
+            self.tool_names.append(tool.name)
         rule = _policy_rule(self.policy, tool, self._config_tools)
         if rule is not None:  # the policy decides (a denied tool is rejected: nobody is asked, nothing remembered)
             return "policy", rule, f"by the policy: {rule}", None
@@ -156,6 +164,26 @@ class RunObserver(BaseObserver):
             self._remembered.add(key)
             return "person", "asked", for_run, PermissionReply.allow()
         return "person", "asked", "by you", PermissionReply.allow()
+
+    def unmatched_tool_rules(self) -> list[str]:
+        """A line for each tool rule (``--allow-tool``, ``--deny-tool``, the config's) that matched none of the
+        run's permission requests, naming the tools the agent did ask for: names are matched exactly, and ``read``
+        is not ``Read``. Nothing when the agent asked no permission (a rule not needed is no mistake)."""
+        if not self.permission_requests:
+            return []
+        used = ", ".join(one_line(name, 40) for name in self.tool_names[:20]) if self.tool_names else ""
+        named = f"the agent's tool calls were named {used}" if used else "the agent's tool calls carried no name"
+        allowed_by_config, denied_by_config = self._config_tools
+        lines = []
+        for names, flag, config_key in (
+            (self.policy.tools, "--allow-tool", "allow_tools"),
+            (self.policy.deny_tools, "--deny-tool", "deny_tools"),
+        ):
+            in_config = allowed_by_config if flag == "--allow-tool" else denied_by_config
+            for name in sorted(names - set(self.tool_names)):
+                rule = f"{config_key} {name} (config.toml)" if name in in_config else f"{flag} {name}"
+                lines.append(f"{one_line(rule, 80)} matched no tool call: {named} (names match exactly)")
+        return lines
 
     def on_permission_decision(self, request: PermissionRequest) -> None:
         if self.journal is not None:

@@ -8,6 +8,7 @@ The pieces it wires live beside it: the observer (:mod:`tinyacp.cli.run._observe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -23,21 +24,22 @@ from ..._messages import Initialize, PromptContent
 from ..._options import Options
 from ..._records import PromptResult
 from ..agents._explain import explain, stderr_lines
+from ..agents._resolve import AgentSpec
 from ..agents._session import apply_settings, open_session, raw_auth_methods
-from ..shared._display import Display, one_line
+from ..shared._display import one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import describe as describe_sandbox
 from ..shared._trace import CommandTrace
-from ..shared._usage import usage_result
 from ._attachments import prompt_with_attachments
-from ._events import JsonEvents
+from ._display import Display
+from ._events import JsonEvents, usage_result
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words
 from ._questions import Questions
 from ._settings import PromptSettings
-from ._terminal import Asker, Interrupts
+from ._terminal import Asker, Interrupts, stopped_words
 
 __all__ = ["Deadline", "PromptRun", "run_prompt"]
 
@@ -63,6 +65,11 @@ class PromptRun:
         """``--startup-timeout`` while ``initialize`` waits under it (it came before ``--timeout``)."""
         self.trace: CommandTrace | None = None
         """The run's span, when spans are exported."""
+        self.interrupts: Interrupts | None = None
+        self.prompted = False
+        """Whether a prompt was sent: a run refused before it keeps no journal of its own."""
+        self.journal_kept = settings.journal
+        """The journal the run leaves (None when there is none, or a refused run removed its own)."""
 
     def _open_journal(self, path: Path) -> bool:
         """Open the journal and begin its epoch; or say why it cannot be written (False)."""
@@ -108,7 +115,7 @@ class PromptRun:
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
-        interrupts = self.interrupts_class(self.display, wake_w)
+        interrupts = self.interrupts = self.interrupts_class(self.display, wake_w)
         terminal = Asker(self.display, self.stdin_fd, wake_r, lambda: interrupts.interrupted)
         asker = terminal if settings.ask else None
         observer = RunObserver(
@@ -127,6 +134,7 @@ class PromptRun:
                 terminal if settings.questions else None,
                 settings.no_ask_reason,
                 self.display.child_name,
+                open_urls=settings.open_urls,
             ),
         )
         self.display.start()
@@ -149,6 +157,7 @@ class PromptRun:
                     journal_error = exc
         if journal_error is not None and outcome.code == Exit.OK:
             outcome = self._failed(journal_error, observer)
+        self._drop_refused_journal(outcome, interrupts)
         forced = interrupts.code
         if forced is not None:  # the person (or the system) stopped the run, whatever the agent answered
             outcome.code = forced
@@ -157,6 +166,20 @@ class PromptRun:
         self._report(outcome, observer)
         self.error_type = outcome.error_type
         return outcome.code
+
+    def _drop_refused_journal(self, outcome: Outcome, interrupts: Interrupts) -> None:
+        """Remove the run's own journal when the run was refused before its prompt: nothing to continue, a mode,
+        model, option or auth method the agent does not offer (exit status 2), or stopped by you while starting.
+        A failure on the agent's side keeps its journal: it is how the failure is read."""
+        settings = self.settings
+        refused = outcome.code == Exit.USAGE or interrupts.stopped_by is not None
+        if self.prompted or not refused or not settings.journal_own or settings.journal is None:
+            return
+        try:
+            settings.journal.unlink()
+        except OSError:  # it stays, and is said as usual
+            return
+        self.journal_kept = None
 
     def _converse(self, observer: RunObserver, interrupts: Interrupts) -> Outcome:
         settings = self.settings
@@ -184,7 +207,11 @@ class PromptRun:
         self.agent_pid = client.pid
         interrupts.attach(client)
         self.startup, left = deadline.first(settings.startup_timeout)
-        init = self.init = client.initialize(timeout=left)
+        self.display.waiting(waits_on(settings.agent), left)
+        try:
+            init = self.init = client.initialize(timeout=left)
+        finally:
+            self.display.done_waiting()
         self.startup = None
         problem = check_transports(list(settings.plan.mcp_servers), init.agent_capabilities.mcp_capabilities)
         if problem is not None:
@@ -212,13 +239,15 @@ class PromptRun:
         self._remember(session.id)
         return client
 
-    def _remember(self, session_id: str) -> None:
-        """Note the session in the index of sessions this machine ran (for ``--continue``); a failure only warns."""
+    def _remember(self, session_id: str, title: str | None = None) -> None:
+        """Note the session in the index of sessions this machine ran (for ``--continue``), with ``title`` (the
+        prompt's text by default); a failure only warns."""
         settings = self.settings
         if settings.index is None:
             return
+        title = settings.text if title is None else title
         try:
-            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, settings.text)
+            settings.index.record(settings.agent_key, settings.cwd, session_id, settings.journal, title)
         except OSError as exc:
             self.display.lines([f"could not note the session for --continue: {exc}"], "33")
 
@@ -234,6 +263,7 @@ class PromptRun:
         assert observer.session_id is not None
         self.display.activity("waiting for the agent")
         observer.in_turn = interrupts.in_turn = True
+        self.prompted = True
         try:
             return client.prompt(observer.session_id, blocks, timeout=timeout)
         finally:
@@ -260,16 +290,23 @@ class PromptRun:
             stderr=stderr,
             kill_grace=settings.kill_grace,
             cancel_grace=settings.cancel_grace,
-            features=COMMAND_FEATURES,
+            # Links to open are asked for only where someone can open them and say when they are done.
+            features=dataclasses.replace(COMMAND_FEATURES, elicitation_url=settings.questions),
             sandbox=settings.sandbox,
             serve=settings.serve,
         )
         return Client(options)
 
     def _failed(self, exc: BaseException, observer: RunObserver) -> Outcome:
-        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr."""
+        """The outcome of an error: what happened, the agent's words about it, the tail of its stderr; or, when a
+        signal stopped the agent, that the person stopped the run (the error is what stopping it caused)."""
         client = self.client
         observer.watch.disarm()
+        stopped_by = self.interrupts.stopped_by if self.interrupts is not None else None
+        if stopped_by is not None:
+            return Outcome(
+                int(Exit.CANCELLED), None, stopped_words(stopped_by, self._phase(observer)), type(exc).__name__
+            )
         tail = getattr(exc, "stderr_tail", None) or (client.stderr_tail() if client is not None else None)
         why = explain(
             exc,
@@ -287,6 +324,14 @@ class PromptRun:
         return Outcome(
             int(why.code), None, why.message, type(exc).__name__, "\n".join(hint) or None, data, tuple(why.hint)
         )
+
+    def _phase(self, observer: RunObserver) -> str:
+        """Where the run was when it stopped, in words."""
+        if self.init is None:
+            return "while the agent was starting (it had not answered initialize)"
+        if observer.session_id is None:
+            return "while the session was opening"
+        return "during the turn"
 
     def _ready(self, init: Initialize, session_id: str, pid: int) -> None:
         info = init.agent_info
@@ -321,8 +366,11 @@ class PromptRun:
                 ],
                 "33",
             )
-        if self.settings.journal is not None:
-            display.info(f"journal: {self.settings.journal}")
+        display.lines(observer.unmatched_tool_rules(), "33")
+        if self.journal_kept is not None:
+            display.info(f"journal: {self.journal_kept}")
+        elif self.settings.journal is not None:
+            display.info("no journal kept: the run was refused before its prompt")
         if self.events is not None:
             self.events.result(
                 outcome,
@@ -332,7 +380,7 @@ class PromptRun:
                 rejected=observer.rejected,
                 usage=observer.usage,
                 elapsed=elapsed,
-                journal=self.settings.journal,
+                journal=self.journal_kept,
             )
 
     def _done_line(self, result: PromptResult, observer: RunObserver, elapsed: float) -> str:
@@ -346,14 +394,31 @@ class PromptRun:
             _count(permissions, "permission")
             + (f" ({observer.allowed} allowed, {observer.rejected} rejected)" if permissions else ""),
         ]
-        if result.notices:  # said again at the end: a model fallback changes what the answer is worth
-            parts.append(_count(len(result.notices), "notice"))
-        if result.subagents:
-            parts.append(_count(len(result.subagents), "subagent"))
+        if result.notices or result.notices_dropped:  # a model fallback changes what the answer is worth
+            parts.append(_count(len(result.notices), "notice") + _left_out(result.notices_dropped, "--max-notice*"))
+        if result.subagents or result.subagents_dropped:
+            left_out = _left_out(result.subagents_dropped, "--max-subagent*", "announcement")
+            parts.append(_count(len(result.subagents), "subagent") + left_out)
         if result.overflow is not None:
             parts.append(f"reply cut at {result.overflow.kept_bytes} bytes ({result.overflow.kind})")
         parts += usage_words(result.usage, observer.usage)
         return f"done: {' · '.join(parts)}"
+
+
+def _left_out(number: int, flags: str, noun: str = "") -> str:
+    """`` (3 left out: --max-notice*)`` when a limit left some out; nothing when none was."""
+    if not number:
+        return ""
+    counted = _count(number, noun) if noun else str(number)
+    return f" ({counted} left out: {flags})"
+
+
+def waits_on(agent: AgentSpec) -> str:
+    """What a start waits on, in words: an ``npx``/``uvx`` agent's package may be downloading; any other program
+    has not answered yet."""
+    if agent.launcher in ("npx", "uvx") and agent.package:
+        return f"{agent.launcher} may be fetching {one_line(agent.package, 120)}"
+    return f"{one_line(os.path.basename(agent.command[0]) or agent.name, 60)} has not answered yet"
 
 
 def _count(number: int, noun: str) -> str:

@@ -5,7 +5,9 @@ length bounds), a choice among values (``enum``, or ``oneOf`` with titles: answe
 integer or a number (with its bounds), a boolean (y or n), several choices (comma-separated). Enter keeps the
 default shown in brackets, or leaves out a field that is not required. Ctrl-D declines the form; Ctrl-C answers
 it ``cancel`` and cancels the turn. Without a terminal (or with ``--no-input``) every form is declined. A URL
-question (``mode: url``) is shown, link and all, and declined: the command never opens a link. See
+question (``mode: url``, advertised only on a terminal) shows the link, sanitized, and waits for you to say you are
+done there (Enter: accepted) or not (n, Ctrl-D: declined); the command opens it only with ``--open-urls`` (and only
+an http or https link). Without a terminal it is declined. See
 https://agentclientprotocol.com/protocol/overview and the MCP forms it follows.
 
 Reading an answer (:func:`parse`) is pure, so every field kind is tested without a terminal.
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._elicitation import ElicitationReply, ElicitationRequest
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
+from ._display import Display, Line, Styled
 from ._terminal import Asker
 
 __all__ = ["Field", "Questions", "fields_of", "parse"]
@@ -51,13 +54,16 @@ class Field:
 
 def fields_of(schema: Any) -> list[Field] | str:
     """The fields of a form's ``requestedSchema``, in its order; or why the command cannot ask it (a field of a
-    kind it does not know that is required, too many fields)."""
+    kind it does not know that is required, too many fields, a ``required`` that is not a list of names: a form
+    read wrong could leave out a field the agent needs, so it is declined). Any JSON is read without an error."""
     if not isinstance(schema, dict) or not isinstance(schema.get("properties", {}), dict):
         return "its form has no fields the command can read"
     properties: dict[str, Any] = schema.get("properties", {})
     if len(properties) > _MAX_FIELDS:
         return f"its form has {len(properties)} fields (the command asks at most {_MAX_FIELDS})"
-    required = schema.get("required") or []
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        return f"its form's required is not a list of field names ({one_line(required, 40)})"
     found: list[Field] = []
     for name, spec in properties.items():
         made = _field(str(name), spec, name in required)
@@ -82,7 +88,28 @@ def _field(name: str, spec: Any, required: bool) -> Field | str:
         return f"its field {one_line(name, 40)!r} asks for several values without saying which"
     bounds = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems")}.get(kind, ("minimum", "maximum"))
     low, high = (spec.get(key) if _is_number(spec.get(key)) else None for key in bounds)
-    return Field(name, kind, title, description, required, spec.get("default"), choices, low, high)
+    made = Field(name, kind, title, description, required, None, choices, low, high)
+    default = spec.get("default")
+    # A default is offered (and sent, on Enter) only when it is an answer the field takes: one the agent got
+    # wrong (an object for a string, numbers for choices) is ignored, and the field is asked without one.
+    return replace(made, default=default) if _fits(default, made) else made
+
+
+def _fits(value: Any, spec: Field) -> bool:
+    """Whether ``value`` is an answer ``spec`` takes, of its type and among its choices (bounds aside: a
+    default outside them is the agent's own word)."""
+    if value is None:
+        return False
+    if spec.kind == "boolean":
+        return isinstance(value, bool)
+    if spec.kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec.kind == "number":
+        return _is_number(value)
+    values = {choice for choice, _ in spec.choices}
+    if spec.kind == "array":
+        return isinstance(value, list) and all(isinstance(item, str) and item in values for item in value)
+    return isinstance(value, str) and (not spec.choices or value in values)
 
 
 def _text(value: Any) -> str:
@@ -154,7 +181,9 @@ def _plain(number: float) -> str:
 
 def _choice(text: str, spec: Field) -> str | None:
     """The value a choice answer names: its number in the list shown, the value itself, or its title."""
-    if text.isdigit() and 1 <= int(text) <= len(spec.choices):
+    # ASCII digits only, and no more than a list's length can need: "²" is a digit no int() reads, and a number
+    # of 5,000 digits is past int()'s limit.
+    if text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= len(spec.choices):
         return spec.choices[int(text) - 1][0]
     for value, title in spec.choices:
         if text == value or text.lower() == title.lower():
@@ -204,6 +233,7 @@ class Questions:
         asker: the terminal to ask on, or None (no terminal, or ``--no-input``).
         no_ask_reason: why nobody is asked, in words, when ``asker`` is None.
         child_name: the name of the child session (a subagent) that asks, or None for the session itself.
+        open_urls: open a link the agent asks the person to visit in the browser (``--open-urls``).
     """
 
     def __init__(
@@ -212,20 +242,21 @@ class Questions:
         asker: Asker | None,
         no_ask_reason: str,
         child_name: Callable[[str], str | None],
+        *,
+        open_urls: bool = False,
     ) -> None:
         self._display = display
         self._asker = asker
         self._no_ask_reason = no_ask_reason
         self._child_name = child_name
+        self._open_urls = open_urls
 
     def answer(self, request: ElicitationRequest) -> tuple[ElicitationReply, str]:
         """The reply to one question, and how it came, in words for the display."""
         child = self._child_name(request.session_id) if request.session_id is not None else None
         who = "the agent" if child is None else f"its subagent [{child}]"
         if request.mode == "url":
-            link = one_line(request.url, 2000)
-            self._display.lines([f"? {who} asks you to open a link: {one_line(request.message, 400)}", f"  {link}"])
-            return ElicitationReply.decline(), "declined: the command opens no links"
+            return self._link(request, who)
         unknown = "a question of a kind the command cannot ask"
         fields = fields_of(request.requested_schema) if request.mode == "form" else unknown
         if isinstance(fields, str):
@@ -250,6 +281,43 @@ class Questions:
         finally:
             self._display.resume()
         return ElicitationReply.accept(content), "answered by you"
+
+    def _link(self, request: ElicitationRequest, who: str) -> tuple[ElicitationReply, str]:
+        """A link to open: shown (sanitized), opened only with ``--open-urls``, then the person says when done."""
+        url = request.url or ""
+        lines: list[Line] = [
+            f"? {who} asks you to open a link: {one_line(request.message, 400)}",
+            f"  {one_line(url, 2000)}",
+        ]
+        if self._asker is None:
+            self._display.lines(lines)
+            return ElicitationReply.decline(), f"declined: {self._no_ask_reason}"
+        web = url.split(":", 1)[0].lower() in ("http", "https") and url.isprintable()
+        if not self._open_urls:
+            lines.append(Styled("  (not opened: open it yourself, or run with --open-urls)", "2"))
+        elif not web:
+            lines.append(Styled("  (not opened: --open-urls opens http and https links only)", "33"))
+        else:
+            import webbrowser
+
+            opened = webbrowser.open(url)
+            lines.append(Styled("  opened in your browser" if opened else "  no browser could be started here", "2"))
+        self._display.pause(lines)
+        try:
+            while True:
+                self._display.prompt_text("  done there? [Enter] yes  [n] decline: ")
+                text = self._asker.read_line()
+                if text is None:
+                    return ElicitationReply.cancel(), "cancelled: Ctrl-C"
+                if not text:
+                    return ElicitationReply.accept(), "done, said you"
+                if text.lower() in ("n", "no"):
+                    return ElicitationReply.decline(), "declined by you"
+                self._display.pause([Styled(f"  {one_line(text, 20)!r}: Enter says you are done, n declines", "33")])
+        except EOFError:
+            return ElicitationReply.decline(), "declined by you"
+        finally:
+            self._display.resume()
 
     def _ask(self, asker: Asker, spec: Field) -> Any:
         """One field's value; None to leave it out.

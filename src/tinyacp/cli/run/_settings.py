@@ -56,7 +56,10 @@ class PromptSettings:
     policy: PermissionPolicy = field(default_factory=PermissionPolicy)
     ask: bool = False
     questions: bool = False
-    """Whether the agent's questions (``elicitation/create`` forms) are asked on the terminal (else declined)."""
+    """Whether the agent's questions (``elicitation/create``: forms, and links to open) are asked on the terminal
+    (else declined; and links are not advertised)."""
+    open_urls: bool = False
+    """``--open-urls``: a link the agent asks the person to visit is opened in the browser (http and https only)."""
     no_ask_reason: str = "there is no terminal to ask"
     """Why requests the policy does not allow are rejected without asking, when ``ask`` is False."""
     json: bool = False
@@ -65,6 +68,9 @@ class PromptSettings:
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
     journal: Path | None = None
+    journal_own: bool = False
+    """Whether ``journal`` is the run's own new file (not ``--journal PATH``): a run refused before its prompt
+    removes it, so ``journals`` and ``show last`` list only runs that prompted (or failed on the agent's side)."""
     sync_journal: bool = False
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
     transfer_limits: TransferLimits = field(default_factory=TransferLimits)
@@ -79,7 +85,7 @@ class PromptSettings:
     """The deadline of ``initialize``: an ``npx`` cold start downloads the adapter first."""
     fail_on_reject: bool = False
     sandbox: Bubblewrap | None = None
-    """The agent's sandbox (``--sandbox``), or None."""
+    """The agent's sandbox (``--sandbox``, or its config entry), or None."""
     sandbox_plan: Plan | None = None
     """How bwrap starts it, as the live line and the journal's epoch record say."""
     serve: Serve = field(default_factory=Serve)
@@ -128,8 +134,8 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
     policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
     for line in rule_notes(agent.name, agent.notes, policy):
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
-    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
+    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
     return PromptSettings(
         agent=agent,
         text=text,
@@ -138,6 +144,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         policy=policy,
         ask=terminal and not args.yes and not args.no_input,
         questions=terminal and not args.no_input,
+        open_urls=args.open_urls,
         no_ask_reason="--no-input was given" if args.no_input else "there is no terminal to ask",
         json=not chat and args.format == "json",
         quiet=args.quiet,
@@ -145,6 +152,7 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         cancel_grace=args.cancel_grace,
         kill_grace=args.kill_grace,
         journal=None if args.no_journal else args.journal or new_journal(agent.name),
+        journal_own=not args.no_journal and args.journal is None,
         sync_journal=args.sync_journal,
         reader_limits=reader_limits,
         transfer_limits=transfer_limits,
@@ -152,18 +160,23 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
-        startup_timeout=args.startup_timeout,
+        startup_timeout=_startup_timeout(args, agent),
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
-        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands),
+        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands, sandbox=sandbox),
         trace=trace_export(args),
     )
 
 
 def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bubblewrap | None, Plan | None]:
     """The run's sandbox (``--sandbox``, or the agent's config entry) and how bwrap will start it, decided before
-    the journal's first record, which says so; a sandbox that cannot be made here starts no agent."""
+    the journal's first record, which says so; a sandbox that cannot be made here starts no agent.
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
+            cannot run here.
+    """
     env = {**os.environ, **agent.env}
     sandbox = sandbox_of_args(args, agent.sandbox, env)
     if sandbox is None:
@@ -174,6 +187,15 @@ def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bub
         return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
     except SandboxUnavailable as exc:
         raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+def _startup_timeout(args: argparse.Namespace, agent: AgentSpec) -> float:
+    """``--startup-timeout``, else the default of the agent's kind: an ``npx``/``uvx`` first start downloads the
+    package (two minutes), any other program starts here or is stuck (half a minute)."""
+    if args.startup_timeout is not None:
+        return float(args.startup_timeout)
+    downloads = agent.launcher in ("npx", "uvx")
+    return float(args.download_startup_timeout if downloads else args.local_startup_timeout)
 
 
 def _prompt_text(words: list[str]) -> str:
@@ -205,6 +227,10 @@ def _limits(args: argparse.Namespace) -> tuple[ReaderLimits, TransferLimits]:
         max_updates=args.max_updates,
         max_reply_bytes=args.max_reply_bytes,
         max_reply_chunks=args.max_reply_chunks,
+        max_notices=args.max_notices,
+        max_notice_bytes=args.max_notice_bytes,
+        max_subagents=args.max_subagents,
+        max_subagent_bytes=args.max_subagent_bytes,
     )
     return ReaderLimits(max_line=args.max_line), transfer
 

@@ -20,9 +20,10 @@ from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._permissions import PermissionRequest
 from ..._serve import ServeRequest
-from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
+from ..shared._display import one_line, tool_output_lines, tool_words
 from ..shared._exit import Exit
 from ..shared._serving import action_words
+from ._display import Display, Styled
 
 __all__ = ["Asker", "Interrupts"]
 
@@ -148,6 +149,8 @@ class Interrupts:
         self.cancelled = False
         self.killed = False
         self.terminated_by: int | None = None
+        self.stopped_by: int | None = None
+        """The signal that stopped the agent (a second Ctrl-C, Ctrl-C outside the turn, SIGTERM, SIGHUP)."""
         self._previous: dict[int, Any] = {}
         self._previous_wakeup: int | None = None
 
@@ -202,7 +205,20 @@ class Interrupts:
             self.display.note_from_signal("Ctrl-C: cancelling the turn (press Ctrl-C again to stop the agent)")
         else:
             self.killed = True
+            if self.stopped_by is None:
+                self.stopped_by = signum
             if client is not None:
                 client.kill()
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.display.note_from_signal(f"{name}: stopping the agent")
+
+
+def stopped_words(signum: int, phase: str) -> str:
+    """What the run says when the person (or the system, by SIGTERM or SIGHUP) stopped it: never the agent's fault.
+
+    Args:
+        signum: the signal that stopped the agent.
+        phase: when, e.g. ``while the agent was starting``.
+    """
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    return f"you stopped the run ({name}) {phase}; the agent was stopped"

@@ -59,6 +59,10 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def permission_policy(
     args: argparse.Namespace, allow_tools: Iterable[str] = (), deny_tools: Iterable[str] = ()
 ) -> PermissionPolicy:
@@ -97,13 +101,17 @@ def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] 
     for item in listed:
         if not isinstance(item, dict) or not isinstance(item.get("providerId"), str):
             continue
+        # Each field read for what it must be (an unstable method: an agent may answer in any shape); a field of
+        # another type counts as left out, so the report's types hold whatever the agent said.
         current = _object(item.get("current"))
+        supported = item.get("supported")
+        kinds = [kind for kind in supported if isinstance(kind, str)] if isinstance(supported, list) else []
         found.append(
             {
                 "id": item["providerId"],
-                "supported": [kind for kind in item.get("supported") or [] if isinstance(kind, str)],
+                "supported": kinds,
                 "required": item.get("required") is True,
-                "current": {"api_type": current.get("apiType"), "base_url": current.get("baseUrl")}
+                "current": {"api_type": _string(current.get("apiType")), "base_url": _string(current.get("baseUrl"))}
                 if current
                 else None,
             }

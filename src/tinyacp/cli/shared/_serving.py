@@ -7,10 +7,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..._serve import Serve, ServeRequest
 from ._display import one_line
 from ._exit import UsageProblem
+
+if TYPE_CHECKING:
+    from ..._sandbox import Bubblewrap
 
 __all__ = ["SERVABLE", "action_words", "serve_of"]
 
@@ -24,8 +28,11 @@ def serve_of(
     roots: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
     deny_commands: Iterable[str] = (),
+    *,
+    sandbox: Bubblewrap | None = None,
 ) -> Serve:
-    """The :class:`~tinyacp.Serve` of the flags, with what the agent's entry in ``config.toml`` serves added.
+    """The :class:`~tinyacp.Serve` of the flags, with what the agent's entry in ``config.toml`` serves added; its
+    terminals' commands run in ``sandbox`` (the run's ``--sandbox``) when one is given.
 
     Raises:
         UsageProblem: a word ``--serve`` does not take (the config's; the flags' are checked by the parser), a
@@ -58,6 +65,7 @@ def serve_of(
         roots=folders,
         commands=commands or None,
         deny_commands=denied,
+        sandbox=sandbox,
     )
 
 
