@@ -235,16 +235,28 @@ def test_every_entry_of_the_table_names_state_dirs_that_expand_to_absolute_paths
     assert state_dirs(BUILTIN_AGENTS["codex"].sandbox.writable or [], {**env, "CODEX_HOME": "/c"})[0] == "/c"
 
 
-def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: str, cli: Cli) -> None:
-    code = (
-        "import errno\ntry:\n    open('/etc/tinyacp-x', 'w')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
-    )
-    call = {"command": sys.executable, "args": ["-c", code]}
+SERVED = """
+import errno, socket, sys
+for act in (lambda: open("/etc/tinyacp-x", "w"), lambda: socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)):
+    try:
+        act().close()
+        print("ok")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+"""
+"""A served command: writes in /etc, connects to a port outside; says how each went."""
+
+
+@pytest.mark.parametrize(("network", "connected"), [((), "ECONNREFUSED"), (("--sandbox-network", "on"), "ok")])
+def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_network_unless_on(
+    bwrap: str, cli: Cli, listener: int, network: tuple[str, ...], connected: str
+) -> None:
+    call = {"command": sys.executable, "args": ["-c", SERVED, str(listener)]}
 
     def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
         return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
 
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "expect", "method": "initialize"},
         {"op": "reply", "result": INIT_RESULT},
         {"op": "expect", "method": "session/new"},
@@ -258,8 +270,10 @@ def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: s
     ]
     agent = cli.scripted(steps)
     # The scripted agent reads its script and writes its log beside the work folder: --writable makes them visible.
-    done = cli.run("prompt", "--agent-command", agent, "--writable", str(cli.tmp), "--serve", "terminal", "--yes", "go")
+    run = ("prompt", "--agent-command", agent, "--writable", str(cli.tmp), *network, "--serve", "terminal", "--yes")
+    done = cli.run(*run, "go")
     assert done.returncode == 0, done.stderr.decode()
     log = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     answers = {message["id"]: message for message in log if "id" in message and "method" not in message}
-    assert answers[3]["result"]["output"] == "EROFS\n"
+    assert answers[3]["result"]["output"] == f"EROFS\n{connected}\n"
+    assert not Path("/etc/tinyacp-x").exists()
