@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -394,9 +394,11 @@ def answers_of(agent: Scripted) -> dict[int, dict[str, Any]]:
     return {message["id"]: message for message in agent.received() if "id" in message and "method" not in message}
 
 
-def serving(make_client: Callable[..., ClientLike], agent: Scripted, sandbox: tinyacp.Bubblewrap) -> ClientLike:
-    """A client serving terminals in ``sandbox``, every command allowed."""
-    serve = tinyacp.Serve(terminal=True, sandbox=sandbox)
+def serving(
+    make_client: Callable[..., ClientLike], agent: Scripted, sandbox: tinyacp.Bubblewrap, roots: Sequence[Path] = ()
+) -> ClientLike:
+    """A client serving terminals in ``sandbox`` (with more ``roots``), every command allowed."""
+    serve = tinyacp.Serve(terminal=True, roots=roots, sandbox=sandbox)
     policy = tinyacp.PermissionPolicy(kinds=["execute"])
     return make_client(command=agent.argv, serve=serve, policy=policy, kill_grace=1.0)
 
@@ -433,7 +435,9 @@ def test_a_served_terminal_command_is_confined_the_same_way_and_gets_no_network_
 ) -> None:
     name = f"tinyacp-served-{uuid.uuid4().hex}"
     outside = [f"/etc/{name}", str(Path.home() / name), str(work.parent / "sibling" / name)]
-    paths = [str(work / "inside.txt"), *outside]
+    served_root = work.parent / "served-root"  # Serve.roots: one of the session's roots too
+    served_root.mkdir()
+    paths = [str(work / "inside.txt"), str(served_root / "inside.txt"), *outside]
     agent = scripted(
         served_turn(
             served_request(
@@ -445,15 +449,17 @@ def test_a_served_terminal_command_is_confined_the_same_way_and_gets_no_network_
         )
     )
     before = our_children()
-    client = serving(make_client, agent, tinyacp.Bubblewrap(network=network, private_tmp=private_tmp))
+    sandbox = tinyacp.Bubblewrap(network=network, private_tmp=private_tmp)
+    client = serving(make_client, agent, sandbox, roots=[served_root])
     client.initialize()
     client.new_session(str(work))
     client.prompt("s1", "go", timeout=TURN)
     client.close()
     answers = answers_of(agent)
     assert answers[2]["result"] == {"exitCode": 0, "signal": None}, answers
-    inside, etc, home, sibling, connect, uid = json.loads(answers[3]["result"]["output"])
+    inside, in_root, etc, home, sibling, connect, uid = json.loads(answers[3]["result"]["output"])
     assert inside == "ok" and (work / "inside.txt").read_text() == "from a served command"
+    assert in_root == "ok" and (served_root / "inside.txt").read_text() == "from a served command"
     assert (etc, home) == ("EROFS", "EROFS")
     # The sibling lies under /tmp (pytest's tmp_path): hidden by a private /tmp, read-only without one.
     assert sibling == ("ENOENT" if private_tmp else "EROFS")
