@@ -237,21 +237,32 @@ def test_every_entry_of_the_table_names_state_dirs_that_expand_to_absolute_paths
 
 SERVED = """
 import errno, socket, sys
-for act in (lambda: open("/etc/tinyacp-x", "w"), lambda: socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)):
+def write(path):
+    return open(path, "w")
+def connect():
+    return socket.create_connection(("127.0.0.1", int(sys.argv[-1])), 5)
+for act in [*(lambda path=path: write(path) for path in sys.argv[1:-1]), connect]:
     try:
         act().close()
         print("ok")
     except OSError as e:
         print(errno.errorcode[e.errno])
 """
-"""A served command: writes in /etc, connects to a port outside; says how each went."""
+"""A served command: writes each path given, connects to the port given last; says how each went."""
 
 
 @pytest.mark.parametrize(("network", "connected"), [((), "ECONNREFUSED"), (("--sandbox-network", "on"), "ok")])
-def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_network_unless_on(
-    bwrap: str, cli: Cli, listener: int, network: tuple[str, ...], connected: str
+def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_network_unless_on(  # noqa: PLR0917
+    bwrap: str,
+    cli: Cli,
+    listener: int,
+    network: tuple[str, ...],
+    connected: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    call = {"command": sys.executable, "args": ["-c", SERVED, str(listener)]}
+    state = tmp_path_factory.mktemp("agent-state")  # the agent's state directory: writable to it, not to commands
+    paths = [cli.work / "inside.txt", cli.tmp / "writable.txt", Path("/etc/tinyacp-x"), state / "settings.json"]
+    call = {"command": sys.executable, "args": ["-c", SERVED, *map(str, paths), str(listener)]}
 
     def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
         return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
@@ -268,12 +279,22 @@ def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_
         request(4, "terminal/release", terminalId="term-1"),
         end_turn(),
     ]
-    agent = cli.scripted(steps)
+    command = shlex.split(cli.scripted(steps))
+    write_config(
+        cli,
+        f"[agents.scripted]\ncommand = {json.dumps(command)}\n"
+        f"[agents.scripted.sandbox]\nwritable = [{json.dumps(str(state))}]\n",
+    )
     # The scripted agent reads its script and writes its log beside the work folder: --writable makes them visible.
-    run = ("prompt", "--agent-command", agent, "--writable", str(cli.tmp), *network, "--serve", "terminal", "--yes")
+    run = ("prompt", "--agent", "scripted", "--writable", str(cli.tmp), *network, "--serve", "terminal", "--yes")
     done = cli.run(*run, "go")
     assert done.returncode == 0, done.stderr.decode()
+    assert f"writable {cli.work}, {state}, {cli.tmp}" in done.stderr.decode()  # the agent's sandbox
     log = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     answers = {message["id"]: message for message in log if "id" in message and "method" not in message}
-    assert answers[3]["result"]["output"] == f"EROFS\n{connected}\n"
-    assert not Path("/etc/tinyacp-x").exists()
+    inside, writable, etc, in_state, connect = answers[3]["result"]["output"].splitlines()
+    assert (inside, writable, etc) == ("ok", "ok", "EROFS")
+    assert in_state in ("EROFS", "ENOENT")  # read-only, or hidden under the commands' private /tmp
+    assert connect == connected
+    assert paths[0].exists() and paths[1].exists()
+    assert not paths[2].exists() and not paths[3].exists()

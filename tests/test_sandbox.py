@@ -322,6 +322,18 @@ def test_a_batch_without_bwrap_is_refused_before_its_first_turn(
     assert not (tmp_path / "out" / "results.jsonl").exists()
 
 
+def test_a_batch_whose_served_commands_need_bwrap_is_refused_before_its_first_turn_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tinyacp.batch import run_batch
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    serve = tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap())
+    with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
+        run_batch([{"id": "one", "prompt": "[]"}], tmp_path / "out", agent=AGENT, serve=serve)
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
 def test_a_symlinked_root_is_bound_at_its_real_path_and_a_session_is_taken_under_either_name(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
     from ..agents._table import SandboxFields
 
-__all__ = ["NETWORK_WORDS", "asked", "describe", "expand_dir", "sandbox_for", "sandbox_of_args", "state_dirs"]
+__all__ = [
+    "NETWORK_WORDS",
+    "asked",
+    "describe",
+    "expand_dir",
+    "for_commands",
+    "sandbox_for",
+    "sandbox_of_args",
+    "state_dirs",
+]
 
 NETWORK_WORDS: dict[str, bool] = {"on": True, "off": False}
 """``--sandbox-network`` and ``sandbox.network``: shared or cut; not given, an agent's network is shared."""
@@ -98,6 +107,19 @@ def sandbox_of_args(args: argparse.Namespace, fields: SandboxFields, env: Mappin
     if not asked(args, fields):
         return None
     return sandbox_for(fields, env, writable=args.writable or (), network=args.sandbox_network)
+
+
+def for_commands(sandbox: Bubblewrap | None, args: argparse.Namespace) -> Bubblewrap | None:
+    """The sandbox of the run's served commands (``--serve terminal``): the agent's, but writable only in the
+    session's folders and ``--writable``, never in the agent's own state directories (its login, its settings),
+    and with no network unless ``--sandbox-network on`` (``network=None`` means off for a served command).
+    """
+    if sandbox is None:
+        return None
+    import dataclasses
+
+    writable = [os.path.abspath(path) for path in getattr(args, "writable", None) or ()]
+    return dataclasses.replace(sandbox, writable=writable)
 
 
 def describe(plan: Plan) -> str:
