@@ -397,8 +397,8 @@ class _Question:
     them, asking on a pipe instead of a terminal."""
 
     def __init__(self) -> None:
+        from tinyacp.cli.run._display import Display
         from tinyacp.cli.run._terminal import Asker, Interrupts
-        from tinyacp.cli.shared._display import Display
 
         self.display = Display(io.StringIO(), None)
         self.wake_r, self.wake_w = os.pipe()

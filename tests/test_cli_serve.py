@@ -198,3 +198,17 @@ def test_show_renders_served_actions_their_decisions_and_how_they_ended(cli: Cli
     assert f"? asks the client to write {cli.work / 'demo-notes.md'}" in text and "; a new file" in text
     assert f"? asks the client to run ls -l {cli.work}" in text
     assert "  terminal/wait_for_exit term-1\n    -> exit 0" in text
+
+
+def test_an_unnamed_tool_is_allowed_by_no_rule_while_a_tool_is_denied(cli: Cli) -> None:
+    options = [
+        {"optionId": "ok", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "no", "name": "No", "kind": "reject_once"},
+    ]
+    unnamed = {"toolCallId": "c1", "title": "Read notes", "kind": "read"}
+    agent = cli.scripted(steps(request(1, "session/request_permission", toolCall=unnamed, options=options)))
+    done = cli.run("prompt", "--agent", agent, "--allow-kind", "read", "--deny-tool", "Bash", "--format", "json", "go")
+    assert done.returncode == 0, done.stderr
+    (permission,) = [event for event in json_events(done.stdout) if event["type"] == "permission"]
+    assert (permission["allowed"], permission["decided_by"]) == (False, "default-reject")
+    assert answers(cli)[1]["result"]["outcome"] == {"outcome": "selected", "optionId": "no"}

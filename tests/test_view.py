@@ -888,7 +888,7 @@ def test_the_pages_one_pass_reader_reads_every_line_as_the_journals_reader_does(
 
 
 def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_decided(tmp_path: Path) -> None:
-    from helpers.view import answered, requested
+    from helpers.view import answered, requested, serve_decided
 
     path = tmp_path / "served.jsonl"
     journal, epoch = prompted(path)
@@ -906,12 +906,27 @@ def test_files_and_terminals_the_agent_asked_for_show_what_came_of_them_and_who_
          "policy"),
         ("terminal/release", {"sessionId": "s", "terminalId": "term-1"}, {"result": {}}, "policy"),
     ]  # fmt: skip
+    decisions = {
+        "fs/write_text_file": {"allowed": False, "decided_by": "default-reject", "reason": "outside the roots",
+                               "resolved": "/etc/passwd", "size": 9, "prior": {"exists": True, "size": 120,
+                               "sha256": "ab" * 32}},
+        "terminal/create": {"allowed": True, "decided_by": "policy", "reason": "", "command_line": "pytest -q"},
+    }  # fmt: skip
     for n, (method, params, answer, by) in enumerate(steps):
         requested(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", "method": method, "params": params})
+        if method in decisions:  # the client's decision, recorded before it acts and answers
+            serve_decided(journal, path, epoch, {"id": f"a{n}", "method": method, **decisions[method]})
         answered(journal, epoch, {"jsonrpc": "2.0", "id": f"a{n}", **answer}, by)
     journal.close()
     page = view.render_html(path)
+    assert "other" not in kinds(page, 0)  # no record left raw
     read, write, terminal = events(page, 0, "served")
+    assert "decision" not in read
+    decided = {name: value for name, value in write["decision"].items() if name != "dt"}
+    assert decided == {"allowed": False, "by": "default-reject", "reason": "outside the roots",
+                       "resolved": "/etc/passwd", "size": 9, "prior": {"exists": True, "size": 120,
+                       "sha256": "ab" * 32}}  # fmt: skip
+    assert terminal["decision"]["line"] == "pytest -q" and terminal["decision"]["allowed"] is True
     assert (read["m"], read["path"], read["line"], read["limit"], read["x"]) == (
         "fs/read_text_file", "/w/a.py", 3, 2, "x = 1\ny = 2"
     )  # fmt: skip
@@ -1014,3 +1029,34 @@ def test_any_file_or_terminal_request_and_answer_renders_without_a_raw_fallback(
         page = view.render_html(path, max_turn_bytes=4096)
     assert "bad" not in kinds(page, 0)  # each was rendered, none fell back to its raw line
     assert len(json.dumps(transcript(page, 0)).encode()) < 4096 * 7 + 50_000
+
+
+def test_a_real_run_that_serves_files_and_a_terminal_shows_each_with_its_decision(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello\n", encoding="utf-8")
+    journal = tinyacp.JsonlJournal(tmp_path / "run.jsonl")
+    options = tinyacp.Options(
+        command=[sys.executable, "-m", "tinyacp.demo"],
+        epoch=journal.begin_epoch(),
+        observer=journal,
+        serve=tinyacp.Serve(read=True, write=True, terminal=True, commands=["*"]),
+        policy=tinyacp.PermissionPolicy(kinds=["read", "edit", "execute"]),
+    )
+    try:
+        with tinyacp.Client(options) as client:
+            client.initialize(timeout=TIMEOUT)
+            session = client.new_session(work, timeout=TIMEOUT)
+            client.prompt(session.id, "with-read with-write with-terminal go", timeout=TIMEOUT)
+    finally:
+        journal.close()
+    page = view.render_html(tmp_path / "run.jsonl")
+    read, write, terminal = events(page, 0, "served")
+    assert (read["m"], read["path"], read["x"]) == ("fs/read_text_file", str(work / "notes.txt"), "hello\n")
+    assert (write["m"], write["decision"]["allowed"], write["decision"]["prior"]["exists"]) == (
+        "fs/write_text_file", True, False
+    )  # fmt: skip
+    assert terminal["cmd"].startswith("ls") and terminal["exit"][0] == 0 and "notes.txt" in terminal["out"]
+    for entry in (read, write, terminal):
+        assert entry["decision"]["by"] == "policy" and entry["answers"][0]["by"] == "policy"
+    assert "other" not in kinds(page, 0) and "agentline" not in kinds(page, 0)

@@ -502,7 +502,7 @@ def test_the_page_of_ones_runs_tells_its_rows_apart(opened: Any, newer_page: Pat
 
 
 def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decided(opened: Any, tmp_path: Path) -> None:
-    from helpers.view import answered, asked, prompt, requested, update
+    from helpers.view import answered, asked, prompt, requested, serve_decided, update
 
     path = tmp_path / "audit.jsonl"
     journal = tinyacp.JsonlJournal(path)
@@ -520,6 +520,8 @@ def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decid
                                "content": [done]})  # fmt: skip
     create = {"sessionId": "s", "command": "pytest", "args": ["-q"], "cwd": "/w"}
     requested(journal, epoch, {"jsonrpc": "2.0", "id": "c", "method": "terminal/create", "params": create})
+    decision = {"allowed": True, "decided_by": "policy", "reason": "pytest is allowed", "command_line": "pytest -q"}
+    serve_decided(journal, path, epoch, {"id": "c", "method": "terminal/create", **decision})
     answered(journal, epoch, {"jsonrpc": "2.0", "id": "c", "result": {"terminalId": "term-1"}}, "policy")
     wait = {"sessionId": "s", "terminalId": "term-1"}
     requested(journal, epoch, {"jsonrpc": "2.0", "id": "w", "method": "terminal/wait_for_exit", "params": wait})
@@ -535,4 +537,5 @@ def test_an_audit_sees_replaced_content_served_files_and_terminals_and_who_decid
     replaced = loaded.page.locator("#turn .replaced")
     assert replaced.locator("del").inner_text().strip() == "- x = 1" and "edited a.py" in text
     assert "terminal pytest -q in /w · exit status 1" in text
+    assert "→ allowed · decided by policy: pytest is allowed" in text and "command line pytest -q" in text
     assert "terminal/wait_for_exit +" in text and "→ served terminal/wait_for_exit · decided by policy" in text

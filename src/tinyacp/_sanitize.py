@@ -1,6 +1,6 @@
 """Text an agent sent, made fit for a terminal and for one line of a record: pure, no I/O.
 
-The command's display (:mod:`tinyacp.cli.shared._display`) and the batch's records (a turn's error naming the line a
+The command's display (:mod:`tinyacp.cli.run._display`) and the batch's records (a turn's error naming the line a
 program printed) use the one sanitizer: escape sequences removed, other controls and bidirectional overrides
 replaced, so that an agent cannot rewrite the screen or hide text from the person reading.
 """

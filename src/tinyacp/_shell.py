@@ -397,6 +397,7 @@ class ShellBase:
 
     def _tears_down(self, exc: BaseException, prompt: bool) -> bool:
         if isinstance(exc, Gone):
+            self._gone = True  # raised as AgentExited once reaped; a tracing observer names it so
             return True
         if isinstance(exc, _KEEP_CLIENT):
             return False
@@ -457,7 +458,10 @@ class ShellBase:
         """The agent is gone: a tracing observer (:mod:`tinyacp.otel`) ends the process's span."""
         exited = getattr(self.options.observer, "trace_exit", None)
         if callable(exited):
-            exited(self._proc.returncode, self._failure)
+            failure = self._failure
+            if failure is None and getattr(self, "_gone", False):
+                failure = AgentExited("the agent exited before the call had its answer")
+            exited(self._proc.returncode, failure)
 
     def kill(self) -> None:
         """The hard stop: SIGTERM to the agent's whole group now, SIGKILL after ``kill_grace``.

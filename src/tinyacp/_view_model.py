@@ -476,6 +476,8 @@ class TurnBuilder:
         kind = record["type"]
         if kind == "decision":
             self.decision(record, at)
+        elif kind == "serve_decision":
+            self.serve_decision(record, at)
         elif kind == "line":
             parsed = line_message(record) if message is _UNPARSED else message
             if record.get("dir") == "out":
@@ -628,6 +630,37 @@ class TurnBuilder:
             )  # fmt: skip
         if event is not None:
             self._served[_key(msg.get("id"))] = event
+
+    def serve_decision(self, record: dict[str, Any], at: float) -> None:
+        """The client's decision on a file or terminal request (a ``serve_decision`` record, written before it
+        acted): allowed or not, who decided and why, the path as resolved, a write's size and the file's prior
+        state. Placed on the request's entry (one of its own when the request is not on the page)."""
+        event = self._served.get(_key(record.get("id")))
+        if event is None:
+            method = clean(record.get("method"), 60)
+            event = self._event("served", at, m=method, path=clean(record.get("path"), _SHORT))
+            if event is None:
+                return
+        prior = _dict(record.get("prior"))
+        said = {
+            "dt": at,
+            "allowed": record.get("allowed") is True,
+            "by": clean(record.get("decided_by"), 60),
+            "reason": clean(record.get("reason"), _SHORT),
+            "resolved": clean(record.get("resolved"), _SHORT),
+            "size": number(record.get("size")),
+            "line": clean(record.get("command_line"), _SHORT),
+            "prior": {
+                "exists": prior.get("exists") is True,
+                "size": number(prior.get("size")),
+                "sha256": clean(prior.get("sha256"), 64),
+            }
+            if prior
+            else None,
+        }
+        said = {name: value for name, value in said.items() if value not in (None, "")}
+        if self.budget.charge(said):
+            event["decision"] = said
 
     def served_answer(
         self, event: dict[str, Any], record: dict[str, Any], msg: dict[str, Any], at: float, method: str

@@ -90,6 +90,15 @@ def answered(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any],
     journal.on_send(tinyacp.OutgoingMessage(epoch, raw, None, message["id"], decided_by=decided_by))
 
 
+def serve_decided(journal: tinyacp.JsonlJournal, path: Path, epoch: int, fields: dict[str, Any]) -> None:
+    """Add a ``serve_decision`` record to the journal at ``path`` (the client's decision on a file or terminal
+    request, as it records it), after what the journal holds so far."""
+    journal.flush()
+    record = {"type": "serve_decision", "epoch": epoch, "ts": "2026-12-04T21:00:00.000000Z", **fields}
+    with open(path, "ab") as file:
+        file.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+
+
 def asked(journal: tinyacp.JsonlJournal, epoch: int, message: dict[str, Any]) -> None:
     """Record the agent's ``session/request_permission`` line, as the client does (the request, not a decision)."""
     from tinyacp._messages import PermissionParams

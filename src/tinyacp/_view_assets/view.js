@@ -516,8 +516,17 @@
         return el("div", { cls: "decision " + (a.error ? "rejected" : "allowed") }, el("span", { cls: "time" }, at(a.dt)),
           " → ", el("strong", null, a.error ? "refused" : "served"), a.m && !file ? " " + a.m : "",
           a.error ? [": ", el("span", { cls: "data" }, a.error)] : "",
-          " · decided by ", el("strong", { cls: "data" }, a.by || "(not recorded)"));
+          a.by ? [" · decided by ", el("strong", { cls: "data" }, a.by)] : "");  // a terminal's later steps: none
       });
+      const d = e.decision;
+      const decided = d ? el("div", { cls: "decision " + (d.allowed ? "allowed" : "rejected") },
+        el("span", { cls: "time" }, at(d.dt)), " → ", el("strong", null, d.allowed ? "allowed" : "refused"),
+        " · decided by ", el("strong", { cls: "data" }, d.by || "(not recorded)"),
+        d.reason ? [": ", el("span", { cls: "data" }, d.reason)] : "",
+        d.resolved && d.resolved !== e.path ? el("div", { cls: "sub data" }, "resolved to " + d.resolved) : null,
+        d.line ? el("div", { cls: "sub data" }, "command line " + d.line) : null,
+        d.prior ? el("div", { cls: "sub data" }, d.prior.exists ? "the file before: " + num(d.prior.size) + " bytes" +
+          (d.prior.sha256 ? ", sha256 " + d.prior.sha256 : "") : "the file did not exist before") : null) : null;
       const exit = e.exit ? (e.exit[1] ? "ended by signal " + e.exit[1] : "exit status " + (e.exit[0] === null ? "?" : e.exit[0])) : "";
       return el("div", { cls: "served" + (file ? " file" : " terminal") },
         el("div", { cls: "when" }, el("span", { cls: "time" }, at(e.t)), " ", el("strong", null, what[0]), what.slice(1),
@@ -528,6 +537,7 @@
         e.x !== undefined ? el("details", null, el("summary", null, (e.m === "fs/write_text_file" ? "content written" : "content read") +
           (typeof e.size === "number" ? " (" + num(e.size) + " bytes)" : "")), pre(e.x)) : null,
         e.out !== undefined ? [el("div", { cls: "sub" }, "output" + (e.outCut ? " (its tail)" : "")), pre(e.out)] : null,
+        decided,
         answers.length ? answers : el("div", { cls: "decision" }, "no answer recorded"));
     },
     notice: function (e) {

@@ -684,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             _refuse_unknown(parser, args.command, unknown, args_list)
     except ParseError as exc:
-        return usage_error(str(exc), prog=exc.prog, usage=exc.usage, json_result=json_asked(args_list))
+        return _usage_error(str(exc), args_list, prog=exc.prog, usage=exc.usage)
     if args.command is None:
         parser.print_help(sys.stderr)
         return int(Exit.USAGE)
@@ -706,12 +706,23 @@ def _refuse_unknown(parser: argparse.ArgumentParser, command: str | None, unknow
     owner.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
+def _usage_error(message: str, args_list: list[str], *, prog: str = "tinyacp", usage: str | None = None) -> int:
+    """Say the usage error; with ``prompt --format json``, write the ``result`` event of the run that never
+    began on stdout too (a reader of stdout always gets its last event)."""
+    code = usage_error(message, prog=prog, usage=usage)
+    if json_asked(args_list):
+        from .run._events import usage_result
+
+        usage_result(sys.stdout.buffer, message)
+    return code
+
+
 def _handle(args: argparse.Namespace, args_list: list[str]) -> int:
     """Run the subcommand; its exit status."""
     try:
         return int(args.handler(args))
     except UsageProblem as exc:
-        return usage_error(str(exc), json_result=json_asked(args_list))
+        return _usage_error(str(exc), args_list)
     except KeyboardInterrupt:
         return int(Exit.CANCELLED)
     except BrokenPipeError:  # `tinyacp show … | head`: the reader has what it wanted

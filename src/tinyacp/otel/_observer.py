@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ._spans import PROCESS, SpanModel, cut
+from ._spans import KINDS_READ, PROCESS, SpanModel, cut
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .._observer import Observer
     from .._permissions import PermissionReply, PermissionRequest
     from .._records import AgentMessage, OutgoingMessage, Update
+    from .._serve import ServeRequest
     from .._trace_context import TraceContext
 
 __all__ = ["CAPTURE_CONTENT_ENV", "TracingObserver", "export_batch", "export_journal"]
@@ -76,6 +77,8 @@ class TracingObserver:
         capture = capture_from_env() if capture_content is None else capture_content
         self._model = SpanModel(self._sink, agent_name=agent_name, capture_content=capture)
         self._capture = capture
+        self._read = frozenset(KINDS_READ | ({"agent_message_chunk"} if capture else set()))
+        """The update kinds decoded: those that make a span, an event or an attribute."""
         self._lock = threading.Lock()
         self._broken = False
         self._started = False
@@ -128,7 +131,7 @@ class TracingObserver:
     def on_update(self, update: Update) -> Awaitable[None] | None:
         """Count the update (a tool call, a usage, a notice… also makes a span or an event), then hand it on."""
         kind = str(update.kind)
-        if kind == "agent_message_chunk" and not self._capture:
+        if kind not in self._read:  # a thought, a plan, a reply chunk not captured: only counted
             with self._lock:
                 self._safely(self._model.update, time.time_ns(), update.session_id, kind, None)
         else:
@@ -179,6 +182,16 @@ class TracingObserver:
     ) -> ElicitationReply | Awaitable[ElicitationReply | None] | None:
         """Handed on (declined when the observer has no ``on_elicitation``)."""
         method = getattr(self.observer, "on_elicitation", None)
+        return method(request) if callable(method) else None
+
+    def on_serve(self, request: ServeRequest) -> bool | Awaitable[bool | None] | None:
+        """Handed on (left to the rules when the observer has no ``on_serve``)."""
+        method = getattr(self.observer, "on_serve", None)
+        return method(request) if callable(method) else None
+
+    def on_serve_decision(self, request: ServeRequest) -> Awaitable[None] | None:
+        """Handed on."""
+        method = getattr(self.observer, "on_serve_decision", None)
         return method(request) if callable(method) else None
 
     def flush(self) -> Awaitable[None] | None:

@@ -21,7 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-__all__ = ["MAX_ATTRIBUTE_LENGTH", "MAX_CAPTURED_CHARS", "MAX_EVENTS", "PROCESS", "Sink", "SpanModel", "cut"]
+__all__ = [
+    "KINDS_READ",
+    "MAX_ATTRIBUTE_LENGTH",
+    "MAX_CAPTURED_CHARS",
+    "MAX_EVENTS",
+    "PROCESS",
+    "Sink",
+    "SpanModel",
+    "cut",
+]
 
 MAX_ATTRIBUTE_LENGTH: Final = 1024
 """The longest attribute value (a str, in characters): longer ones end in ``…`` after 1023 of theirs."""
@@ -63,7 +72,6 @@ class _Span:
     events: int = 0
     dropped: int = 0
     attributes: Attributes = field(default_factory=dict)
-    children: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -101,6 +109,8 @@ class SpanModel:
         self._tools: dict[tuple[str, str], str] = {}
         self._subagents: dict[str, str] = {}
         """Each announced child session, and its span's key."""
+        self._parent_session: dict[str, str] = {}
+        """Each announced child session, and the session that announced it."""
         self._permissions: dict[Any, tuple[str, str | None, list[Any]]] = {}
         """Each permission request of the agent's: its session, tool call id and options."""
         self._count = 0
@@ -306,6 +316,7 @@ class SpanModel:
         name = title if isinstance(title, str) and title else "subagent"
         key = self._new_key("subagent")
         self._subagents[child] = key
+        self._parent_session[child] = session
         attributes: Attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": cut(name),
@@ -313,7 +324,6 @@ class SpanModel:
             "tinyacp.parent_session": cut(session),
         }
         self._start(key, cut(f"invoke_agent {name}", 128), parent, ts, attributes, client=False)
-        self._spans[parent].children.append(key)
 
     def _chunk(self, ts: int, session: str, update: Mapping[str, Any], turn: _Turn | None) -> None:
         if turn is None or not self.capture or turn.reply_chars >= MAX_CAPTURED_CHARS:
@@ -365,13 +375,26 @@ class SpanModel:
         attributes["tinyacp.updates"] = turn.updates
         if self.capture:
             attributes["gen_ai.output.messages"] = _messages("assistant", ["".join(turn.reply)])
+        family = self._family(span.session)
         for (session, tool_id), tool in list(self._tools.items()):
-            if tool in span.children or self._spans[tool].session == span.session:
+            if session in family:
                 del self._tools[(session, tool_id)]
                 self._end(tool, ts, {"tinyacp.tool.status": "unfinished"}, None)
-        for child in span.children:
-            if child in self._spans:
-                self._end(child, ts, {}, None)
+        for child in family - {span.session}:
+            self._parent_session.pop(child, None)
+            key = self._subagents.pop(child, None)
+            if key is not None:
+                self._end(key, ts, {}, None)
+
+    def _family(self, session: str | None) -> set[str]:
+        """``session`` and the subagents' sessions it announced, theirs too, however deep."""
+        found = {session} if session is not None else set()
+        grew = True
+        while grew:
+            more = {child for child, parent in self._parent_session.items() if parent in found}
+            grew = not more <= found
+            found |= more
+        return found
 
     # ----------------------------------------------------------------------------------------------------------
     # Spans.
@@ -469,6 +492,11 @@ def _error_type(code: Any) -> str:
     """The tinyacp exception an error answer raises (:class:`~tinyacp.RequestError` unless more precise)."""
     return _ERRORS.get(code, "RequestError") if isinstance(code, int) else "RequestError"
 
+
+KINDS_READ: Final = frozenset(
+    {"tool_call", "tool_call_update", "usage_update", "notice", "compaction_update", "subagent_update"}
+)
+"""The update kinds the model reads (a reply chunk too when content is captured); the others are only counted."""
 
 _HANDLERS: Final = {
     "tool_call": SpanModel._tool_call,

@@ -5,7 +5,8 @@
 - ``_prompt``: one ``prompt`` run; ``_chat``: ``chat``, many turns in one session.
 - What a run wires: ``_observer`` (journal, show, ask), ``_terminal`` (the person's answer, Ctrl-C),
   ``_questions`` (the agent's questions, asked on the terminal), ``_events`` (``--format json``), ``_outcome``
-  (how the run ended), ``_attachments`` (``--file``, ``--image``), ``_mcp`` (``--mcp-config``).
+  (how the run ended), ``_attachments`` (``--file``, ``--image``), ``_mcp`` (``--mcp-config``), ``_display``
+  (what a person sees while the agent works).
 
 This ``__init__`` imports nothing: the parser never loads this folder; the subcommand does when it runs.
 """

@@ -12,11 +12,11 @@ from ..._elicitation import ElicitationReply, ElicitationRequest
 from ..._messages import Initialize, Notice, UsageUpdate
 from ..._permissions import PermissionRequest
 from ..._records import Update, usage_fields
-from ..shared._display import Display
 from ..shared._exit import OUTCOME_WORDS, Exit
+from ._display import Display
 from ._outcome import Outcome
 
-__all__ = ["JsonEvents"]
+__all__ = ["JsonEvents", "usage_result"]
 
 
 def _json_line(event: dict[str, Any]) -> bytes:
@@ -221,3 +221,11 @@ def _cost(update: UsageUpdate | None) -> dict[str, Any] | None:
     if update is None or update.cost is None:
         return None
     return {"amount": update.cost.amount, "currency": update.cost.currency}
+
+
+def usage_result(out: BinaryIO, message: str, epoch: int = 1) -> None:
+    """The ``result`` event of a run stopped by a usage error before it began (``outcome`` ``usage_error``, the
+    message as its ``error``)."""
+    outcome = Outcome(int(Exit.USAGE), error=message, error_type="UsageError")
+    events = JsonEvents(out, epoch=epoch)
+    events.result(outcome, seq=0, session_id=None, allowed=0, rejected=0, usage=None, elapsed=0.0, journal=None)

@@ -19,7 +19,8 @@ from ..._permissions import DecisionSource, PermissionPolicy, PermissionReply, P
 from ..._records import AgentMessage, MessageKind, OutgoingMessage, Update
 from ..._serve import Serve, ServeRequest
 from ..._startup_watch import StartupWatch
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
+from ._display import Display, Styled
 from ._events import JsonEvents
 from ._questions import Questions
 from ._served import ServedActions

@@ -25,14 +25,14 @@ from ..._records import PromptResult
 from ..agents._explain import explain, stderr_lines
 from ..agents._resolve import AgentSpec
 from ..agents._session import apply_settings, open_session, raw_auth_methods
-from ..shared._display import Display, one_line
+from ..shared._display import one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import describe as describe_sandbox
 from ..shared._trace import CommandTrace
-from ..shared._usage import usage_result
 from ._attachments import prompt_with_attachments
-from ._events import JsonEvents
+from ._display import Display
+from ._events import JsonEvents, usage_result
 from ._mcp import check_transports
 from ._observer import RunObserver
 from ._outcome import Outcome, outcome_of_result, usage_words

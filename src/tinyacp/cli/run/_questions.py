@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._elicitation import ElicitationReply, ElicitationRequest
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
+from ._display import Display, Styled
 from ._terminal import Asker
 
 __all__ = ["Field", "Questions", "fields_of", "parse"]

@@ -11,8 +11,9 @@ from typing import Any, Final
 from ..._permissions import PermissionPolicy
 from ..._records import AgentMessage, MessageKind, OutgoingMessage
 from ..._serve import Serve, ServeRequest, rules_say
-from ..shared._display import Display, Styled, one_line
+from ..shared._display import one_line
 from ..shared._serving import action_words
+from ._display import Display, Styled
 from ._events import JsonEvents
 from ._terminal import Asker
 

@@ -20,9 +20,10 @@ from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._permissions import PermissionRequest
 from ..._serve import ServeRequest
-from ..shared._display import Display, Styled, one_line, tool_output_lines, tool_words
+from ..shared._display import one_line, tool_output_lines, tool_words
 from ..shared._exit import Exit
 from ..shared._serving import action_words
+from ._display import Display, Styled
 
 __all__ = ["Asker", "Interrupts"]
 

@@ -1,9 +1,10 @@
-"""Usage errors: the error first, then a one-line usage and where the whole help is; with ``prompt --format
-json``, the ``result`` event too, so that a reader of stdout always gets its last event.
+"""Usage errors: the error first, then a one-line usage and where the whole help is; :func:`json_asked` tells
+whether the command line asked for a ``result`` event too (``prompt --format json``), so that a reader of stdout
+always gets its last event (:func:`tinyacp.cli.run._events.usage_result` writes it).
 
 argparse prints its whole usage (some 20 lines for ``prompt``) before the one line that matters; here a parser
 raises :class:`ParseError` instead and :func:`usage_error` says it in three lines. This module is imported by
-every run of the command, so it stays light: the JSON event's writer is imported only to write one.
+every run of the command, so it stays light.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from ._exit import Exit
 
 TYPE_CHECKING = False  # not typing's: typing is a tenth of `tinyacp --help` (benchmarks/RESULTS.md, start-up)
 if TYPE_CHECKING:
-    from typing import BinaryIO, NoReturn
+    from typing import NoReturn
 
-__all__ = ["ParseError", "Parser", "json_asked", "usage_error", "usage_result"]
+__all__ = ["ParseError", "Parser", "json_asked", "usage_error"]
 
 RESULT_EVENTS = frozenset({"prompt"})
 """The subcommands whose ``--format json`` output ends with a ``result`` event, whatever happened."""
@@ -91,28 +92,12 @@ def json_asked(argv: Sequence[str]) -> bool:
     return any(word == "--format=json" or (word == "--format" and after == "json") for word, after in pairs)
 
 
-def usage_error(message: str, *, prog: str = "tinyacp", usage: str | None = None, json_result: bool = False) -> int:
-    """Say what is wrong (and the one-line usage, for a command line that does not parse); exit status 2.
-
-    With ``json_result``, stdout gets the ``result`` event of a run that never started (``outcome``
-    ``usage_error``, the message as its ``error``).
-    """
+def usage_error(message: str, *, prog: str = "tinyacp", usage: str | None = None) -> int:
+    """Say what is wrong (and the one-line usage, for a command line that does not parse); exit status 2."""
     from ._display import sanitize
 
     print(sanitize(f"{prog}: error: {message}"), file=sys.stderr)
     if usage is not None:
         print(sanitize(f"usage: {usage}"), file=sys.stderr)
         print(f"see: {prog} --help", file=sys.stderr)
-    if json_result:
-        usage_result(sys.stdout.buffer, message)
     return int(Exit.USAGE)
-
-
-def usage_result(out: BinaryIO, message: str, epoch: int = 1) -> None:
-    """The ``result`` event of a run stopped by a usage error before it began."""
-    from ..run._events import JsonEvents
-    from ..run._outcome import Outcome
-
-    outcome = Outcome(int(Exit.USAGE), error=message, error_type="UsageError")
-    events = JsonEvents(out, epoch=epoch)
-    events.result(outcome, seq=0, session_id=None, allowed=0, rejected=0, usage=None, elapsed=0.0, journal=None)
