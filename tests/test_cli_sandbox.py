@@ -289,7 +289,11 @@ def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_
     run = ("prompt", "--agent", "scripted", "--writable", str(cli.tmp), *network, "--serve", "terminal", "--yes")
     done = cli.run(*run, "go")
     assert done.returncode == 0, done.stderr.decode()
-    assert f"writable {cli.work}, {state}, {cli.tmp}" in done.stderr.decode()  # the agent's sandbox
+    said = done.stderr.decode()
+    assert f"writable {cli.work}, {state}, {cli.tmp}" in said  # the agent's sandbox, then its commands'
+    network_word = "shared" if connected == "ok" else "off (loopback only)"
+    commands = f"served commands in a sandbox (bubblewrap) too: writable the session's folders, {cli.tmp}; network"
+    assert f"{commands} {network_word}" in said, said
     log = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     answers = {message["id"]: message for message in log if "id" in message and "method" not in message}
     inside, writable, etc, in_state, connect = answers[3]["result"]["output"].splitlines()

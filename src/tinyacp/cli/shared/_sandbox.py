@@ -24,6 +24,7 @@ __all__ = [
     "NETWORK_WORDS",
     "asked",
     "describe",
+    "describe_commands",
     "expand_dir",
     "for_commands",
     "sandbox_for",
@@ -126,3 +127,10 @@ def describe(plan: Plan) -> str:
     """The live line of a sandboxed run: where the agent may write, and its network."""
     network = "shared" if plan.network else "off (loopback only)"
     return f"in a sandbox (bubblewrap): writable {', '.join(plan.writable)}; network {network}"
+
+
+def describe_commands(sandbox: Bubblewrap) -> str:
+    """The live line of a run whose served commands are sandboxed: where they may write, and their network."""
+    writable = ", ".join(["the session's folders", *(str(path) for path in sandbox.writable)])
+    network = "shared" if sandbox.network else "off (loopback only)"
+    return f"served commands in a sandbox (bubblewrap) too: writable {writable}; network {network}"
