@@ -235,11 +235,34 @@ def test_every_entry_of_the_table_names_state_dirs_that_expand_to_absolute_paths
     assert state_dirs(BUILTIN_AGENTS["codex"].sandbox.writable or [], {**env, "CODEX_HOME": "/c"})[0] == "/c"
 
 
-def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: str, cli: Cli) -> None:
-    code = (
-        "import errno\ntry:\n    open('/etc/tinyacp-x', 'w')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
-    )
-    call = {"command": sys.executable, "args": ["-c", code]}
+SERVED = """
+import errno, socket, sys
+def write(path):
+    return open(path, "w")
+def connect():
+    return socket.create_connection(("127.0.0.1", int(sys.argv[-1])), 5)
+for act in [*(lambda path=path: write(path) for path in sys.argv[1:-1]), connect]:
+    try:
+        act().close()
+        print("ok")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+"""
+"""A served command: writes each path given, connects to the port given last; says how each went."""
+
+
+@pytest.mark.parametrize(("network", "connected"), [((), "ECONNREFUSED"), (("--sandbox-network", "on"), "ok")])
+def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too_without_network_unless_on(  # noqa: PLR0917
+    bwrap: str,
+    cli: Cli,
+    listener: int,
+    network: tuple[str, ...],
+    connected: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    state = tmp_path_factory.mktemp("agent-state")  # the agent's state directory: writable to it, not to commands
+    paths = [cli.work / "inside.txt", cli.tmp / "writable.txt", Path("/etc/tinyacp-x"), state / "settings.json"]
+    call = {"command": sys.executable, "args": ["-c", SERVED, *map(str, paths), str(listener)]}
 
     def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
         return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
@@ -256,10 +279,26 @@ def test_with_serve_terminal_the_served_commands_run_in_the_sandbox_too(bwrap: s
         request(4, "terminal/release", terminalId="term-1"),
         end_turn(),
     ]
-    agent = cli.scripted(steps)
+    command = shlex.split(cli.scripted(steps))
+    write_config(
+        cli,
+        f"[agents.scripted]\ncommand = {json.dumps(command)}\n"
+        f"[agents.scripted.sandbox]\nwritable = [{json.dumps(str(state))}]\n",
+    )
     # The scripted agent reads its script and writes its log beside the work folder: --writable makes them visible.
-    done = cli.run("prompt", "--agent-command", agent, "--writable", str(cli.tmp), "--serve", "terminal", "--yes", "go")
+    run = ("prompt", "--agent", "scripted", "--writable", str(cli.tmp), *network, "--serve", "terminal", "--yes")
+    done = cli.run(*run, "go")
     assert done.returncode == 0, done.stderr.decode()
+    said = done.stderr.decode()
+    assert f"writable {cli.work}, {state}, {cli.tmp}" in said  # the agent's sandbox, then its commands'
+    network_word = "shared" if connected == "ok" else "off (loopback only)"
+    commands = f"served commands in a sandbox (bubblewrap) too: writable the session's folders, {cli.tmp}; network"
+    assert f"{commands} {network_word}" in said, said
     log = [json.loads(line) for line in (cli.tmp / "agent.log").read_text().splitlines()]
     answers = {message["id"]: message for message in log if "id" in message and "method" not in message}
-    assert answers[3]["result"]["output"] == "EROFS\n"
+    inside, writable, etc, in_state, connect = answers[3]["result"]["output"].splitlines()
+    assert (inside, writable, etc) == ("ok", "ok", "EROFS")
+    assert in_state in ("EROFS", "ENOENT")  # read-only, or hidden under the commands' private /tmp
+    assert connect == connected
+    assert paths[0].exists() and paths[1].exists()
+    assert not paths[2].exists() and not paths[3].exists()

@@ -23,8 +23,8 @@ from helpers import end_turn, handshake
 from helpers.cli import Cli, Terminal, json_events
 from tinyacp import Update
 from tinyacp._messages import UpdateLine
-from tinyacp.cli.run._questions import Field, fields_of, parse, prompt_of
 from tinyacp.cli.run._display import Display
+from tinyacp.cli.run._questions import Field, fields_of, parse, prompt_of
 
 
 def _json_children(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

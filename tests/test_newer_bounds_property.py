@@ -27,8 +27,8 @@ from tinyacp import (
     TransferLimits,
 )
 from tinyacp._conversation import Conversation
-from tinyacp.cli.run._questions import fields_of, prompt_of
 from tinyacp.cli.run._display import Display
+from tinyacp.cli.run._questions import fields_of, prompt_of
 
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 

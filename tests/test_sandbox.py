@@ -9,13 +9,14 @@ as root where the suite does (CI machines often do): the agent must stay confine
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,18 @@ def test_a_batch_without_bwrap_is_refused_before_its_first_turn(
     assert not (tmp_path / "out" / "results.jsonl").exists()
 
 
+def test_a_batch_whose_served_commands_need_bwrap_is_refused_before_its_first_turn_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tinyacp.batch import run_batch
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    serve = tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap())
+    with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
+        run_batch([{"id": "one", "prompt": "[]"}], tmp_path / "out", agent=AGENT, serve=serve)
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
 def test_a_symlinked_root_is_bound_at_its_real_path_and_a_session_is_taken_under_either_name(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
@@ -352,7 +365,7 @@ def test_a_supervised_agent_runs_in_the_sandbox_too(
 
 
 SERVED_PROBE = """
-import errno, json, socket, sys
+import errno, json, os, socket, sys
 def attempt(act):
     try:
         act()
@@ -363,67 +376,251 @@ def write(path):
     with open(path, "w") as file:
         file.write("from a served command")
 def connect():
-    socket.create_connection(("127.0.0.1", int(sys.argv[4])), timeout=5).close()
-print(json.dumps([attempt(lambda: write(sys.argv[1])), attempt(lambda: write(sys.argv[2])),
-                  attempt(lambda: write(sys.argv[3])), attempt(connect), __import__("os").getuid()]))
+    socket.create_connection(("127.0.0.1", int(sys.argv[-1])), timeout=5).close()
+print(json.dumps([*(attempt(lambda path=path: write(path)) for path in sys.argv[1:-1]), attempt(connect), os.getuid()]))
 """
 
 
-def test_a_served_terminal_command_is_confined_the_same_way_and_gets_no_network(
+def served_request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+    """A step of the scripted agent: a request of session s1, whose answer it waits for."""
+    return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
+
+
+def served_turn(*middle: dict[str, Any], prompts: int = 1) -> list[dict[str, Any]]:
+    """The scripted agent's steps: a session s1, then ``middle`` in its first turn (and more empty turns)."""
+    later = [step for _ in range(prompts - 1) for step in ({"op": "expect", "method": "session/prompt"}, end_turn())]
+    return [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": INIT_RESULT},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": {"sessionId": "s1"}},
+        {"op": "expect", "method": "session/prompt"},
+        *middle,
+        end_turn(),
+        *later,
+    ]
+
+
+def answers_of(agent: Scripted) -> dict[int, dict[str, Any]]:
+    """The client's answers to the scripted agent's requests, by id."""
+    return {message["id"]: message for message in agent.received() if "id" in message and "method" not in message}
+
+
+def serving(
+    make_client: Callable[..., ClientLike], agent: Scripted, sandbox: tinyacp.Bubblewrap, roots: Sequence[Path] = ()
+) -> ClientLike:
+    """A client serving terminals in ``sandbox`` (with more ``roots``), every command allowed."""
+    serve = tinyacp.Serve(terminal=True, roots=roots, sandbox=sandbox)
+    policy = tinyacp.PermissionPolicy(kinds=["execute"])
+    return make_client(command=agent.argv, serve=serve, policy=policy, kill_grace=1.0)
+
+
+def our_children() -> set[int]:
+    """The test process's child processes, zombies included."""
+    mine = os.getpid()
+    children = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == mine:
+                children.add(int(name))
+    return children
+
+
+@pytest.mark.parametrize(
+    ("network", "private_tmp", "connected"),
+    [(None, True, "ECONNREFUSED"), (False, False, "ECONNREFUSED"), (True, False, "ok")],
+    ids=["network-default", "network-off", "network-on"],
+)
+def test_a_served_terminal_command_is_confined_the_same_way_and_gets_no_network_by_default(  # noqa: PLR0917
     bwrap: str,
     make_client: Callable[..., ClientLike],
     scripted: Callable[..., Scripted],
     work: Path,
     listener: int,
+    network: bool | None,
+    private_tmp: bool,
+    connected: str,
 ) -> None:
     name = f"tinyacp-served-{uuid.uuid4().hex}"
-    paths = [str(work / "inside.txt"), f"/etc/{name}", str(Path.home() / name)]
-
-    def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
-        return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
-
+    outside = [f"/etc/{name}", str(Path.home() / name), str(work.parent / "sibling" / name)]
+    served_root = work.parent / "served-root"  # Serve.roots: one of the session's roots too
+    served_root.mkdir()
+    paths = [str(work / "inside.txt"), str(served_root / "inside.txt"), *outside]
     agent = scripted(
-        [
-            {"op": "expect", "method": "initialize"},
-            {"op": "reply", "result": INIT_RESULT},
-            {"op": "expect", "method": "session/new"},
-            {"op": "reply", "result": {"sessionId": "s1"}},
-            {"op": "expect", "method": "session/prompt"},
-            request(1, "terminal/create", command=sys.executable, args=["-c", SERVED_PROBE, *paths, str(listener)]),
-            request(2, "terminal/wait_for_exit", terminalId="term-1"),
-            request(3, "terminal/output", terminalId="term-1"),
-            request(4, "terminal/release", terminalId="term-1"),
-            end_turn(),
-        ]
+        served_turn(
+            served_request(
+                1, "terminal/create", command=sys.executable, args=["-c", SERVED_PROBE, *paths, str(listener)]
+            ),
+            served_request(2, "terminal/wait_for_exit", terminalId="term-1"),
+            served_request(3, "terminal/output", terminalId="term-1"),
+            served_request(4, "terminal/release", terminalId="term-1"),
+        )
     )
-    serve = tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap())
-    client = make_client(
-        command=agent.argv, serve=serve, policy=tinyacp.PermissionPolicy(kinds=["execute"]), kill_grace=1.0
-    )
+    before = our_children()
+    sandbox = tinyacp.Bubblewrap(network=network, private_tmp=private_tmp)
+    client = serving(make_client, agent, sandbox, roots=[served_root])
     client.initialize()
     client.new_session(str(work))
     client.prompt("s1", "go", timeout=TURN)
     client.close()
-    answers = {message["id"]: message for message in agent.received() if "id" in message and "method" not in message}
+    answers = answers_of(agent)
     assert answers[2]["result"] == {"exitCode": 0, "signal": None}, answers
-    inside, etc, home, connect, uid = json.loads(answers[3]["result"]["output"])
-    assert inside == "ok" and (work / "inside.txt").exists()
-    assert etc == "EROFS" and home == "EROFS"
-    assert connect == "ECONNREFUSED"  # network=None: a served command gets no network
+    inside, in_root, etc, home, sibling, connect, uid = json.loads(answers[3]["result"]["output"])
+    assert inside == "ok" and (work / "inside.txt").read_text() == "from a served command"
+    assert in_root == "ok" and (served_root / "inside.txt").read_text() == "from a served command"
+    assert (etc, home) == ("EROFS", "EROFS")
+    # The sibling lies under /tmp (pytest's tmp_path): hidden by a private /tmp, read-only without one.
+    assert sibling == ("ENOENT" if private_tmp else "EROFS")
+    assert connect == connected  # network=None: a served command gets no network (unlike the agent)
     assert uid != 0
-    assert not Path(paths[1]).exists() and not Path(paths[2]).exists()
+    for path in outside:
+        assert not Path(path).exists(), path
+    wait_for(lambda: not our_children() - before, timeout=20, what="every child process gone and reaped")
 
 
-def test_serve_with_a_sandbox_is_refused_where_bwrap_cannot_run(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+ESCAPING = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "escapee", sys.argv[1]], start_new_session=True)
+time.sleep(600)
+"""
+"""A command that leaves its session (and group) with a child of its own, then waits: argv[1] names them."""
+
+
+def escapees(token: str) -> list[int]:
+    """The live processes (on the host, whatever namespace they are in) started by :data:`ESCAPING` as ``token``."""
+    needle = b"\0escapee\0" + token.encode() + b"\0"
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                state = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline and state[state.rindex(b")") + 2 : state.rindex(b")") + 3] not in (b"Z", b"X"):
+                found.append(int(name))
+    return found
+
+
+def running(token: str) -> bool:
+    return len(escapees(token)) == 1
+
+
+def gone(token: str) -> bool:
+    return not escapees(token)
+
+
+def test_kill_release_and_close_stop_a_sandboxed_command_and_everything_it_started(
+    bwrap: str, make_client: Callable[..., ClientLike], scripted: Callable[..., Scripted], work: Path
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    tokens = [uuid.uuid4().hex for _ in range(3)]
+
+    def create(request_id: int, token: str) -> dict[str, Any]:
+        return served_request(request_id, "terminal/create", command=sys.executable, args=["-c", ESCAPING, token])
+
+    waited = {"sessionId": "s1", "terminalId": "term-1"}
+    agent = scripted(
+        [
+            *served_turn(create(1, tokens[0]), create(2, tokens[1]), create(3, tokens[2])),
+            {"op": "expect", "method": "session/prompt"},
+            {
+                "op": "send",
+                "message": {"jsonrpc": "2.0", "id": 4, "method": "terminal/wait_for_exit", "params": waited},
+            },
+            served_request(5, "terminal/kill", terminalId="term-1"),
+            {"op": "await", "id": 4},
+            served_request(6, "terminal/release", terminalId="term-2"),
+            served_request(7, "terminal/output", terminalId="term-1"),
+            end_turn(),
+        ]
+    )
+    before = our_children()
+    client = serving(make_client, agent, tinyacp.Bubblewrap())
+    client.initialize()
+    client.new_session(str(work))
+    client.prompt("s1", "start three", timeout=TURN)
+    for token in tokens:
+        wait_for(functools.partial(running, token), timeout=30, what=f"the escapee of {token} up")
+    client.prompt("s1", "kill one, release one", timeout=TURN)
+    for token in tokens[:2]:
+        wait_for(functools.partial(gone, token), timeout=20, what=f"the escapee of {token} gone")
+    assert len(escapees(tokens[2])) == 1  # the third one runs until the client goes
+    answers = answers_of(agent)
+    assert answers[7]["result"]["exitStatus"]["signal"] in ("SIGTERM", "SIGKILL"), answers
+    assert "result" in answers[5] and "result" in answers[6], answers
+    client.close()
+    wait_for(functools.partial(gone, tokens[2]), timeout=20, what="the third escapee gone with the client")
+    wait_for(lambda: not our_children() - before, timeout=20, what="every child process gone and reaped")
+
+
+def test_a_served_command_is_not_started_outside_the_sandbox_when_bwrap_goes_away(
+    bwrap: str,
+    make_client: Callable[..., ClientLike],
+    scripted: Callable[..., Scripted],
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    marker = work / "ran"
+    code = f"open({str(marker)!r}, 'w').close()"
+    agent = scripted(served_turn(served_request(1, "terminal/create", command=sys.executable, args=["-c", code])))
+    client = serving(make_client, agent, tinyacp.Bubblewrap())
+    client.initialize()
+    client.new_session(str(work))
+    monkeypatch.setenv("PATH", str(work / "empty"))  # bwrap is no longer found: the command must not start at all
+    client.prompt("s1", "go", timeout=TURN)
+    client.close()
+    answer = answers_of(agent)[1]
+    assert answer["error"]["message"].startswith("cannot start the command: no bwrap"), answer
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("cause", "said"),
+    [
+        ("missing", "apt-get install bubblewrap"),
+        ("broken", r"No permissions to create new namespace.*user namespaces"),
+        ("not-linux", "needs Linux"),
+    ],
+)
+@pytest.mark.parametrize("kind", [tinyacp.Client, tinyacp.AsyncClient], ids=["sync", "async"])
+def test_serve_with_a_sandbox_is_refused_when_the_client_is_made_where_bwrap_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cause: str, said: str, kind: type[Any]
+) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    if cause == "broken":
+        (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+        (fake / "bwrap").chmod(0o755)
+    if cause == "not-linux":
+        monkeypatch.setattr(sys, "platform", "darwin")
+    else:
+        monkeypatch.setenv("PATH", str(fake))
+    started = tmp_path / "started"
     options = tinyacp.Options(
-        command=[sys.executable, "-c", "pass"],
+        command=[sys.executable, "-c", f"open({str(started)!r}, 'w').close()"],
         observer=tinyacp.BaseObserver(),
         serve=tinyacp.Serve(terminal=True, sandbox=tinyacp.Bubblewrap()),
     )
-    with pytest.raises(tinyacp.SandboxUnavailable, match="bubblewrap"):
-        tinyacp.Client(options)
+    with pytest.raises(tinyacp.SandboxUnavailable, match=said):
+        kind(options)
+    assert not started.exists()  # nothing started: not the agent, and so no command either
+
+
+def test_serve_takes_only_a_bubblewrap_as_its_sandbox_and_pickles_with_it() -> None:
+    import pickle
+
     with pytest.raises(TypeError, match="Bubblewrap"):
         tinyacp.Serve(terminal=True, sandbox={"writable": []})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        tinyacp.Serve(True, False, True, [], None, (), 8, 1 << 20, 1 << 22, None, tinyacp.Bubblewrap())  # type: ignore[call-arg]
+    serve = tinyacp.Serve(
+        terminal=True, roots=["/srv"], sandbox=tinyacp.Bubblewrap(writable=["/srv/out"], network=True)
+    )
+    assert serve.sandbox == tinyacp.Bubblewrap(writable=["/srv/out"], network=True)
+    assert tinyacp.Serve(terminal=True).sandbox is None
+    again = pickle.loads(pickle.dumps(serve))
+    assert again == serve and again.sandbox == serve.sandbox

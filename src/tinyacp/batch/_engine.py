@@ -93,7 +93,8 @@ def run_batch(
         BatchStorageError: a Ray node cannot see or write ``out_dir``.
         BatchEngineError: Ray is not installed (checked before anything is created), cannot be reached, or lost
             every node.
-        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here (checked before any turn starts).
+        SandboxUnavailable: ``sandbox=`` (or ``Serve(sandbox=...)``) was given and bwrap cannot run here (checked
+            before any turn starts).
         TypeError: an unknown option.
         ValueError: a bad engine or option value, a concurrency that is not an int from 1 to 10,000, or retries
             that are not an int from 0 to 1,000,000 (checked before anything is created or started).

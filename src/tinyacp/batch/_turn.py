@@ -231,7 +231,7 @@ class TurnSettings:
         Raises:
             TypeError: an unknown option, or ``reader_limits``, ``transfer_limits``, ``serve`` or ``sandbox`` of
                 another type.
-            SandboxUnavailable: ``sandbox`` was asked for and bwrap cannot run here.
+            SandboxUnavailable: ``sandbox`` (or ``serve``'s) was asked for and bwrap cannot run here.
             ValueError: a value out of range: a timeout or grace that is not a number of seconds from 0 to
                 1,000,000, an ``attempt`` that is not a positive int.
         """
@@ -276,6 +276,8 @@ class TurnSettings:
         if settings.sandbox is not None:  # said once, here, rather than in every turn's record
             check_kind("sandbox", settings.sandbox, Bubblewrap)
             check_available(network=network_on(settings.sandbox, True))
+        if settings.serve.sandbox is not None:  # its commands' sandbox, with no network unless it says so
+            check_available(network=network_on(settings.serve.sandbox, False))
         if settings.trace is not None:
             from ..otel._config import TraceExport
 
@@ -746,7 +748,7 @@ async def arun_turn(
 
     Raises:
         BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
-        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here.
+        SandboxUnavailable: ``sandbox=`` (or ``Serve(sandbox=...)``) was given and bwrap cannot run here.
         TypeError: an unknown option.
         ValueError: an option out of range.
     """
@@ -763,7 +765,7 @@ def run_turn(
 
     Raises:
         BatchItemError: the item is malformed, names no agent, or asks for what this version cannot send.
-        SandboxUnavailable: ``sandbox=`` was given and bwrap cannot run here.
+        SandboxUnavailable: ``sandbox=`` (or ``Serve(sandbox=...)``) was given and bwrap cannot run here.
         TypeError: an unknown option.
         ValueError: an option out of range.
         RuntimeError: called from a running event loop (await :func:`arun_turn` there).

@@ -476,12 +476,15 @@ def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:
         "sandbox (Linux, bubblewrap: the agent writes only in its cwd, its state directories and --writable)"
     )
     which = box.add_mutually_exclusive_group()
-    which.add_argument("--sandbox", action="store_true", help="run the agent in the sandbox")
+    which.add_argument(
+        "--sandbox", action="store_true", help="run the agent (and the commands of --serve terminal) in the sandbox"
+    )
     which.add_argument("--no-sandbox", action="store_true", help="not in the sandbox, whatever config.toml says")
     box.add_argument(
         "--sandbox-network",
         choices=("on", "off"),
-        help="the agent's network in the sandbox (default: on, it must reach its model; off: loopback only)",
+        help="the network in the sandbox, off meaning loopback only (default: on for the agent, which must reach"
+        " its model; off for served commands)",
     )
     box.add_argument(
         "--writable",

@@ -30,7 +30,7 @@ from ..agents._resolve import Config, load_config, resolve_agent
 from ..shared._display import fit, isatty, one_line, print_error, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import COMMAND_FEATURES, permission_policy
-from ..shared._sandbox import asked, sandbox_for
+from ..shared._sandbox import asked, for_commands, sandbox_for
 from ..shared._serving import serve_of
 from ..shared._text import utf8_or_escaped
 from ..shared._trace import trace_export
@@ -269,7 +269,7 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
     config = load_config(args.config)
     check_arguments(args, config)
     sandbox = _sandbox(args, config)
-    serve = serve_of(args, sandbox=sandbox)  # the flags': an agent's keys in config.toml apply to prompt and chat
+    serve = serve_of(args, sandbox=for_commands(sandbox, args))  # the flags' (config keys: prompt and chat)
     trace = trace_export(args)
 
     def on_record(record: Any) -> None:

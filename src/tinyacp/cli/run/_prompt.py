@@ -30,6 +30,7 @@ from ..shared._display import one_line
 from ..shared._exit import Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import describe as describe_sandbox
+from ..shared._sandbox import describe_commands
 from ..shared._trace import CommandTrace
 from ._attachments import prompt_with_attachments
 from ._display import Display
@@ -141,6 +142,8 @@ class PromptRun:
         self.display.info(f"starting {settings.agent.name}: {settings.agent.display_command()}")
         if settings.sandbox_plan is not None:
             self.display.info(describe_sandbox(settings.sandbox_plan))
+        if settings.serve.terminal and settings.serve.sandbox is not None:
+            self.display.info(describe_commands(settings.serve.sandbox))
         interrupts.install()
         journal_error: OSError | None = None
         try:

@@ -31,7 +31,7 @@ from ..shared._display import isatty, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import permission_policy, rule_notes
 from ..shared._index import SessionIndex
-from ..shared._sandbox import sandbox_of_args
+from ..shared._sandbox import for_commands, sandbox_of_args
 from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ..shared._trace import trace_export
@@ -164,7 +164,14 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         fail_on_reject=not chat and args.fail_on_reject,
         sandbox=sandbox,
         sandbox_plan=sandbox_plan,
-        serve=serve_of(args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands, sandbox=sandbox),
+        serve=serve_of(
+            args,
+            agent.serve,
+            agent.roots,
+            agent.allow_commands,
+            agent.deny_commands,
+            sandbox=for_commands(sandbox, args),
+        ),
         trace=trace_export(args),
     )
 

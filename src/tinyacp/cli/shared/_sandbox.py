@@ -20,7 +20,17 @@ if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
     from ..agents._table import SandboxFields
 
-__all__ = ["NETWORK_WORDS", "asked", "describe", "expand_dir", "sandbox_for", "sandbox_of_args", "state_dirs"]
+__all__ = [
+    "NETWORK_WORDS",
+    "asked",
+    "describe",
+    "describe_commands",
+    "expand_dir",
+    "for_commands",
+    "sandbox_for",
+    "sandbox_of_args",
+    "state_dirs",
+]
 
 NETWORK_WORDS: dict[str, bool] = {"on": True, "off": False}
 """``--sandbox-network`` and ``sandbox.network``: shared or cut; not given, an agent's network is shared."""
@@ -100,7 +110,27 @@ def sandbox_of_args(args: argparse.Namespace, fields: SandboxFields, env: Mappin
     return sandbox_for(fields, env, writable=args.writable or (), network=args.sandbox_network)
 
 
+def for_commands(sandbox: Bubblewrap | None, args: argparse.Namespace) -> Bubblewrap | None:
+    """The sandbox of the run's served commands (``--serve terminal``): the agent's, but writable only in the
+    session's folders and ``--writable``, never in the agent's own state directories (its login, its settings),
+    and with no network unless ``--sandbox-network on`` (``network=None`` means off for a served command).
+    """
+    if sandbox is None:
+        return None
+    import dataclasses
+
+    writable = [os.path.abspath(path) for path in getattr(args, "writable", None) or ()]
+    return dataclasses.replace(sandbox, writable=writable)
+
+
 def describe(plan: Plan) -> str:
     """The live line of a sandboxed run: where the agent may write, and its network."""
     network = "shared" if plan.network else "off (loopback only)"
     return f"in a sandbox (bubblewrap): writable {', '.join(plan.writable)}; network {network}"
+
+
+def describe_commands(sandbox: Bubblewrap) -> str:
+    """The live line of a run whose served commands are sandboxed: where they may write, and their network."""
+    writable = ", ".join(["the session's folders", *(str(path) for path in sandbox.writable)])
+    network = "shared" if sandbox.network else "off (loopback only)"
+    return f"served commands in a sandbox (bubblewrap) too: writable {writable}; network {network}"
