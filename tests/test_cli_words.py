@@ -50,6 +50,16 @@ def test_an_empty_tool_name_is_refused(cli: Cli, flag: str, name: str) -> None:
         assert f"argument {flag}: a tool name cannot be empty or blank" in done.stderr.decode()
 
 
+@pytest.mark.parametrize("key", ["allow_tools", "deny_tools"])
+def test_an_empty_tool_name_in_the_config_file_is_refused_with_its_entry_and_key(cli: Cli, key: str) -> None:
+    path = cli.tmp / "config" / "tinyacp" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(f'[agents.demo]\n{key} = ["Read", " "]\n')
+    done = cli.run("prompt", "--no-journal", "--agent", "demo", "hi")
+    assert done.returncode == 2
+    assert f"agents.demo.{key}: a tool name cannot be empty or blank: ' '" in done.stderr.decode()
+
+
 def test_a_default_agent_typo_in_the_config_file_says_where_it_came_from(cli: Cli) -> None:
     path = cli.tmp / "config" / "tinyacp" / "config.toml"
     path.parent.mkdir(parents=True)

@@ -321,9 +321,14 @@ def _entry(path: Path, name: str, table: AgentTable) -> AgentSpec:
 
     Raises:
         ConfigError: the table gives both ``command`` and ``distribution``, neither (for a new name), a command
-            line that cannot be split, a distribution that cannot start here, or an ``id`` that is not its name.
+            line that cannot be split, a distribution that cannot start here, an ``id`` that is not its name, or
+            an empty tool name in ``allow_tools`` or ``deny_tools``.
     """
     where = f"config file {path}: agents.{name}"
+    for key, names in (("allow_tools", table.allow_tools), ("deny_tools", table.deny_tools)):
+        for tool in names or ():  # matched exactly: an empty name would match nothing and hide the mistake
+            if not tool.strip():
+                raise ConfigError(f"{where}.{key}: a tool name cannot be empty or blank: {tool!r}")
     if table.id is not None and table.id != name:
         raise ConfigError(f"{where}.id: {table.id!r} is not the table's name ({name!r}): leave it out, or rename")
     if table.command is not None and table.distribution is not None:
