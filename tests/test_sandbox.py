@@ -12,8 +12,10 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -624,3 +626,25 @@ def test_serve_takes_only_a_bubblewrap_as_its_sandbox_and_pickles_with_it() -> N
     assert tinyacp.Serve(terminal=True).sandbox is None
     again = pickle.loads(pickle.dumps(serve))
     assert again == serve and again.sandbox == serve.sandbox
+
+
+def test_a_program_under_tmp_stays_visible_read_only_over_the_private_tmp(tmp_path: Path) -> None:
+    venv = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        (venv / "bin").mkdir()
+        python = venv / "bin" / "python"
+        python.write_text("")
+        script = venv / "agent.py"
+        script.write_text("")
+        top = str(venv)
+        assert _sandbox.program_dirs([str(python), str(script), "--flag", "word"], str(tmp_path)) == (top,)
+        assert _sandbox.program_dirs(["python3", "-m", "tinyacp.demo"], str(tmp_path)) == ()
+        args = _sandbox.bwrap_args(tinyacp.Bubblewrap(), cwd=str(tmp_path), network=True, program_dirs=(top,))
+        tmpfs = args.index("/tmp", args.index("--tmpfs"))
+        assert args[tmpfs + 1 : tmpfs + 4] == ["--ro-bind", top, top]  # on top of the private /tmp, read-only
+        hidden = _sandbox.bwrap_args(
+            tinyacp.Bubblewrap(private_tmp=False), cwd=str(tmp_path), network=True, program_dirs=(top,)
+        )
+        assert top not in hidden  # no private /tmp: nothing to bind back
+    finally:
+        shutil.rmtree(venv)

@@ -108,7 +108,8 @@ class Bubblewrap:
             are visible (read-only), with the system's (:data:`SYSTEM_READABLE`) and the writable ones.
         network: None: the default of where the sandbox is used (shared for an agent, which must reach its model;
             cut for a served terminal command). True: shared. False: cut, only a loopback of its own inside.
-        private_tmp: an empty ``/tmp`` of the program's own (a writable root under ``/tmp`` is still bound in).
+        private_tmp: an empty ``/tmp`` of the program's own (a writable root under ``/tmp`` is still bound in,
+            and so, read-only, is the directory under ``/tmp`` that holds the program or a file on its command line).
         extra_args: more ``bwrap`` options, placed after tinyacp's and before the program (for instance
             ``["--ro-bind", "/srv/data", "/srv/data"]``); they can loosen the sandbox.
 
@@ -177,6 +178,7 @@ def bwrap_args(
     network: bool,
     uid: int = UNPRIVILEGED_ID,
     gid: int = UNPRIVILEGED_ID,
+    program_dirs: Sequence[str] = (),
 ) -> list[str]:
     """bwrap's options for ``sandbox``, the program's arguments not included (pure).
 
@@ -187,6 +189,9 @@ def bwrap_args(
             state directories.
         network: whether the network is shared (see :func:`network_on`).
         uid: the uid inside (see :func:`ids`). gid: the gid inside.
+        program_dirs: directories under ``/tmp`` that hold the program or a file on its command line (see
+            :func:`program_dirs`): bound read-only over the private ``/tmp``, so that a program installed there
+            (a virtual environment made by ``mktemp -d``, a clone in a temporary directory) still starts.
 
     Returns:
         The options, in bwrap's order: later mounts lie on top of earlier ones.
@@ -196,6 +201,8 @@ def bwrap_args(
     args += ["--dev", "/dev", "--proc", "/proc"]
     if sandbox.private_tmp:
         args += ["--tmpfs", "/tmp"]
+        for path in program_dirs:
+            args += ["--ro-bind", path, path]
     args += ["--tmpfs", "/run", "--ro-bind-try", _RESOLVER, _RESOLVER]
     for path in _strs(sandbox.readable or ()):
         args += ["--ro-bind", path, path]
@@ -203,6 +210,29 @@ def bwrap_args(
         args += ["--bind", path, path]
     args += ["--chdir", cwd]
     return [*args, *sandbox.extra_args]
+
+
+def program_dirs(argv: Sequence[str], cwd: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The directories right under ``/tmp`` that hold the program (found as execvp would find it, symlinks
+    followed) or an existing path named on its command line: what a private ``/tmp`` must not hide from it.
+
+    Only ``/tmp``'s own entries are named (``/tmp/tmp.x1y2`` for ``/tmp/tmp.x1y2/venv/bin/python``), read-only:
+    the program reads its own files there, as it would anywhere else on a read-only ``/``.
+    """
+    found: list[str] = []
+    program = argv[0] if argv else ""
+    if program and os.sep not in program:
+        search = (env if env is not None else os.environ).get("PATH", os.defpath)
+        program = shutil.which(program, mode=os.F_OK, path=search) or program
+    for word in (program, *argv[1:]):
+        if not word or "\0" in word:
+            continue
+        path = word if os.path.isabs(word) else os.path.join(cwd, word)
+        for name in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            parts = name.split(os.sep)
+            if len(parts) > 2 and parts[1] == "tmp" and os.path.exists(name):
+                found.append(os.sep.join(parts[:3]))
+    return tuple(dict.fromkeys(found))
 
 
 def writable_roots(sandbox: Bubblewrap, *, cwd: str, roots: Sequence[str] = ()) -> tuple[str, ...]:
@@ -391,7 +421,8 @@ def plan(
         _find_program(argv[0], start, env)
     uid, gid = ids()
     real = Bubblewrap(bound[1:], sandbox.readable, sandbox.network, sandbox.private_tmp, sandbox.extra_args)
-    options = bwrap_args(real, cwd=bound[0], network=network, uid=uid, gid=gid)
+    shown = program_dirs(argv, start, env)
+    options = bwrap_args(real, cwd=bound[0], network=network, uid=uid, gid=gid, program_dirs=shown)
     return Plan((path, *options, "--", *argv), tuple(options), allowed, network, bound)
 
 
