@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import os
 import shutil
 import subprocess
@@ -214,7 +215,8 @@ def bwrap_args(
 
 def program_dirs(argv: Sequence[str], cwd: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The directories right under ``/tmp`` that hold the program (found as execvp would find it, symlinks
-    followed) or an existing path named on its command line: what a private ``/tmp`` must not hide from it.
+    followed), an existing path named on its command line, or for ``python -m tinyacp.…`` (the demo agent) this
+    package: what a private ``/tmp`` must not hide from it.
 
     Only ``/tmp``'s own entries are named (``/tmp/tmp.x1y2`` for ``/tmp/tmp.x1y2/venv/bin/python``), read-only:
     the program reads its own files there, as it would anywhere else on a read-only ``/``.
@@ -224,7 +226,10 @@ def program_dirs(argv: Sequence[str], cwd: str, env: Mapping[str, str] | None = 
     if program and os.sep not in program:
         search = (env if env is not None else os.environ).get("PATH", os.defpath)
         program = shutil.which(program, mode=os.F_OK, path=search) or program
-    for word in (program, *argv[1:]):
+    words = [program, *argv[1:]]
+    if any(a == "-m" and b.split(".")[0] == "tinyacp" for a, b in itertools.pairwise(argv)):
+        words.append(os.path.dirname(os.path.abspath(__file__)))  # the demo agent: this package, where it lies
+    for word in words:
         if not word or "\0" in word:
             continue
         path = word if os.path.isabs(word) else os.path.join(cwd, word)
