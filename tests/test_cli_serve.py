@@ -11,26 +11,11 @@ from typing import Any
 
 import pytest
 
-from helpers import INIT_RESULT, end_turn
+from helpers import agent_request as request
+from helpers import turn_steps as steps
 from helpers.cli import Cli, Terminal, json_events
 
 pytestmark = pytest.mark.smoke
-
-
-def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
-    return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
-
-
-def steps(*middle: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": INIT_RESULT},
-        {"op": "expect", "method": "session/new"},
-        {"op": "reply", "result": {"sessionId": "s1"}},
-        {"op": "expect", "method": "session/prompt"},
-        *middle,
-        end_turn(),
-    ]
 
 
 def answers(cli: Cli, name: str = "agent") -> dict[int, dict[str, Any]]:

@@ -19,6 +19,8 @@ import pytest
 
 import tinyacp
 from helpers import INIT_RESULT, Recorder, Scripted, end_turn, wait_for
+from helpers import agent_request as request
+from helpers import turn_steps as steps
 from helpers.schema import check_client_line
 
 PARTS = {
@@ -80,22 +82,6 @@ class ServeRecorder(Recorder):
 
     def decisions(self) -> list[tinyacp.ServeRequest]:
         return self.of("serve_decision")
-
-
-def request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
-    return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
-
-
-def steps(*middle: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"op": "expect", "method": "initialize"},
-        {"op": "reply", "result": INIT_RESULT},
-        {"op": "expect", "method": "session/new"},
-        {"op": "reply", "result": {"sessionId": "s1"}},
-        {"op": "expect", "method": "session/prompt"},
-        *middle,
-        end_turn(),
-    ]
 
 
 def run_turn(  # noqa: PLR0917  the tests pass the turn's parts in order

@@ -62,6 +62,24 @@ def end_turn(reason: str = "end_turn") -> dict[str, Any]:
     return {"op": "reply", "result": {"stopReason": reason}}
 
 
+def agent_request(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+    """A scripted agent's request to the client in session ``s1`` (a served file or terminal, a question)."""
+    return {"op": "request", "id": request_id, "method": method, "params": {"sessionId": "s1", **params}}
+
+
+def turn_steps(*middle: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted agent's whole run: ``initialize``, session ``s1``, one turn doing ``middle``, then its end."""
+    return [
+        {"op": "expect", "method": "initialize"},
+        {"op": "reply", "result": INIT_RESULT},
+        {"op": "expect", "method": "session/new"},
+        {"op": "reply", "result": {"sessionId": "s1"}},
+        {"op": "expect", "method": "session/prompt"},
+        *middle,
+        end_turn(),
+    ]
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
     """Poll a condition until it holds; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
