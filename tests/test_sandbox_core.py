@@ -27,7 +27,7 @@ def pairs(args: list[str], option: str) -> list[tuple[str, str]]:
 
 
 def test_the_agent_runs_unprivileged_in_new_namespaces_that_die_with_us() -> None:
-    args = _sandbox.bwrap_args(tinyacp.Bubblewrap(), cwd="/work/p", network=True, uid=1000, gid=1000)
+    args = _sandbox.bwrap_args(tinyacp.Bubblewrap(), cwd="/srv/p", network=True, uid=1000, gid=1000)
     for flag in ("--unshare-user", "--unshare-pid", "--die-with-parent", "--new-session"):
         assert flag in args
     assert args[args.index("--uid") + 1] == "1000"
@@ -47,18 +47,18 @@ def test_root_is_mapped_to_an_unprivileged_uid(monkeypatch: pytest.MonkeyPatch) 
 
 def test_the_filesystem_is_read_only_but_for_the_cwd_and_the_writable_roots_bound_last() -> None:
     sandbox = tinyacp.Bubblewrap(writable=["/data/out"])
-    args = _sandbox.bwrap_args(sandbox, cwd="/work/p", roots=["/state/agent"], network=True)
+    args = _sandbox.bwrap_args(sandbox, cwd="/srv/p", roots=["/state/agent"], network=True)
     assert pairs(args, "--ro-bind")[0] == ("/", "/")
-    binds = [("/work/p", "/work/p"), ("/state/agent", "/state/agent"), ("/data/out", "/data/out")]
+    binds = [("/srv/p", "/srv/p"), ("/state/agent", "/state/agent"), ("/data/out", "/data/out")]
     assert pairs(args, "--bind") == binds
     # Later mounts lie on top: the private /tmp and the emptied /run come before the writable roots.
     assert args.index("/tmp") < args.index("--bind")
     assert tuple(args[args.index("/run") - 1 : args.index("/run") + 1]) == ("--tmpfs", "/run")
-    assert args[args.index("--chdir") + 1] == "/work/p"
+    assert args[args.index("--chdir") + 1] == "/srv/p"
 
 
 def test_readable_shows_only_the_system_and_the_paths_given() -> None:
-    args = _sandbox.bwrap_args(tinyacp.Bubblewrap(readable=["/srv/docs"]), cwd="/work/p", network=True)
+    args = _sandbox.bwrap_args(tinyacp.Bubblewrap(readable=["/srv/docs"]), cwd="/srv/p", network=True)
     assert ("/", "/") not in pairs(args, "--ro-bind")
     assert ("/srv/docs", "/srv/docs") in pairs(args, "--ro-bind")
     assert {source for source, _ in pairs(args, "--ro-bind-try")} >= {"/usr", "/etc", "/lib"}
@@ -113,18 +113,18 @@ def test_relative_writable_paths_are_taken_from_the_current_directory() -> None:
 @pytest.mark.parametrize(
     ("path", "inside"),
     [
-        ("/work/p", True),
-        ("/work/p/", True),
-        ("/work/p/sub/dir", True),
-        ("/work/p/../p/x", True),
-        ("/work/project", False),  # a sibling that shares the prefix
-        ("/work", False),
-        ("/work/p/../q", False),
+        ("/srv/p", True),
+        ("/srv/p/", True),
+        ("/srv/p/sub/dir", True),
+        ("/srv/p/../p/x", True),
+        ("/srv/project", False),  # a sibling that shares the prefix
+        ("/srv", False),
+        ("/srv/p/../q", False),
         ("/etc", False),
     ],
 )
 def test_within_compares_whole_path_components(path: str, inside: bool) -> None:
-    assert _sandbox.within(path, ["/work/p", "/state"]) is inside
+    assert _sandbox.within(path, ["/srv/p", "/state"]) is inside
 
 
 def conversation(roots: tuple[str, ...] | None) -> Conversation:
@@ -147,7 +147,7 @@ def conversation(roots: tuple[str, ...] | None) -> Conversation:
 
 @pytest.mark.parametrize("method", ["new", "load", "resume", "fork"])
 def test_a_session_outside_the_roots_is_refused_before_anything_is_written(method: str) -> None:
-    core = conversation(("/work/p",))
+    core = conversation(("/srv/p",))
 
     def call(cwd: str, extra: Sequence[str]) -> Call[Any]:
         if method == "new":
@@ -158,14 +158,14 @@ def test_a_session_outside_the_roots_is_refused_before_anything_is_written(metho
             return core.resume_session("s", cwd, additional_directories=extra)
         return core.fork_session("s", cwd, additional_directories=extra)
 
-    with pytest.raises(tinyacp.OutsideSandbox, match="'/work/other' lies outside"):
-        call("/work/other", ())
+    with pytest.raises(tinyacp.OutsideSandbox, match="'/srv/other' lies outside"):
+        call("/srv/other", ())
     with pytest.raises(tinyacp.OutsideSandbox, match="additional directory '/etc'"):
-        call("/work/p", ["/work/p/sub", "/etc"])
+        call("/srv/p", ["/srv/p/sub", "/etc"])
     assert isinstance(tinyacp.OutsideSandbox("x"), tinyacp.UsageError)
     # Nothing was sent for the refused calls, so the next one is accepted and goes out.
-    message = call("/work/p/sub", ["/work/p"])
-    assert b'"cwd":"/work/p/sub"' in message.message.raw
+    message = call("/srv/p/sub", ["/srv/p"])
+    assert b'"cwd":"/srv/p/sub"' in message.message.raw
 
 
 def test_without_a_sandbox_any_directory_is_sent() -> None:

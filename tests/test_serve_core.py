@@ -220,7 +220,7 @@ def _core(serve: Serve, policy: PermissionPolicy | None = None) -> Conversation:
     )
 
 
-def _opened(driver: ServeDriver, cwd: str = "/work") -> None:
+def _opened(driver: ServeDriver, cwd: str = "/srv") -> None:
     call = driver.core.new_session(cwd)
     driver.send(call.message)
     driver.feed(line({"jsonrpc": "2.0", "id": call.message.id, "result": {"sessionId": "s1"}}))
@@ -239,7 +239,7 @@ def test_a_write_is_recorded_decided_and_recorded_again_before_it_is_done(piece:
     )
     _opened(driver)
     driver.events.clear()
-    driver.feed(_request("w1", "fs/write_text_file", path="/work/a.txt", content="new"))
+    driver.feed(_request("w1", "fs/write_text_file", path="/srv/a.txt", content="new"))
     assert driver.names() == [
         "on_message",
         "act:check",
@@ -250,7 +250,7 @@ def test_a_write_is_recorded_decided_and_recorded_again_before_it_is_done(piece:
         "write",
     ]
     check = driver.of("act:check")[0]
-    assert check.roots == ("/work", "/extra")
+    assert check.roots == ("/srv", "/extra")
     (decision,) = driver.of("on_serve_decision")
     assert (decision.allowed, decision.decided_by, decision.size) == (True, "policy", 3)
     assert driver.of("act:write")[0].content == "new"
@@ -273,7 +273,7 @@ def test_a_refusal_by_confinement_asks_no_one_and_does_nothing(piece: int | None
 
 def test_an_unknown_session_is_refused(piece: int | None) -> None:
     driver = ServeDriver(_core(Serve(read=True)), piece, {}, True)
-    driver.feed(_request(4, "fs/read_text_file", path="/work/a"))
+    driver.feed(_request(4, "fs/read_text_file", path="/srv/a"))
     assert driver.names() == ["on_message", "on_serve_decision", "on_send", "write"]
     assert driver.writes()[0]["error"]["code"] == -32001
 
@@ -308,7 +308,7 @@ def test_a_method_not_served_is_still_method_not_found(piece: int | None) -> Non
     driver = ServeDriver(_core(Serve(read=True)), piece, {}, True)
     _opened(driver)
     driver.events.clear()
-    driver.feed(_request(1, "fs/write_text_file", path="/work/a", content="x"))
+    driver.feed(_request(1, "fs/write_text_file", path="/srv/a", content="x"))
     driver.feed(_request(2, "terminal/create", command="ls"))
     assert [answer["error"]["code"] for answer in driver.writes()] == [-32601, -32601]
     assert driver.of("on_serve_decision") == []
