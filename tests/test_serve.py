@@ -110,6 +110,14 @@ def run_turn(  # noqa: PLR0917  the tests pass the turn's parts in order
     return {message["id"]: message for message in agent.received() if "method" not in message and "id" in message}
 
 
+def run_commands(
+    make_client: Callable[..., Any], agent: Scripted, cwd: Path, observer: tinyacp.BaseObserver
+) -> dict[int, dict[str, Any]]:
+    """One turn with terminals served and every command allowed by kind: the client's answers, by id."""
+    serve, policy = tinyacp.Serve(terminal=True), tinyacp.PermissionPolicy(kinds=["execute"])
+    return run_turn(make_client, agent, cwd, serve, observer, policy)
+
+
 def check_answers(recorder: Recorder) -> None:
     """Every answer to a served request validates against the v1 schema (its result part, or Error)."""
     methods = {message.id: message.method for message in recorder.of("message") if message.method in PARTS}
@@ -382,14 +390,7 @@ def test_a_command_runs_through_a_served_terminal_and_everything_answers_by_the_
         )
     )
     recorder = ServeRecorder()
-    answers = run_turn(
-        make_client,
-        agent,
-        tmp_path,
-        tinyacp.Serve(terminal=True),
-        recorder,
-        tinyacp.PermissionPolicy(kinds=["execute"]),
-    )
+    answers = run_commands(make_client, agent, tmp_path, recorder)
     assert answers[1]["result"] == {"terminalId": "term-1"}
     assert answers[2]["result"] == {"exitCode": 3, "signal": None}
     assert answers[3]["result"] == {
@@ -475,14 +476,7 @@ def test_kill_while_wait_for_exit_is_pending_stops_the_group_and_answers_the_wai
         )
     )
     recorder = ServeRecorder()
-    answers = run_turn(
-        make_client,
-        agent,
-        tmp_path,
-        tinyacp.Serve(terminal=True),
-        recorder,
-        tinyacp.PermissionPolicy(kinds=["execute"]),
-    )
+    answers = run_commands(make_client, agent, tmp_path, recorder)
     assert answers[2]["result"]["signal"] in ("SIGTERM", "SIGKILL"), answers[2]
     assert answers[4]["result"]["exitStatus"] == answers[2]["result"]
     for pid in map(int, pidfile.read_text().split()):
@@ -573,14 +567,7 @@ def test_huge_output_is_kept_bounded_truncated_from_the_start_at_a_character_bou
         )
     )
     recorder = ServeRecorder()
-    answers = run_turn(
-        make_client,
-        agent,
-        tmp_path,
-        tinyacp.Serve(terminal=True),
-        recorder,
-        tinyacp.PermissionPolicy(kinds=["execute"]),
-    )
+    answers = run_commands(make_client, agent, tmp_path, recorder)
     result = answers[3]["result"]
     assert result["truncated"] is True
     assert result["output"].endswith("END") and set(result["output"][:-3]) == {"€"}
@@ -607,14 +594,7 @@ def test_a_flood_of_terminal_output_is_answered_with_memory_bounded(
         )
     )
     recorder = _Counting()
-    answers = run_turn(
-        make_client,
-        agent,
-        tmp_path,
-        tinyacp.Serve(terminal=True),
-        recorder,
-        tinyacp.PermissionPolicy(kinds=["execute"]),
-    )
+    answers = run_commands(make_client, agent, tmp_path, recorder)
     outputs = [answers[i]["result"]["output"] for i in range(1000, 3000)]
     assert all(len(output) == 200_000 for output in outputs)
     assert recorder.sent == 2000 + 3
@@ -685,14 +665,7 @@ def test_the_command_gets_a_minimal_environment_and_the_agents_entries(
             request(4, "terminal/release", terminalId="term-1"),
         )
     )
-    answers = run_turn(
-        make_client,
-        agent,
-        tmp_path,
-        tinyacp.Serve(terminal=True),
-        ServeRecorder(),
-        tinyacp.PermissionPolicy(kinds=["execute"]),
-    )
+    answers = run_commands(make_client, agent, tmp_path, ServeRecorder())
     env = json.loads(answers[3]["result"]["output"])
     assert env["MINE"] == "yes" and env["TERM"] == "dumb"
     assert "TINYACP_TEST_TOKEN" not in env
