@@ -260,3 +260,17 @@ def test_the_tracing_benchmark_runs_every_row() -> None:
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     rows = [line.split("|")[1].strip() for line in done.stdout.decode().splitlines() if line.startswith("| ")]
     assert rows[1:] == ["off", "on", "on-tools", "baseline"]
+
+
+def test_the_update_cost_benchmark_runs_every_row_and_the_core_takes_the_whole_flood() -> None:
+    done = run_benchmark("update_cost", "--quick")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    rows = [line.split("|")[1].strip() for line in done.stdout.decode().splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "`bare`",
+        "`split + decode`",
+        "`+ Update`",
+        "`+ observer call`",
+        "`+ Update, in C`",
+        "`Conversation`",
+    ]
