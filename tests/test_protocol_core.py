@@ -34,6 +34,7 @@ from tinyacp import (
     TurnUsage,
     UsageError,
 )
+from tinyacp._conversation import MAX_STRAY_SESSIONS
 
 pytestmark = pytest.mark.core  # the first layer: no process, no I/O (`pytest -m core`)
 
@@ -335,6 +336,33 @@ def test_a_session_answer_is_typed_and_an_option_of_an_unknown_type_is_kept(piec
     assert (dial.type, dial.current_value) == ("slider", 3)
     state = driver.core.session_state(SESSION)
     assert (state.modes, state.config_options) == (session.modes, session.config_options)
+
+
+def test_an_agent_naming_endless_sessions_leaves_only_the_latest_few_and_the_open_ones_state(
+    piece: int | None,
+) -> None:
+    driver = opened(piece)
+    core = driver.core
+    init = [{"name": "init", "description": "d"}]
+    commands = {"sessionUpdate": "available_commands_update", "availableCommands": init}
+    driver.feed(update({"sessionUpdate": "current_mode_update", "currentModeId": "code"}))
+    for number in range(5_000):
+        driver.feed(update(commands, session=f"stray-{number}"))
+    assert len(driver.events) == 5_001  # every update was recorded
+    state = core.session_state(SESSION)  # the session this client opened keeps its state
+    assert state.modes is not None and state.modes.current_mode_id == "code"
+    kept = [f"stray-{number}" for number in range(5_000 - MAX_STRAY_SESSIONS, 5_000)]
+    assert [core.session_state(stray).available_commands[0].name for stray in kept] == ["init"] * MAX_STRAY_SESSIONS
+    with pytest.raises(UsageError, match="stray-0"):
+        core.session_state("stray-0")
+    # A session's updates that came before the answer opening it are kept when it opens, and it is no stray then.
+    driver.feed(update(commands, session="s2"))
+    session = call(driver, core.new_session("/work").message, {"sessionId": "s2"})
+    assert isinstance(session, Session)
+    assert [command.name for command in core.session_state("s2").available_commands] == ["init"]
+    for number in range(100):
+        driver.feed(update(commands, session=f"later-{number}"))
+    assert [command.name for command in core.session_state("s2").available_commands] == ["init"]
 
 
 def test_mode_option_and_command_updates_change_the_state_only_once_recorded(piece: int | None) -> None:

@@ -119,6 +119,10 @@ _JOIN_EVERY: Final = 1024
 """The kept reply text is joined into one string every time this many more parts were kept."""
 
 _ENDS_A_RUN: Final = frozenset({CurrentModeUpdate, ConfigOptionUpdate, AvailableCommandsUpdate, UsageUpdate})
+MAX_STRAY_SESSIONS: Final = 8
+"""Sessions this client did not open whose state (mode, config options, commands) it keeps from updates: the
+session a ``session/new`` or ``session/load`` in flight opens, whose updates may come before its answer, is one.
+Past it the one updated longest ago is forgotten, however many session ids an agent names."""
 """Updates whose effect an observer may see (the session's state, the usage): a run of updates ends after one."""
 
 
@@ -244,7 +248,7 @@ class Conversation:
         ValueError: ``max_update_bytes`` is larger than the reader's line limit.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0915  one statement per piece of the conversation's state, each documented
         self,
         *,
         epoch: int,
@@ -279,6 +283,9 @@ class Conversation:
         self._pending: _Pending | None = None
         self._turn: _Turn | None = None
         self._sessions: dict[str, SessionState] = {}
+        self._strays: dict[str, None] = {}
+        """The sessions of ``_sessions`` not opened here, the one updated longest ago first (see
+        :data:`MAX_STRAY_SESSIONS`)."""
         self._children: dict[str, tuple[str, str, int]] = {}
         """Each child session announced by a ``subagent_update`` (since the last turn ended, within the subagent
         limits): the session that announced it, its root (the first session up its chain that is no known child,
@@ -712,6 +719,7 @@ class Conversation:
         self._sessions[session.id] = SessionState(
             session.id, session.modes, session.config_options, session.models, commands
         )
+        self._strays.pop(session.id, None)
         return session
 
     def _loaded(self, result: msgspec.Raw, session_id: str) -> LoadedSession:
@@ -719,8 +727,19 @@ class Conversation:
         self._loading = None
         return LoadedSession(self._opened(result, session_id), replayed)
 
+    def _stray(self, session_id: str) -> None:
+        """An update changed the state of a session not opened here: keep it among the last few such."""
+        strays = self._strays
+        strays.pop(session_id, None)
+        strays[session_id] = None
+        if len(strays) > MAX_STRAY_SESSIONS:
+            oldest = next(iter(strays))
+            del strays[oldest]
+            del self._sessions[oldest]
+
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        self._strays.pop(session_id, None)
         if self._roots.pop(session_id, None) is not None:
             self.ended_sessions.append(session_id)
 
@@ -929,6 +948,8 @@ class Conversation:
             self._replayed += 1
         if cls is CurrentModeUpdate or cls is ConfigOptionUpdate or cls is AvailableCommandsUpdate:
             self._sessions[session_id] = _applied(self._state(session_id), payload)
+            if session_id not in self._roots:
+                self._stray(session_id)
         elif cls is SubagentUpdate:
             self._announced(session_id, payload, turn)  # type: ignore[arg-type]  # checked by its class
         elif cls is ToolCall or cls is ToolCallUpdate:
