@@ -217,6 +217,22 @@ def test_invalid_options_are_refused_before_anything_starts(
         make_client(**options)
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"command": ["agent", "--flag\0"]}, r"command\[1\] .* NUL byte"),
+        ({"command": ["agent"], "cwd": "/srv/work\0/x"}, r"cwd .* NUL byte"),
+        ({"command": ["agent"], "env": {"TOKEN": "abc\0def"}}, r"env\['TOKEN'\] holds a NUL byte"),
+        ({"command": ["agent"], "env": {"A=B": "1"}}, r"env name 'A=B'"),
+        ({"command": ["agent"], "env": {"": "1"}}, r"env name ''"),
+    ],
+    ids=["argument", "cwd", "env-value", "env-name-equals", "env-name-empty"],
+)
+def test_what_no_program_can_be_given_is_refused_naming_where_it_is(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        tinyacp.Options(observer=tinyacp.BaseObserver(), **options)
+
+
 def test_env_none_inherits_ours_and_a_mapping_is_the_whole_environment(
     make_client: MakeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

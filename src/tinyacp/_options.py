@@ -72,8 +72,10 @@ class Options:
             OpenTelemetry API is loaded, else none. A call's own ``meta`` with a ``traceparent`` wins for that call.
 
     Raises:
-        ValueError: an empty command; an epoch that is not an int from 1 to 2**53 - 1; a grace or timeout
-            that is not a number of seconds from 0 to 1,000,000 (nan, inf, -1, 1e300, a str);
+        ValueError: an empty command; a NUL byte in an argument, in ``cwd`` or in ``env``, or an ``env`` name that
+            is empty or holds ``=`` (no process can be started with one); an epoch that is not an int from 1 to
+            2**53 - 1; a grace or timeout that is not a number of seconds from 0 to 1,000,000 (nan, inf, -1,
+            1e300, a str);
             ``supervise=True`` where it cannot work (not Linux, no /proc): the caller asked for a guarantee,
             so it is refused rather than silently dropped.
         TypeError: ``command`` is a single string rather than an argv sequence, or ``features``,
@@ -108,6 +110,7 @@ class Options:
         if not command or not all(isinstance(arg, str) for arg in command):
             raise ValueError("command must be a non-empty sequence of strings, program first")
         object.__setattr__(self, "command", command)
+        _check_startable(command, self.cwd, self.env)
         check_count("epoch", self.epoch, 1, MAX_SAFE_INT)
         for name, kind in (
             ("features", ClientFeatures),
@@ -131,6 +134,29 @@ class Options:
             problem = available()
             if problem is not None:
                 raise ValueError(problem)
+
+
+def _check_startable(
+    command: tuple[str, ...], cwd: str | os.PathLike[str] | None, env: Mapping[str, str] | None
+) -> None:
+    """Refuse, before anything starts, what the operating system cannot pass to a program: said with where it is,
+    rather than ``embedded null byte`` from deep in the spawn.
+
+    Raises:
+        ValueError: a NUL byte in an argument, ``cwd``, an ``env`` name or value; an ``env`` name empty or with ``=``.
+    """
+    for index, arg in enumerate(command):
+        if "\0" in arg:
+            raise ValueError(f"command[{index}] ({arg!r}) holds a NUL byte, which no program's argument can carry")
+    if cwd is not None and b"\0" in os.fsencode(cwd):
+        raise ValueError(f"cwd ({cwd!r}) holds a NUL byte, which no path can carry")
+    for name, value in (env or {}).items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            continue  # the spawn says what is wrong with a name or value that is no str
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"env name {name!r} is not one a program can be given: empty, or with '=' or a NUL byte")
+        if "\0" in value:
+            raise ValueError(f"env[{name!r}] holds a NUL byte, which no environment variable can carry")
 
 
 NO_OBSERVER = (
