@@ -201,14 +201,14 @@ def test_every_secret_is_gone_from_a_recorded_line_whatever_their_overlap(values
 def test_any_number_argument_is_a_bounded_value_or_an_argument_error(text: str) -> None:
     import argparse
 
-    from tinyacp.cli import _concurrency, _count, _positive, _seconds, _size
+    from tinyacp.cli.shared._args import concurrency, count, positive, seconds, size
 
     for parse, least, most in (
-        (_size, 1, 1 << 30),
-        (_seconds, 0, 1_000_000),
-        (_count, 0, 1_000_000),
-        (_positive, 1, 1_000_000),
-        (_concurrency, 1, 10_000),
+        (size, 1, 1 << 30),
+        (seconds, 0, 1_000_000),
+        (count, 0, 1_000_000),
+        (positive, 1, 1_000_000),
+        (concurrency, 1, 10_000),
     ):
         try:
             value = parse(text)

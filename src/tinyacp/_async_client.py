@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _calls
-from ._calls import CallSpec, method_of, streaming
+from ._calls import method_of, streaming
 from ._driver import WaitFor
 from ._errors import ClientBusy
 from ._log import CLIENT as _log
@@ -30,7 +30,7 @@ from ._options import Options
 from ._process import AgentProcess
 from ._records import Update
 from ._requests import Meta
-from ._shell import ShellBase, Steps, StreamBase
+from ._shell import CallSpec, ShellBase, Steps, StreamBase
 
 __all__ = ["AsyncClient", "AsyncPromptStream"]
 

@@ -1,7 +1,7 @@
 """The public calls of both clients, each written once: its signature, its docstring and what it asks the core for.
 
-A call here takes the client and returns a :class:`CallSpec`: how to build the request in the core, its timeout,
-whether it is a prompt. Each shell makes it a method with its own small adapter (``blocking`` in
+A call here takes the client and returns a :class:`~tinyacp._shell.CallSpec`: how to build the request in the core,
+its timeout, whether it is a prompt. Each shell makes it a method with its own small adapter (``blocking`` in
 :mod:`tinyacp._client` waits for the answer; ``awaitable`` in :mod:`tinyacp._async_client` awaits it;
 ``streaming`` in each returns that shell's prompt stream, which runs the call), and :func:`method_of` gives that
 method the call's name, docstring and signature. So ``Client.new_session`` and ``AsyncClient.new_session`` take
@@ -16,9 +16,8 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._bounds import check_timeout
 from ._conversation import Call, Meta
 from ._messages import (
     AnyMcpServer,
@@ -31,37 +30,10 @@ from ._messages import (
     SystemPrompt,
 )
 from ._records import PromptResult
-from ._shell import ShellBase
+from ._shell import CallSpec, ShellBase
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class CallSpec(Generic[T]):
-    """One public call, as both shells run it: built in the core once the client is held, then driven.
-
-    Made when the call is made, so a bad ``timeout`` is refused there, before the client is held or anything is
-    written (a prompt stream's too, before it is iterated).
-
-    Raises:
-        ValueError: ``timeout`` is not None nor a number of seconds from 0 to ``MAX_SECONDS``.
-    """
-
-    __slots__ = ("build", "notification", "prompt", "timeout")
-
-    def __init__(
-        self,
-        build: Callable[[], Call[T]],
-        timeout: float | None,
-        *,
-        prompt: bool = False,
-        notification: bool = False,
-    ) -> None:
-        self.build = build
-        self.timeout = check_timeout("timeout", timeout)
-        self.prompt = prompt
-        self.notification = notification
-        """The call is a notification: written (within ``cancel_grace``), with no answer to wait for."""
 
 
 _SPEC = f"{CallSpec.__name__}["

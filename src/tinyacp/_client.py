@@ -19,13 +19,13 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _calls
-from ._calls import CallSpec, method_of, streaming
+from ._calls import method_of, streaming
 from ._driver import WaitFor
 from ._errors import ClientBusy, ObserverError
 from ._options import Options
 from ._records import Update
 from ._requests import Meta
-from ._shell import ShellBase, Steps, StreamBase, run_blocking
+from ._shell import CallSpec, ShellBase, Steps, StreamBase, run_blocking
 
 __all__ = ["Client", "PromptStream"]
 

@@ -5,7 +5,7 @@ holds everything both shells do alike: the one run loop (:meth:`ShellBase._run`,
 exhaustively and does each the shell's way), a call from holding the client to releasing it, what a failed call
 raises and whether it tears the agent down, what a close records before the teardown, and where a cancel asked
 for between calls goes. :class:`StreamBase` is what both prompt streams share. The public calls themselves are
-written once, in :mod:`tinyacp._calls`.
+written once, in :mod:`tinyacp._calls`, each as the :class:`CallSpec` that a shell runs.
 
 The run loop is a coroutine. The asyncio shell awaits it; the sync shell's waits block instead of suspending it,
 so :func:`run_blocking` runs it to its end in one step. What differs between the shells is only how they wait
@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar, assert_never, cast
 
+from ._bounds import check_timeout
 from ._conversation import (
     ON_ELICITATION,
     ON_MESSAGE,
@@ -31,6 +32,7 @@ from ._conversation import (
     ON_SERVE,
     ON_SERVE_DECISION,
     ON_UPDATE,
+    Call,
     Conversation,
 )
 from ._driver import ON_FLUSH, Await, CallDriver, Checkpoint, Driven, Gone, Step, WaitFor
@@ -54,7 +56,6 @@ from ._trace_context import agent_env, process_context, request_tracer
 from .reader import LineReader
 
 if TYPE_CHECKING:
-    from ._calls import CallSpec
     from ._services import Services
 
 T = TypeVar("T")
@@ -88,6 +89,33 @@ class Finished(Generic[T]):
 
     def __init__(self, value: T) -> None:
         self.value = value
+
+
+class CallSpec(Generic[T]):
+    """One public call, as both shells run it: built in the core once the client is held, then driven.
+
+    Made when the call is made, so a bad ``timeout`` is refused there, before the client is held or anything is
+    written (a prompt stream's too, before it is iterated).
+
+    Raises:
+        ValueError: ``timeout`` is not None nor a number of seconds from 0 to ``MAX_SECONDS``.
+    """
+
+    __slots__ = ("build", "notification", "prompt", "timeout")
+
+    def __init__(
+        self,
+        build: Callable[[], Call[T]],
+        timeout: float | None,
+        *,
+        prompt: bool = False,
+        notification: bool = False,
+    ) -> None:
+        self.build = build
+        self.timeout = check_timeout("timeout", timeout)
+        self.prompt = prompt
+        self.notification = notification
+        """The call is a notification: written (within ``cancel_grace``), with no answer to wait for."""
 
 
 def resolve_callbacks(observer: object | None) -> dict[str, Callable[..., Any] | None]:

@@ -5,8 +5,9 @@
   registry's shape, read and started).
 - Talking to one, for every command that starts an agent: ``_session`` (opening a session: login, continue,
   fork, its mode, model and options), ``_explain`` (why an agent failed, in words).
-- ``tinyacp agents``: ``_list``; ``tinyacp agents --check``: ``_check``; ``tinyacp probe``: ``_probe``; what
-  an answer to ``initialize`` offers, as ``probe`` and ``--check`` report it: ``_offers``.
+- The command line of ``probe`` and ``agents``: ``_args``. ``tinyacp agents``: ``_list``; ``tinyacp agents
+  --check``: ``_check``; ``tinyacp probe``: ``_probe``; what an answer to ``initialize`` offers, as ``probe`` and
+  ``--check`` report it: ``_offers``.
 
-This ``__init__`` imports nothing: a subcommand imports the module it needs.
+This ``__init__`` imports nothing: the parser reads ``_args`` alone, and a subcommand imports the module it needs.
 """
