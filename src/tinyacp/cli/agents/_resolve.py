@@ -163,6 +163,12 @@ class AgentSpec:
         return tuple(state_dirs(self.sandbox.writable or (), {**os.environ, **self.env}))
 
     @property
+    def downloads(self) -> bool:
+        """Whether its first start fetches a package (``npx``, ``uvx``): its entry's launcher, which a command line
+        of one's own gets from its first word (``bunx`` and ``pnpm dlx`` included)."""
+        return self.launcher in ("npx", "uvx")
+
+    @property
     def key(self) -> str:
         """Who the agent is in the index of sessions: its name, or its command line when it has none."""
         return shlex.join(self.command) if self.source in ("--agent", "--agent-command") else self.name

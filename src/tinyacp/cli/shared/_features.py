@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._features import ClientFeatures
 from ..._permissions import PermissionPolicy, has_rules
 
-__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
+if TYPE_CHECKING:
+    from ..agents._resolve import AgentSpec
+
+__all__ = ["COMMAND_FEATURES", "agent_policy", "newer_offers", "permission_policy", "providers_of"]
 
 COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
 """What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
@@ -77,13 +80,13 @@ def permission_policy(
     )
 
 
-def rule_notes(name: str, notes: Iterable[str], policy: PermissionPolicy) -> list[str]:
-    """The agent's behaviour notes, one line each, when it is started with a permission rule: what it does that
-    the rule does not decide (none when there is no rule: then every request is rejected, and the agent's own
-    habits are its own)."""
-    if not has_rules(policy):
-        return []
-    return [f"note on {name}: {note}" for note in notes]
+def agent_policy(args: argparse.Namespace, agent: AgentSpec) -> tuple[PermissionPolicy, list[str]]:
+    """The run's policy (:func:`permission_policy`, with the tools ``agent``'s entry allows and denies), and the
+    agent's behaviour notes to say with it, one line each: what it does that a rule does not decide. None without
+    a rule: then every request is rejected, and the agent's own habits are its own."""
+    policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
+    notes = [f"note on {agent.name}: {note}" for note in agent.notes] if has_rules(policy) else []
+    return policy, notes
 
 
 def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] | str:

@@ -12,21 +12,26 @@ import argparse
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
+from ..._errors import SandboxUnavailable
 from ._exit import UsageProblem
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
+    from ..agents._resolve import AgentSpec
     from ..agents._table import SandboxFields
 
 __all__ = [
     "NETWORK_WORDS",
+    "RunSandbox",
     "asked",
     "describe",
     "describe_commands",
     "expand_dir",
     "for_commands",
+    "run_sandbox",
     "sandbox_for",
     "sandbox_of_args",
     "state_dirs",
@@ -121,6 +126,38 @@ def for_commands(sandbox: Bubblewrap | None, args: argparse.Namespace) -> Bubble
 
     writable = [os.path.abspath(path) for path in getattr(args, "writable", None) or ()]
     return dataclasses.replace(sandbox, writable=writable)
+
+
+class RunSandbox(NamedTuple):
+    """The sandboxes of a ``prompt`` or ``chat`` run (all None when it is not sandboxed)."""
+
+    agent: Bubblewrap | None
+    """The agent's (``--sandbox``, or its config entry)."""
+    plan: Plan | None
+    """How bwrap will start the agent in it, as the live line and the journal's epoch record say."""
+    commands: Bubblewrap | None
+    """Its served commands' (:func:`for_commands`)."""
+
+
+def run_sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> RunSandbox:
+    """The run's sandboxes and how bwrap will start the agent, decided before the journal's first record, which
+    says so; a sandbox that cannot be made here starts no agent.
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
+            cannot run here.
+    """
+    env = {**os.environ, **agent.env}
+    sandbox = sandbox_of_args(args, agent.sandbox, env)
+    if sandbox is None:
+        return RunSandbox(None, None, None)
+    commands = for_commands(sandbox, args)
+    from ..._sandbox import plan
+
+    try:  # a missing program is left to the start, which names it as every run does
+        return RunSandbox(sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False), commands)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
 
 
 def describe(plan: Plan) -> str:
