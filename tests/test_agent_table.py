@@ -17,7 +17,8 @@ from referencing import Registry, Resource
 
 from helpers.cli import Cli
 from tinyacp import PermissionPolicy
-from tinyacp.cli.agents._resolve import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
+from tinyacp.cli.agents._load import load_config
+from tinyacp.cli.agents._resolve import ALIASES, BUILTIN_AGENTS, Config, ConfigError, resolve_agent
 from tinyacp.cli.agents._table import TABLE_PATH, launcher_of, platform_target
 from tinyacp.cli.shared._features import agent_policy
 

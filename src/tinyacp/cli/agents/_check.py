@@ -44,8 +44,9 @@ from ..shared._exit import Exit, UsageProblem
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import sandbox_for
 from ._explain import NOT_ACP, explain, stderr_lines
+from ._load import load_config
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
-from ._resolve import AgentSpec, Config, load_config, resolve_agent
+from ._resolve import AgentSpec, Config, resolve_agent
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap

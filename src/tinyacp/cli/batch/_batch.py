@@ -26,7 +26,8 @@ import msgspec
 from ..._errors import BatchEngineError, BatchError
 from ..._files import not_regular, open_regular_binary
 from ..._process import signals_blocked
-from ..agents._resolve import Config, load_config, resolve_agent
+from ..agents._load import load_config
+from ..agents._resolve import Config, resolve_agent
 from ..shared._display import fit, isatty, one_line, print_error, sanitize
 from ..shared._exit import UsageProblem
 from ..shared._features import COMMAND_FEATURES, permission_policy

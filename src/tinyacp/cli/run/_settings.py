@@ -22,7 +22,8 @@ from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
 from ..._serve import Serve
 from ...reader import ReaderLimits
-from ..agents._resolve import AgentSpec, load_config, resolve_agent
+from ..agents._load import load_config
+from ..agents._resolve import AgentSpec, resolve_agent
 from ..agents._session import SessionPlan
 from ..shared._dirs import new_journal
 from ..shared._display import isatty, sanitize
@@ -109,7 +110,8 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
     _check_texts(args, text, transfer_limits.max_message_bytes)
     # What they name, looked up once each.
     cwd = working_directory(args.cwd)
-    agent = resolve_agent(args.agent, load_config(args.config), command=args.agent_command)
+    config = load_config(args.config)
+    agent = resolve_agent(args.agent, config, command=args.agent_command)
     attachments = () if chat else read_attachments(args.file, args.image)
     entry = agent.settings  # the agent's entry in the config file: a flag wins over it
     mcp_config = args.mcp_config if args.mcp_config is not None else entry.mcp_config
