@@ -467,7 +467,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
     _add_sandbox_options(parser)
     _add_serve_options(parser)
-    parser.set_defaults(handler=_lazy("batch._batch", "cmd_batch"))
+    parser.set_defaults(handler=_lazy("batch._command", "cmd_batch"))
 
 
 def _add_sandbox_options(parser: argparse.ArgumentParser) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "NETWORK_WORDS",
     "RunSandbox",
     "asked",
+    "batch_sandbox",
     "describe",
     "describe_commands",
     "expand_dir",
@@ -129,12 +130,13 @@ def for_commands(sandbox: Bubblewrap | None, args: argparse.Namespace) -> Bubble
 
 
 class RunSandbox(NamedTuple):
-    """The sandboxes of a ``prompt`` or ``chat`` run (all None when it is not sandboxed)."""
+    """The sandboxes of a ``prompt``, ``chat`` or ``batch`` run (all None when it is not sandboxed)."""
 
     agent: Bubblewrap | None
     """The agent's (``--sandbox``, or its config entry)."""
     plan: Plan | None
-    """How bwrap will start the agent in it, as the live line and the journal's epoch record say."""
+    """How bwrap will start the agent in it, as the live line and the journal's epoch record say (None for a
+    batch: each turn plans its own agent's start)."""
     commands: Bubblewrap | None
     """Its served commands' (:func:`for_commands`)."""
 
@@ -158,6 +160,28 @@ def run_sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> RunSan
         return RunSandbox(sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False), commands)
     except SandboxUnavailable as exc:
         raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+def batch_sandbox(args: argparse.Namespace, agent: AgentSpec) -> RunSandbox:
+    """The batch's sandboxes: ``--sandbox`` (or the default ``agent``'s config entry), ``--writable``, the network;
+    each agent's own state directories are added to its turns' (``sandbox_writable``).
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, or bwrap cannot run here.
+    """
+    if not asked(args, agent.sandbox):
+        return RunSandbox(None, None, None)
+    from ..._sandbox import check_available, network_on
+    from ..agents._table import SandboxFields
+
+    network = SandboxFields(network=agent.sandbox.network)
+    sandbox = sandbox_for(network, os.environ, writable=args.writable, network=args.sandbox_network)
+    commands = for_commands(sandbox, args)
+    try:
+        check_available(network=network_on(sandbox, True))
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
+    return RunSandbox(sandbox, None, commands)
 
 
 def describe(plan: Plan) -> str:
