@@ -180,7 +180,7 @@ def _flags(**given: Any) -> argparse.Namespace:
 
 def test_behaviour_notes_are_said_only_when_a_permission_rule_is_given() -> None:
     fast = BUILTIN_AGENTS["fast-agent"]
-    policy, notes = agent_policy(_flags(), fast)
+    policy, notes = agent_policy(_flags(), fast.name, fast.allow_tools, fast.deny_tools, fast.notes)
     assert policy == PermissionPolicy() and notes == []
     for given, expected in (
         ({"allow_kind": ["read"]}, PermissionPolicy(kinds={"read"})),
@@ -188,7 +188,7 @@ def test_behaviour_notes_are_said_only_when_a_permission_rule_is_given() -> None
         ({"deny_tool": ["Bash"]}, PermissionPolicy(deny_tools={"Bash"})),
         ({"yes": True}, PermissionPolicy(allow_all=True)),
     ):
-        policy, notes = agent_policy(_flags(**given), fast)
+        policy, notes = agent_policy(_flags(**given), fast.name, fast.allow_tools, fast.deny_tools, fast.notes)
         assert policy == expected
         assert any("without asking for permission" in line for line in notes), policy
 

@@ -85,7 +85,7 @@ def batch_settings(args: argparse.Namespace) -> BatchSettings:
     agent = resolve_agent(args.agent, config)  # None: the config's default_agent, named as coming from the file
     if args.cwd is not None and not Path(args.cwd).is_dir():
         raise UsageProblem(f"--cwd {args.cwd}: not a directory")
-    sandbox = batch_sandbox(args, agent)
+    sandbox = batch_sandbox(args, agent.sandbox)
     return BatchSettings(
         file=args.file,
         out=args.out,

@@ -131,11 +131,11 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         if system_text is None
         else SystemPrompt(system_text, "override" if system_mode == "override" else "append"),
     )
-    policy, notes = agent_policy(args, agent)
+    policy, notes = agent_policy(args, agent.name, agent.allow_tools, agent.deny_tools, agent.notes)
     for line in notes:
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
-    sandbox = run_sandbox(args, agent, cwd)
+    sandbox = run_sandbox(args, agent.sandbox, agent.command, agent.env, cwd)
     startup_timeout = args.startup_timeout  # else the default of the agent's kind: an npx/uvx first start downloads
     if startup_timeout is None:  # the package (two minutes), any other program starts here or is stuck (half a minute)
         startup_timeout = args.download_startup_timeout if agent.downloads else args.local_startup_timeout

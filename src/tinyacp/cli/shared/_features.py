@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..._client import Client
 from ..._errors import TinyAcpError
 from ..._features import ClientFeatures
 from ..._permissions import PermissionPolicy, has_rules
-
-if TYPE_CHECKING:
-    from ..agents._resolve import AgentSpec
 
 __all__ = ["COMMAND_FEATURES", "agent_policy", "newer_offers", "permission_policy", "providers_of"]
 
@@ -80,13 +77,14 @@ def permission_policy(
     )
 
 
-def agent_policy(args: argparse.Namespace, agent: AgentSpec) -> tuple[PermissionPolicy, list[str]]:
-    """The run's policy (:func:`permission_policy`, with the tools ``agent``'s entry allows and denies), and the
-    agent's behaviour notes to say with it, one line each: what it does that a rule does not decide. None without
-    a rule: then every request is rejected, and the agent's own habits are its own."""
-    policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
-    notes = [f"note on {agent.name}: {note}" for note in agent.notes] if has_rules(policy) else []
-    return policy, notes
+def agent_policy(
+    args: argparse.Namespace, name: str, allow_tools: Iterable[str], deny_tools: Iterable[str], notes: Iterable[str]
+) -> tuple[PermissionPolicy, list[str]]:
+    """The run's policy (:func:`permission_policy`, with the tools the agent's entry allows and denies), and the
+    agent's behaviour notes (its entry's ``notes``) to say with it, one line each: what it does that a rule does
+    not decide. None without a rule: then every request is rejected, and the agent's own habits are its own."""
+    policy = permission_policy(args, allow_tools, deny_tools)
+    return policy, [f"note on {name}: {note}" for note in notes] if has_rules(policy) else []
 
 
 def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] | str:

@@ -20,7 +20,6 @@ from ._exit import UsageProblem
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap, Plan
-    from ..agents._resolve import AgentSpec
     from ..agents._table import SandboxFields
 
 __all__ = [
@@ -141,40 +140,43 @@ class RunSandbox(NamedTuple):
     """Its served commands' (:func:`for_commands`)."""
 
 
-def run_sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> RunSandbox:
-    """The run's sandboxes and how bwrap will start the agent, decided before the journal's first record, which
-    says so; a sandbox that cannot be made here starts no agent.
+def run_sandbox(
+    args: argparse.Namespace, fields: SandboxFields, command: Sequence[str], agent_env: Mapping[str, str], cwd: Path
+) -> RunSandbox:
+    """The run's sandboxes (the flags over the agent entry's ``fields``) and how bwrap will start the agent's
+    ``command`` in ``cwd`` with the variables its entry adds (``agent_env``), decided before the journal's first
+    record, which says so; a sandbox that cannot be made here starts no agent.
 
     Raises:
         UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
             cannot run here.
     """
-    env = {**os.environ, **agent.env}
-    sandbox = sandbox_of_args(args, agent.sandbox, env)
+    env = {**os.environ, **agent_env}
+    sandbox = sandbox_of_args(args, fields, env)
     if sandbox is None:
         return RunSandbox(None, None, None)
     commands = for_commands(sandbox, args)
     from ..._sandbox import plan
 
     try:  # a missing program is left to the start, which names it as every run does
-        return RunSandbox(sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False), commands)
+        return RunSandbox(sandbox, plan(sandbox, command, cwd=str(cwd), env=env, find_program=False), commands)
     except SandboxUnavailable as exc:
         raise UsageProblem(f"--sandbox: {exc}") from None
 
 
-def batch_sandbox(args: argparse.Namespace, agent: AgentSpec) -> RunSandbox:
-    """The batch's sandboxes: ``--sandbox`` (or the default ``agent``'s config entry), ``--writable``, the network;
-    each agent's own state directories are added to its turns' (``sandbox_writable``).
+def batch_sandbox(args: argparse.Namespace, fields: SandboxFields) -> RunSandbox:
+    """The batch's sandboxes: ``--sandbox`` (or the default agent's config entry, ``fields``), ``--writable``, the
+    network; each agent's own state directories are added to its turns' (``sandbox_writable``).
 
     Raises:
         UsageProblem: a ``--writable`` that is not a directory, or bwrap cannot run here.
     """
-    if not asked(args, agent.sandbox):
+    if not asked(args, fields):
         return RunSandbox(None, None, None)
     from ..._sandbox import check_available, network_on
     from ..agents._table import SandboxFields
 
-    network = SandboxFields(network=agent.sandbox.network)
+    network = SandboxFields(network=fields.network)
     sandbox = sandbox_for(network, os.environ, writable=args.writable, network=args.sandbox_network)
     commands = for_commands(sandbox, args)
     try:
