@@ -4,7 +4,8 @@ and the config file become it, in one pass.
 :func:`prompt_settings` reads top to bottom. First what the flags say on their own, checked against each other
 (the prompt, the limits, ``--set``, the texts ACP carries); then what they name, looked up once each: the working
 directory, the agent (the config file, then ``--agent`` or ``--agent-command``), the files sent with the prompt,
-the session to open (each flag, else the agent's entry in the config file), the permission policy, the journal.
+the session to open (each flag, else the agent's entry in the config file), the permission policy (and the agent's
+notes), the sandbox, the startup deadline, the journal, what is served, the trace.
 Every usage error comes before the agent starts. A new option of ``prompt`` and ``chat`` is declared in the
 parser (:mod:`tinyacp.cli`), read here, and becomes a field of :class:`PromptSettings`.
 """
@@ -136,8 +137,10 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
     sandbox = run_sandbox(args, agent.sandbox, agent.command, agent.env, cwd)
-    startup_timeout = args.startup_timeout  # else the default of the agent's kind: an npx/uvx first start downloads
-    if startup_timeout is None:  # the package (two minutes), any other program starts here or is stuck (half a minute)
+    # --startup-timeout, else the default of the agent's kind: an npx/uvx first start downloads the package (two
+    # minutes), any other program starts here or is stuck (half a minute).
+    startup_timeout = args.startup_timeout
+    if startup_timeout is None:
         startup_timeout = args.download_startup_timeout if agent.downloads else args.local_startup_timeout
     return PromptSettings(
         agent=agent,
