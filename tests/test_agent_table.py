@@ -3,6 +3,7 @@ entries in the same shape, and the behaviour notes said when a permission rule i
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
@@ -16,9 +17,10 @@ from referencing import Registry, Resource
 
 from helpers.cli import Cli
 from tinyacp import PermissionPolicy
-from tinyacp.cli.agents._resolve import ALIASES, BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
+from tinyacp.cli.agents._load import load_config
+from tinyacp.cli.agents._resolve import ALIASES, BUILTIN_AGENTS, Config, ConfigError, resolve_agent
 from tinyacp.cli.agents._table import TABLE_PATH, launcher_of, platform_target
-from tinyacp.cli.shared._features import rule_notes
+from tinyacp.cli.shared._features import agent_policy
 
 SCHEMAS = Path(__file__).parent / "registry"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -170,17 +172,25 @@ def test_a_config_entry_that_renames_the_program_keeps_the_agents_notes_but_not_
     assert spec.install == BUILTIN_AGENTS["fast-agent"].offline  # uv tool install …, not "uvx fetches it"
 
 
+def _flags(**given: Any) -> argparse.Namespace:
+    """The permission flags of ``prompt``, none given but ``given``."""
+    flags: dict[str, Any] = {"allow_kind": [], "allow_title": [], "allow_tool": [], "deny_tool": [], "yes": False}
+    return argparse.Namespace(**{**flags, **given})
+
+
 def test_behaviour_notes_are_said_only_when_a_permission_rule_is_given() -> None:
     fast = BUILTIN_AGENTS["fast-agent"]
-    assert rule_notes(fast.name, fast.notes, PermissionPolicy()) == []
-    for policy in (
-        PermissionPolicy(kinds={"read"}),
-        PermissionPolicy(tools={"Read"}),
-        PermissionPolicy(deny_tools={"Bash"}),
-        PermissionPolicy(allow_all=True),
+    policy, notes = agent_policy(_flags(), fast.name, fast.allow_tools, fast.deny_tools, fast.notes)
+    assert policy == PermissionPolicy() and notes == []
+    for given, expected in (
+        ({"allow_kind": ["read"]}, PermissionPolicy(kinds={"read"})),
+        ({"allow_tool": ["Read"]}, PermissionPolicy(tools={"Read"})),
+        ({"deny_tool": ["Bash"]}, PermissionPolicy(deny_tools={"Bash"})),
+        ({"yes": True}, PermissionPolicy(allow_all=True)),
     ):
-        lines = rule_notes(fast.name, fast.notes, policy)
-        assert any("without asking for permission" in line for line in lines), policy
+        policy, notes = agent_policy(_flags(**given), fast.name, fast.allow_tools, fast.deny_tools, fast.notes)
+        assert policy == expected
+        assert any("without asking for permission" in line for line in notes), policy
 
 
 def _noted_config(cli: Cli) -> None:

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import tinyacp
 from tinyacp._journal import read_journal
 from tinyacp.batch._items import journal_name, parse_item, read_items
-from tinyacp.cli.agents._resolve import BUILTIN_AGENTS, Config, ConfigError, load_config, resolve_agent
+from tinyacp.cli.agents._load import load_config
+from tinyacp.cli.agents._resolve import BUILTIN_AGENTS, Config, ConfigError, resolve_agent
 from tinyacp.cli.run._mcp import McpConfigError, read_mcp_config
 from tinyacp.cli.shared._index import SessionIndex
 

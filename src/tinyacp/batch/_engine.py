@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Unpack
 
 from .._bounds import MAX_CONCURRENCY, MAX_RETRIES, check_count
-from ._items import Item, ItemSource
+from ._items import Item, ItemSource, journal_path
 from ._plan import FAILURES_KEPT, BatchProgress, BatchSummary, Plan, Run, Tally, cpu_seconds
 from ._preflight import Preflight
 from ._results import ResultsFile, journal_directory
@@ -159,12 +159,15 @@ def _traced(settings: TurnSettings, out: Path) -> contextlib.AbstractContextMana
 
 
 async def _with_retries(run: Run, item: Item, attempt: int) -> TurnRecord:
-    record = await turn(item, run.journals, run.settings, attempt)
-    for extra in range(1, run.retries + 1):
-        if record.ok:
-            break
-        record = await turn(item, run.journals, run.settings, attempt + extra)
-    return record
+    """The item's turn, run again while it is not ok and retries are left: each attempt a new epoch of its
+    journal; the last attempt's record."""
+    path = journal_path(run.journals, item.id)
+    last = attempt + run.retries
+    while True:
+        record = await turn(item, path, run.settings, attempt)
+        if record.ok or attempt == last:
+            return record
+        attempt += 1
 
 
 async def run_local(run: Run) -> None:

@@ -20,7 +20,7 @@ from .._bounds import check_timeout
 from .._errors import BatchItemError
 from .._files import open_regular_binary
 
-__all__ = ["Item", "ItemSource", "item_key", "journal_name", "parse_item", "read_items"]
+__all__ = ["Item", "ItemSource", "item_key", "journal_name", "journal_path", "parse_item", "read_items"]
 
 ItemSource = Iterable[Mapping[str, Any]] | str | os.PathLike[str]
 """What ``run_batch`` takes: dicts, or the path of a JSON Lines file of them."""
@@ -160,3 +160,9 @@ def journal_name(key: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:60].strip("._") or "item"
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{readable}-{digest}.jsonl"
+
+
+def journal_path(journal_dir: Path, item_id: str | int) -> Path:
+    """Where the journal of the item with this id is kept: its :func:`journal_name` in the batch's journal
+    directory (a turn's attempts are its epochs, and a record lost by the engine names it too)."""
+    return journal_dir / journal_name(item_key(item_id))

@@ -50,7 +50,7 @@ import msgspec
 
 from .._errors import BatchEngineError, BatchStorageError
 from .._journal import last_epoch
-from ._items import Item, item_key, journal_name
+from ._items import Item, journal_path
 from ._plan import Run, cpu_seconds
 from ._turn import HOST, PermissionCounts, TurnError, TurnRecord, TurnSettings, agent_of_item, turn
 
@@ -167,11 +167,12 @@ class TurnActor:
     async def run(self, item: Item, attempt: int) -> TurnRecord:
         """Run one turn of the batch (see :meth:`info`) and return its record: a Ray call per turn, for a driver
         that the actors cannot reach (a Ray Client)."""
+        path = journal_path(self._journals, item.id)
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         try:
-            return await turn(item, self._journals, self._settings, attempt, node=self._node)
+            return await turn(item, path, self._settings, attempt, node=self._node)
         finally:
             self._tasks.discard(task)
 
@@ -185,7 +186,9 @@ class TurnActor:
 
         async def one(order: _Order) -> None:
             try:
-                record = await turn(order.item, self._journals, self._settings, order.attempt, node=self._node)
+                item = order.item
+                path = journal_path(self._journals, item.id)
+                record = await turn(item, path, self._settings, order.attempt, node=self._node)
                 done = _Done(order.n, record)
             except Exception as exc:  # never a turn's own failure (that is its record): a bug, sent as such
                 done = _Done(order.n, None, TurnError(type(exc).__name__, str(exc)[:4096]))
@@ -447,7 +450,7 @@ def _connect(ray: Any, address: str | None) -> None:
 
 def _engine_record(run: Run, flight: _Flight, error: TurnError) -> TurnRecord:
     """The record of a turn the engine lost: its journal may hold the start of the attempt."""
-    path = run.journals / journal_name(item_key(flight.item.id))
+    path = journal_path(run.journals, flight.item.id)
     epoch = last_epoch(path)
     return TurnRecord(
         id=flight.item.id,

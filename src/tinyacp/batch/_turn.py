@@ -33,7 +33,7 @@ from .._sandbox import Bubblewrap, check_available, network_on, plan
 from .._serve import Serve, ServeRequest
 from .._startup_watch import StartupWatch, said_of
 from ..reader import ReaderLimits, default_reader_limits
-from ._items import ConfigValue, Item, item_key, journal_name, parse_item
+from ._items import ConfigValue, Item, journal_path, parse_item
 
 if TYPE_CHECKING:
     from .._async_client import AsyncClient
@@ -554,8 +554,8 @@ HOST = socket.gethostname()
 """This machine's name: the ``host`` of the records of the turns it runs."""
 
 
-def _open_journal(journal_dir: Path, path: Path, sync: bool) -> tuple[JsonlJournal, int]:
-    journal_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _open_journal(path: Path, sync: bool) -> tuple[JsonlJournal, int]:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     journal = JsonlJournal(path, sync=sync)
     try:
         # Not fsync'ed on its own: the epoch becomes durable with the turn's first permission decision, with the
@@ -604,7 +604,12 @@ async def _converse(
 def agent_options(
     agent: ResolvedAgent, settings: TurnSettings, cwd: str, observer: Observer, epoch: int = 1
 ) -> Options:
-    """The client's options for ``agent`` in ``cwd``: a turn's, and those of the batch's preflight probe."""
+    """The client's options for ``agent`` in ``cwd``: a turn's, and those of the batch's preflight probe.
+
+    Raises:
+        OSError: a state directory of the agent's sandbox cannot be created (the turn's error).
+    """
+    sandbox = _sandbox_of(agent, settings)  # its state directories first: made where the turn runs
     env = settings.env
     if agent.env:
         env = {**(os.environ if env is None else env), **agent.env}
@@ -622,7 +627,7 @@ def agent_options(
         cancel_grace=settings.cancel_grace,
         supervise=settings.supervise,
         features=settings.features,
-        sandbox=_sandbox_of(agent, settings),
+        sandbox=sandbox,
         serve=settings.serve,
     )
 
@@ -665,13 +670,11 @@ def _error(exc: BaseException, named: str | None = None) -> TurnError:
     return TurnError(type(exc).__name__, message)
 
 
-async def turn(
-    item: Item, journal_dir: Path, settings: TurnSettings, attempt: int, node: str | None = None
-) -> TurnRecord:
-    """Run one checked item; every failure of the turn becomes the record's ``error``."""
+async def turn(item: Item, path: Path, settings: TurnSettings, attempt: int, node: str | None = None) -> TurnRecord:
+    """Run one checked item, its journal at ``path`` (:func:`~tinyacp.batch._items.journal_path`); every failure
+    of the turn becomes the record's ``error``."""
     started = time.monotonic()
     agent = agent_of_item(item, settings)
-    path = journal_dir / journal_name(item_key(item.id))
     journal: JsonlJournal | None = None
     observer: _TurnJournal | None = None
     epoch: int | None = None
@@ -679,11 +682,11 @@ async def turn(
     error: TurnError | None = None
     traced = _turn_trace(settings, item, attempt, agent)
     try:
-        where = str(journal_dir)
+        where = str(path.parent)
         if settings.sync_journal:  # then the epoch is fsync'ed, as every line is
-            opened, begun = await _synced(where, _open_journal, journal_dir, path, True)
+            opened, begun = await _synced(where, _open_journal, path, True)
         else:
-            opened, begun = _open_journal(journal_dir, path, False)
+            opened, begun = _open_journal(path, False)
         journal, epoch, observer = opened, begun, _TurnJournal(opened, where)
         result = await _converse(item, agent, settings, observer, begun, traced=traced)
     except Exception as exc:  # a turn's own failure is its record, whatever it was
@@ -755,7 +758,7 @@ async def arun_turn(
     settings = TurnSettings.from_options(options)
     parsed = item if isinstance(item, Item) else parse_item(item)
     check_item(parsed, settings)
-    return await turn(parsed, Path(journal_dir), settings, options.get("attempt", 1))
+    return await turn(parsed, journal_path(Path(journal_dir), parsed.id), settings, options.get("attempt", 1))
 
 
 def run_turn(

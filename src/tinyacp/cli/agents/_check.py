@@ -44,8 +44,9 @@ from ..shared._exit import Exit, UsageProblem
 from ..shared._features import COMMAND_FEATURES
 from ..shared._sandbox import sandbox_for
 from ._explain import NOT_ACP, explain, stderr_lines
+from ._load import load_config
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, newer_offered, session_capability_names
-from ._resolve import AgentSpec, Config, load_config, resolve_agent
+from ._resolve import AgentSpec, Config, resolve_agent
 
 if TYPE_CHECKING:
     from ..._sandbox import Bubblewrap
@@ -53,9 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["check_exit_status", "cmd_check"]
 
 T = TypeVar("T")
-
-DOWNLOADERS = ("npx", "uvx")
-"""Launchers that fetch a package on the first start: checked only when named, or with ``--all``."""
 
 FAILED = ("not_acp", "exited", "timed_out", "error")
 """The statuses of an agent that started but did not answer ``initialize`` (exit status 1)."""
@@ -120,12 +118,6 @@ def check_exit_status(rows: list[dict[str, Any]]) -> Exit:
     return Exit.OK
 
 
-def _downloads(spec: AgentSpec) -> bool:
-    """Whether the agent's first start fetches a package (``npx``, ``uvx``): its entry's launcher, which a command
-    line of one's own gets from its first word (``bunx`` and ``pnpm dlx`` included)."""
-    return spec.launcher in DOWNLOADERS
-
-
 def _choose(
     names: list[str], commands: list[str], config: Config, *, everything: bool
 ) -> tuple[list[AgentSpec], list[tuple[AgentSpec, str]]]:
@@ -148,7 +140,7 @@ def _choose(
     picked: list[AgentSpec] = []
     left: list[tuple[AgentSpec, str]] = []
     for spec in config.agents.values():
-        if _downloads(spec):
+        if spec.downloads:  # checked only when named, or with --all
             left.append((spec, "download"))
         elif spec.program() is None:
             left.append((spec, "not_on_path"))
@@ -161,7 +153,7 @@ def _timeout(args: argparse.Namespace, spec: AgentSpec) -> float:
     """``--timeout``, else the default of its kind: a download's first start is slow (``npx`` starts Node too)."""
     if args.timeout is not None:
         return float(args.timeout)
-    return float(args.download_timeout if _downloads(spec) else args.check_timeout)
+    return float(args.download_timeout if spec.downloads else args.check_timeout)
 
 
 class _Stopped(Exception):

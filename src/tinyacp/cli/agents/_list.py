@@ -17,7 +17,8 @@ from typing import Any
 
 from ..shared._dirs import default_config_path
 from ..shared._display import sanitize
-from ._resolve import DEMO, AgentSpec, Config, load_config
+from ._load import load_config
+from ._resolve import DEMO, AgentSpec, Config
 
 __all__ = ["agent_rows", "cmd_agents", "node_major", "print_agents", "state_of"]
 

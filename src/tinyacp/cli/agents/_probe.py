@@ -22,8 +22,9 @@ from ..shared._exit import OUTCOME_WORDS, Exit, SettingUnavailable
 from ..shared._features import COMMAND_FEATURES, providers_of
 from ..shared._text import working_directory
 from ._explain import explain, stderr_lines
+from ._load import load_config
 from ._offers import InitializeAnswer, auth_method_line, initialize_report, session_capability_names, yes
-from ._resolve import AgentSpec, load_config, resolve_agent
+from ._resolve import AgentSpec, resolve_agent
 from ._session import SessionPlan, open_session, raw_auth_methods
 
 __all__ = ["cmd_probe"]

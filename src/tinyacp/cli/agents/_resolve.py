@@ -1,7 +1,7 @@
 """The agents the ``tinyacp`` command knows by name, and the user's config file that adds or overrides them.
 
 A name stands for an argv that is run directly, never through a shell. The config file is TOML, in the
-platform's config directory (see :mod:`tinyacp.cli.shared._dirs`)::
+platform's config directory (see :mod:`tinyacp.cli.shared._dirs`), read by :mod:`tinyacp.cli.agents._load`::
 
     default_agent = "claude"            # what `tinyacp prompt` runs without --agent (default: demo)
 
@@ -57,8 +57,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._constants import SYSTEM_PROMPT_MODES
-from ..._files import read_regular
-from ..shared._dirs import default_config_path
 from ..shared._exit import UsageProblem
 from ..shared._text import text_argument, utf8_or_escaped
 from ._table import SandboxFields, TableEntry, TableError, launcher_of, start
@@ -74,7 +72,7 @@ __all__ = [
     "AgentSpec",
     "Config",
     "ConfigError",
-    "load_config",
+    "config_of",
     "resolve_agent",
 ]
 
@@ -161,6 +159,12 @@ class AgentSpec:
         from ..shared._sandbox import state_dirs
 
         return tuple(state_dirs(self.sandbox.writable or (), {**os.environ, **self.env}))
+
+    @property
+    def downloads(self) -> bool:
+        """Whether its first start fetches a package (``npx``, ``uvx``): its entry's launcher, which a command line
+        of one's own gets from its first word (``bunx`` and ``pnpm dlx`` included)."""
+        return self.launcher in ("npx", "uvx")
 
     @property
     def key(self) -> str:
@@ -257,46 +261,14 @@ class Config:
     """The config file that was read, or None when there was none."""
 
 
-def load_config(path: Path | None = None) -> Config:
-    """Read the config file (``path``, else the default one if it exists) over the built-in agents.
+def config_of(path: Path, document: dict[str, Any]) -> Config:
+    """The config of a parsed file (:func:`tinyacp.cli.agents._load.load_config` reads it): its tables, read into
+    the typed ones of :mod:`tinyacp.cli.agents._config`, over the built-in agents.
 
     Raises:
-        ConfigError: the file cannot be read or is not a regular file, is not TOML (or is nested too deep), has
-            a key it does not know (the message names it, where it is, and the closest known key) or a value
-            of the wrong type.
+        ConfigError: a key it does not know (the message names it, where it is, and the closest known key), a
+            value of the wrong type, or an entry that cannot be used (see :func:`_entry`).
     """
-    explicit = path is not None
-    path = path if path is not None else default_config_path()
-    try:
-        data = read_regular(path, _MAX_CONFIG_BYTES)
-        if len(data) > _MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {path}: larger than {_MAX_CONFIG_BYTES // 1024 // 1024} MiB")
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        if explicit:
-            raise ConfigError(f"config file {path}: not found") from None
-        return Config(dict(BUILTIN_AGENTS))
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path}: not UTF-8 text: {exc}") from exc
-    import tomllib  # here: most runs have no config file, and the parser costs the command's start 7 ms
-
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from exc
-    except RecursionError:
-        raise ConfigError(f"config file {path}: not a config file: nested too deep") from None
-    return _config(path, document)
-
-
-_MAX_CONFIG_BYTES = 4 * 1024 * 1024
-"""A config file names a few agents; a larger one is not read whole into memory."""
-
-
-def _config(path: Path, document: dict[str, Any]) -> Config:
-    """The config of a parsed file, read into the typed tables of :mod:`tinyacp.cli.agents._config`."""
     from ._config import AgentTable, ConfigFile, typed
 
     where = f"config file {path}"

@@ -61,4 +61,4 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
     rules.add_argument("--no-input", action="store_true", help="never ask (always so in a batch)")
     add_sandbox_options(parser)
     add_serve_options(parser)
-    parser.set_defaults(handler=lazy_handler("tinyacp.cli.batch._batch", "cmd_batch"))
+    parser.set_defaults(handler=lazy_handler("tinyacp.cli.batch._command", "cmd_batch"))

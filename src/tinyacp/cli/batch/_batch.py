@@ -1,4 +1,5 @@
-"""tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them.
+"""tinyacp batch FILE.jsonl --out DIR: run many prompts, resumably, and summarise them (the arguments are read
+into :class:`~tinyacp.cli.batch._settings.BatchSettings` first).
 
 Each line of FILE is an item (``id``, ``prompt``, optional ``agent``, ``cwd``, ``timeout``, ...; see
 :mod:`tinyacp.batch`). Records go to ``DIR/results.jsonl``, journals to ``DIR/journals/``. On a terminal a
@@ -8,11 +9,9 @@ per agent. ``--format json`` streams the records to stdout as they are written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import stat
 import sys
 import threading
 import time
@@ -24,21 +23,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 import msgspec
 
 from ..._errors import BatchEngineError, BatchError
-from ..._files import not_regular, open_regular_binary
 from ..._process import signals_blocked
-from ..agents._resolve import Config, load_config, resolve_agent
 from ..shared._display import fit, isatty, one_line, print_error, sanitize
-from ..shared._exit import UsageProblem
-from ..shared._features import COMMAND_FEATURES, permission_policy
-from ..shared._sandbox import asked, for_commands, sandbox_for
-from ..shared._serving import serve_of
+from ..shared._features import COMMAND_FEATURES
 from ..shared._text import utf8_or_escaped
-from ..shared._trace import trace_export
 
 if TYPE_CHECKING:
-    from ..._sandbox import Bubblewrap
+    from ._settings import BatchSettings
 
-__all__ = ["ProgressLine", "cmd_batch", "failure_lines", "interrupted_lines", "summary_table"]
+__all__ = ["ProgressLine", "failure_lines", "interrupted_lines", "run_batch_command", "summary_table"]
 
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
@@ -177,62 +170,13 @@ class _StdoutClosed(Exception):
     """The reader of stdout went away; not an OSError, so it is not mistaken for the output directory's."""
 
 
-def check_arguments(args: argparse.Namespace, config: Config) -> None:
-    """Refuse before the first turn what no turn could use: an agent name that is not one (with "did you
-    mean"; a typo never runs as a program) and a ``--cwd`` that is not a directory. The items' own agents are
-    checked by the batch before its first turn.
-
-    Raises:
-        UsageProblem: the message says which argument and why.
-    """
-    resolve_agent(args.agent, config)  # None: the config's default_agent, named as coming from the file
-    if args.cwd is not None and not Path(args.cwd).is_dir():
-        raise UsageProblem(f"--cwd {args.cwd}: not a directory")
-
-
-def _not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be the items file (it does not exist, it is a directory, a FIFO, ...); None when it
-    is a regular file. The name is shown with the bytes that are not UTF-8 escaped, so the user can tell which."""
-    name = utf8_or_escaped(os.fspath(path))
-    try:
-        status = os.stat(path)
-    except FileNotFoundError:
-        return f"{name}: does not exist"
-    except OSError as exc:
-        return f"{name}: {exc.strerror or exc}"
-    if not stat.S_ISREG(status.st_mode):
-        return f"{name}: {not_regular(path, status.st_mode).strerror}"
-    return None
-
-
-def _no_items(path: Path) -> str | None:
-    """Why the items file holds nothing to run (it is empty, or blank lines only); None when it has a line."""
-    try:
-        with open_regular_binary(path) as file:
-            if any(line.strip() for line in file):
-                return None
-    except OSError:  # said by the batch itself, with the path
-        return None
-    return f"{utf8_or_escaped(os.fspath(path))}: has no items (a batch file is one JSON object per line)"
-
-
-def _not_a_directory(path: str | os.PathLike[str]) -> str | None:
-    """Why ``--out`` cannot be the batch's directory: it exists and is not one; None otherwise (made if missing)."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        name = utf8_or_escaped(os.fspath(path))
-        return f"--out {name}: must be a directory (it is a file): results.jsonl and the journals are written there"
-    return None
-
-
-def cmd_batch(args: argparse.Namespace) -> int:
-    """``tinyacp batch``."""
-    problem = _not_a_file(args.file) or _no_items(args.file) or _not_a_directory(args.out)
-    if problem is not None:
-        print_error(problem)
-        return _EXIT_USAGE
+def run_batch_command(settings: BatchSettings) -> int:
+    """``tinyacp batch`` as ``settings`` say (:func:`~tinyacp.cli.batch._settings.batch_settings`): the progress
+    line on a terminal, the records on stdout with ``--format json``, then the summary and the failures; the
+    exit status."""
     # Live only where a person watches both streams, never between the JSON records of `--format json`.
-    watched = isatty(sys.stderr) and isatty(sys.stdout) and args.format != "json"
-    progress = ProgressLine(sys.stderr) if watched and not args.quiet else None
+    watched = isatty(sys.stderr) and isatty(sys.stdout) and not settings.json
+    progress = ProgressLine(sys.stderr) if watched and not settings.quiet else None
     last: list[Any] = [None]  # the latest progress, for what Ctrl-C says
 
     def on_progress(state: Any) -> None:
@@ -241,36 +185,30 @@ def cmd_batch(args: argparse.Namespace) -> int:
             progress.update(state)
 
     try:
-        summary = _run(args, on_progress)
+        summary = _run(settings, on_progress)
     except KeyboardInterrupt:
         if progress is not None:
             progress.close()
             progress = None
-        results = os.path.join(args.out, "results.jsonl")
+        results = os.path.join(settings.out, "results.jsonl")
         print("\n".join(interrupted_lines(last[0], results, _command_line())), file=sys.stderr)
         return _EXIT_INTERRUPTED
     except _StdoutClosed:
         raise BrokenPipeError from None  # the command's own quiet end for a reader that went away
     except (BatchError, OSError) as exc:
-        return _failed(exc, args)
+        return _failed(exc, settings.out)
     finally:
         if progress is not None:
             progress.close()
-    if not args.quiet:
+    if not settings.quiet:
         lines = [summary_table(summary), *failure_lines(summary, _command_line())]
-        print("\n".join(lines), file=sys.stderr if args.format == "json" else sys.stdout)
+        print("\n".join(lines), file=sys.stderr if settings.json else sys.stdout)
     return 0 if summary.all_ok else _EXIT_FAILED
 
 
-def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
-    """Run the batch the arguments describe; the records go to stdout as they are written with ``--format json``."""
+def _run(settings: BatchSettings, on_progress: Callable[[Any], None]) -> Any:
+    """Run the batch ``settings`` describe; the records go to stdout as they are written with ``--format json``."""
     from ...batch import AgentNoteWarning, ItemFieldWarning, run_batch
-
-    config = load_config(args.config)
-    check_arguments(args, config)
-    sandbox = _sandbox(args, config)
-    serve = serve_of(args, sandbox=for_commands(sandbox, args))  # the flags' (config keys: prompt and chat)
-    trace = trace_export(args)
 
     def on_record(record: Any) -> None:
         line = json.dumps(msgspec.to_builtins(record), ensure_ascii=True, separators=(",", ":"))
@@ -285,50 +223,26 @@ def _run(args: argparse.Namespace, on_progress: Callable[[Any], None]) -> Any:
         warnings.simplefilter("always", AgentNoteWarning)  # and once per agent
         warnings.showwarning = _say_warning
         return run_batch(
-            args.file,
-            args.out,
-            concurrency=args.concurrency,
-            engine=args.engine,
-            ray_address=args.ray_address,
-            retries=args.retries,
-            retry_failed=args.retry_failed,
-            on_record=on_record if args.format == "json" else None,
+            settings.file,
+            settings.out,
+            concurrency=settings.concurrency,
+            engine=settings.engine,
+            ray_address=settings.ray_address,
+            retries=settings.retries,
+            retry_failed=settings.retry_failed,
+            on_record=on_record if settings.json else None,
             on_progress=on_progress,
-            agent=args.agent or config.default_agent,
-            # The built-in demo is left to the node running the turn, which starts it with its own Python.
-            agents={name: spec for name, spec in config.agents.items() if spec.source != "built-in" or name != "demo"},
-            cwd=args.cwd,
-            timeout=args.timeout,
-            sync_journal=args.sync_journal,
-            policy=permission_policy(args),
+            agent=settings.agent,
+            agents=settings.agents,
+            cwd=settings.cwd,
+            timeout=settings.timeout,
+            sync_journal=settings.sync_journal,
+            policy=settings.policy,
             features=COMMAND_FEATURES,
-            sandbox=sandbox,
-            serve=serve,
-            trace=trace,
+            sandbox=settings.sandbox,
+            serve=settings.serve,
+            trace=settings.trace,
         )
-
-
-def _sandbox(args: argparse.Namespace, config: Config) -> Bubblewrap | None:
-    """The batch's sandbox: ``--sandbox`` (or the default agent's config entry), ``--writable``, the network;
-    each agent's own state directories are added to its turns' (``sandbox_writable``).
-
-    Raises:
-        UsageProblem: a ``--writable`` that is not a directory, or bwrap cannot run here.
-    """
-    from ..._errors import SandboxUnavailable
-    from ..._sandbox import check_available, network_on
-    from ..agents._table import SandboxFields
-
-    default = resolve_agent(args.agent or config.default_agent, config)
-    if not asked(args, default.sandbox):
-        return None
-    network = SandboxFields(network=default.sandbox.network)
-    sandbox = sandbox_for(network, os.environ, writable=args.writable, network=args.sandbox_network)
-    try:
-        check_available(network=network_on(sandbox, True))
-    except SandboxUnavailable as exc:
-        raise UsageProblem(f"--sandbox: {exc}") from None
-    return sandbox
 
 
 def _say_warning(message: Warning | str, category: type[Warning] = UserWarning, *_: object, **__: object) -> None:
@@ -339,10 +253,10 @@ def _say_warning(message: Warning | str, category: type[Warning] = UserWarning, 
     print(sanitize(f"tinyacp: {kind}{message}"), file=sys.stderr)
 
 
-def _failed(exc: BaseException, args: argparse.Namespace) -> int:
-    """Say what stopped the batch; its exit status."""
+def _failed(exc: BaseException, out: Path) -> int:
+    """Say what stopped the batch (``out``: its output directory); its exit status."""
     if isinstance(exc, OSError):
-        where = exc.filename if isinstance(exc.filename, str) else os.fspath(args.out)
+        where = exc.filename if isinstance(exc.filename, str) else os.fspath(out)
         print_error(f"{utf8_or_escaped(where)}: {exc.strerror or exc}")
         return _EXIT_USAGE
     print_error(utf8_or_escaped(str(exc)))  # a file name that is not UTF-8, escaped rather than "?"

@@ -4,7 +4,8 @@ and the config file become it, in one pass.
 :func:`prompt_settings` reads top to bottom. First what the flags say on their own, checked against each other
 (the prompt, the limits, ``--set``, the texts ACP carries); then what they name, looked up once each: the working
 directory, the agent (the config file, then ``--agent`` or ``--agent-command``), the files sent with the prompt,
-the session to open (each flag, else the agent's entry in the config file), the permission policy, the journal.
+the session to open (each flag, else the agent's entry in the config file), the permission policy (and the agent's
+notes), the sandbox, the startup deadline, the journal, what is served, the trace.
 Every usage error comes before the agent starts. A new option of ``prompt`` and ``chat`` is declared in the
 parser (:mod:`tinyacp.cli`), read here, and becomes a field of :class:`PromptSettings`.
 """
@@ -12,26 +13,25 @@ parser (:mod:`tinyacp.cli`), read here, and becomes a field of :class:`PromptSet
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..._errors import SandboxUnavailable
 from ..._limits import TransferLimits
 from ..._messages import SystemPrompt
 from ..._permissions import PermissionPolicy
 from ..._serve import Serve
 from ...reader import ReaderLimits
-from ..agents._resolve import AgentSpec, load_config, resolve_agent
+from ..agents._load import load_config
+from ..agents._resolve import AgentSpec, resolve_agent
 from ..agents._session import SessionPlan
 from ..shared._dirs import new_journal
 from ..shared._display import isatty, sanitize
 from ..shared._exit import UsageProblem
-from ..shared._features import permission_policy, rule_notes
+from ..shared._features import agent_policy
 from ..shared._index import SessionIndex
-from ..shared._sandbox import for_commands, sandbox_of_args
+from ..shared._sandbox import run_sandbox
 from ..shared._serving import serve_of
 from ..shared._text import text_argument, utf8_or_escaped, working_directory
 from ..shared._trace import trace_export
@@ -111,7 +111,8 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
     _check_texts(args, text, transfer_limits.max_message_bytes)
     # What they name, looked up once each.
     cwd = working_directory(args.cwd)
-    agent = resolve_agent(args.agent, load_config(args.config), command=args.agent_command)
+    config = load_config(args.config)
+    agent = resolve_agent(args.agent, config, command=args.agent_command)
     attachments = () if chat else read_attachments(args.file, args.image)
     entry = agent.settings  # the agent's entry in the config file: a flag wins over it
     mcp_config = args.mcp_config if args.mcp_config is not None else entry.mcp_config
@@ -131,11 +132,16 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         if system_text is None
         else SystemPrompt(system_text, "override" if system_mode == "override" else "append"),
     )
-    policy = permission_policy(args, agent.allow_tools, agent.deny_tools)
-    for line in rule_notes(agent.name, agent.notes, policy):
+    policy, notes = agent_policy(args, agent.name, agent.allow_tools, agent.deny_tools, agent.notes)
+    for line in notes:
         print(f"tinyacp: {sanitize(line)}", file=sys.stderr)
     terminal = isatty(sys.stdin) and isatty(sys.stderr)
-    sandbox, sandbox_plan = _sandbox(args, agent, cwd)
+    sandbox = run_sandbox(args, agent.sandbox, agent.command, agent.env, cwd)
+    # --startup-timeout, else the default of the agent's kind: an npx/uvx first start downloads the package (two
+    # minutes), any other program starts here or is stuck (half a minute).
+    startup_timeout = args.startup_timeout
+    if startup_timeout is None:
+        startup_timeout = args.download_startup_timeout if agent.downloads else args.local_startup_timeout
     return PromptSettings(
         agent=agent,
         text=text,
@@ -160,49 +166,15 @@ def prompt_settings(args: argparse.Namespace, *, chat: bool = False) -> PromptSe
         plan=plan,
         index=SessionIndex(),
         agent_key=agent.key,
-        startup_timeout=_startup_timeout(args, agent),
+        startup_timeout=float(startup_timeout),
         fail_on_reject=not chat and args.fail_on_reject,
-        sandbox=sandbox,
-        sandbox_plan=sandbox_plan,
+        sandbox=sandbox.agent,
+        sandbox_plan=sandbox.plan,
         serve=serve_of(
-            args,
-            agent.serve,
-            agent.roots,
-            agent.allow_commands,
-            agent.deny_commands,
-            sandbox=for_commands(sandbox, args),
+            args, agent.serve, agent.roots, agent.allow_commands, agent.deny_commands, sandbox=sandbox.commands
         ),
         trace=trace_export(args),
     )
-
-
-def _sandbox(args: argparse.Namespace, agent: AgentSpec, cwd: Path) -> tuple[Bubblewrap | None, Plan | None]:
-    """The run's sandbox (``--sandbox``, or the agent's config entry) and how bwrap will start it, decided before
-    the journal's first record, which says so; a sandbox that cannot be made here starts no agent.
-
-    Raises:
-        UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
-            cannot run here.
-    """
-    env = {**os.environ, **agent.env}
-    sandbox = sandbox_of_args(args, agent.sandbox, env)
-    if sandbox is None:
-        return None, None
-    from ..._sandbox import plan
-
-    try:  # a missing program is left to the start, which names it as every run does
-        return sandbox, plan(sandbox, agent.command, cwd=str(cwd), env=env, find_program=False)
-    except SandboxUnavailable as exc:
-        raise UsageProblem(f"--sandbox: {exc}") from None
-
-
-def _startup_timeout(args: argparse.Namespace, agent: AgentSpec) -> float:
-    """``--startup-timeout``, else the default of the agent's kind: an ``npx``/``uvx`` first start downloads the
-    package (two minutes), any other program starts here or is stuck (half a minute)."""
-    if args.startup_timeout is not None:
-        return float(args.startup_timeout)
-    downloads = agent.launcher in ("npx", "uvx")
-    return float(args.download_startup_timeout if downloads else args.local_startup_timeout)
 
 
 def _prompt_text(words: list[str]) -> str:

@@ -15,7 +15,8 @@ from ..._client import Client
 from ..._errors import AgentExited, TinyAcpError
 from ..._observer import BaseObserver
 from ..._options import Options
-from ..agents._resolve import AgentSpec, load_config, resolve_agent
+from ..agents._load import load_config
+from ..agents._resolve import AgentSpec, resolve_agent
 from ..shared._display import one_line
 from ..shared._exit import UsageProblem
 from ..shared._index import SessionIndex

@@ -18,7 +18,7 @@ from ..._errors import TinyAcpError
 from ..._features import ClientFeatures
 from ..._permissions import PermissionPolicy, has_rules
 
-__all__ = ["COMMAND_FEATURES", "newer_offers", "permission_policy", "providers_of", "rule_notes"]
+__all__ = ["COMMAND_FEATURES", "agent_policy", "newer_offers", "permission_policy", "providers_of"]
 
 COMMAND_FEATURES = ClientFeatures(notices=True, compaction=True, plan_operations=True, subagents=True, elicitation=True)
 """What ``prompt``, ``chat``, ``batch`` and ``probe`` advertise in ``initialize``."""
@@ -77,13 +77,14 @@ def permission_policy(
     )
 
 
-def rule_notes(name: str, notes: Iterable[str], policy: PermissionPolicy) -> list[str]:
-    """The agent's behaviour notes, one line each, when it is started with a permission rule: what it does that
-    the rule does not decide (none when there is no rule: then every request is rejected, and the agent's own
-    habits are its own)."""
-    if not has_rules(policy):
-        return []
-    return [f"note on {name}: {note}" for note in notes]
+def agent_policy(
+    args: argparse.Namespace, name: str, allow_tools: Iterable[str], deny_tools: Iterable[str], notes: Iterable[str]
+) -> tuple[PermissionPolicy, list[str]]:
+    """The run's policy (:func:`permission_policy`, with the tools the agent's entry allows and denies), and the
+    agent's behaviour notes (its entry's ``notes``) to say with it, one line each: what it does that a rule does
+    not decide. None without a rule: then every request is rejected, and the agent's own habits are its own."""
+    policy = permission_policy(args, allow_tools, deny_tools)
+    return policy, [f"note on {name}: {note}" for note in notes] if has_rules(policy) else []
 
 
 def providers_of(client: Client, timeout: float | None) -> list[dict[str, Any]] | str:

@@ -12,8 +12,10 @@ import argparse
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
+from ..._errors import SandboxUnavailable
 from ._exit import UsageProblem
 
 if TYPE_CHECKING:
@@ -22,11 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NETWORK_WORDS",
+    "RunSandbox",
     "asked",
+    "batch_sandbox",
     "describe",
     "describe_commands",
     "expand_dir",
     "for_commands",
+    "run_sandbox",
     "sandbox_for",
     "sandbox_of_args",
     "state_dirs",
@@ -121,6 +126,64 @@ def for_commands(sandbox: Bubblewrap | None, args: argparse.Namespace) -> Bubble
 
     writable = [os.path.abspath(path) for path in getattr(args, "writable", None) or ()]
     return dataclasses.replace(sandbox, writable=writable)
+
+
+class RunSandbox(NamedTuple):
+    """The sandboxes of a ``prompt``, ``chat`` or ``batch`` run (all None when it is not sandboxed)."""
+
+    agent: Bubblewrap | None
+    """The agent's (``--sandbox``, or its config entry)."""
+    plan: Plan | None
+    """How bwrap will start the agent in it, as the live line and the journal's epoch record say (None for a
+    batch: each turn plans its own agent's start)."""
+    commands: Bubblewrap | None
+    """Its served commands' (:func:`for_commands`)."""
+
+
+def run_sandbox(
+    args: argparse.Namespace, fields: SandboxFields, command: Sequence[str], agent_env: Mapping[str, str], cwd: Path
+) -> RunSandbox:
+    """The run's sandboxes (the flags over the agent entry's ``fields``) and how bwrap will start the agent's
+    ``command`` in ``cwd`` with the variables its entry adds (``agent_env``), decided before the journal's first
+    record, which says so; a sandbox that cannot be made here starts no agent.
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, a state directory that cannot be made, or bwrap
+            cannot run here.
+    """
+    env = {**os.environ, **agent_env}
+    sandbox = sandbox_of_args(args, fields, env)
+    if sandbox is None:
+        return RunSandbox(None, None, None)
+    commands = for_commands(sandbox, args)
+    from ..._sandbox import plan
+
+    try:  # a missing program is left to the start, which names it as every run does
+        return RunSandbox(sandbox, plan(sandbox, command, cwd=str(cwd), env=env, find_program=False), commands)
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
+
+
+def batch_sandbox(args: argparse.Namespace, fields: SandboxFields) -> RunSandbox:
+    """The batch's sandboxes: ``--sandbox`` (or the default agent's config entry, ``fields``), ``--writable``, the
+    network; each agent's own state directories are added to its turns' (``sandbox_writable``).
+
+    Raises:
+        UsageProblem: a ``--writable`` that is not a directory, or bwrap cannot run here.
+    """
+    if not asked(args, fields):
+        return RunSandbox(None, None, None)
+    from ..._sandbox import check_available, network_on
+    from ..agents._table import SandboxFields
+
+    network = SandboxFields(network=fields.network)
+    sandbox = sandbox_for(network, os.environ, writable=args.writable, network=args.sandbox_network)
+    commands = for_commands(sandbox, args)
+    try:
+        check_available(network=network_on(sandbox, True))
+    except SandboxUnavailable as exc:
+        raise UsageProblem(f"--sandbox: {exc}") from None
+    return RunSandbox(sandbox, None, commands)
 
 
 def describe(plan: Plan) -> str:
