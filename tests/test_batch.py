@@ -63,6 +63,22 @@ def test_import_tinyacp_loads_neither_ray_nor_the_batch_package() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_a_record_counts_the_notices_the_limits_left_out(tmp_path: Path, work: Path) -> None:
+    items: list[dict[str, Any]] = [{"id": "notice", "prompt": "with-notice hello"}, {"id": "plain", "prompt": "hi"}]
+    kept, cut = tmp_path / "kept", tmp_path / "cut"
+    run_batch(items, kept, agent="demo", cwd=work, policy=ALLOW, timeout=60)
+    limits = tinyacp.TransferLimits(max_notice_bytes=1)
+    run_batch(items, cut, agent="demo", cwd=work, policy=ALLOW, timeout=60, transfer_limits=limits)
+
+    whole = {record.id: record for record in records(kept)}
+    assert [notice["title"] for notice in whole["notice"].notices] == ["Model fallback"]
+    assert (whole["notice"].notices_dropped, whole["plain"].notices_dropped) == (0, 0)
+    left_out = {record.id: record for record in records(cut)}
+    assert left_out["notice"].ok and left_out["notice"].notices == [] and left_out["notice"].notices_dropped == 1
+    lines = [json.loads(line) for line in (cut / "results.jsonl").read_text().splitlines()]
+    assert {line["id"]: line["notices_dropped"] for line in lines} == {"notice": 1, "plain": 0}
+
+
 def test_every_item_gets_exactly_one_record_whatever_the_agent_does(tmp_path: Path, work: Path) -> None:
     items: list[dict[str, Any]] = [
         {"id": "ok-1", "prompt": "hello"},

@@ -111,6 +111,9 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The turn's notices (``severity``, ``title``, ``description``): a model fallback or a config warning the
     agent sent apart from the reply (with ``ClientFeatures(notices=True)``, the default), so that a record whose
     answer came from another model says so."""
+    notices_dropped: int = 0
+    """The turn's notices left out of ``notices`` by ``max_notices`` or ``max_notice_bytes`` (0: none), so that a
+    record never looks whole when it is not."""
     trace_id: str | None = None
     """The trace of the attempt (32 hex characters) when the batch exported spans (``trace``)."""
 
@@ -717,6 +720,7 @@ async def turn(item: Item, path: Path, settings: TurnSettings, attempt: int, nod
             {"severity": notice.severity, "title": notice.title, "description": notice.description}
             for notice in (result.notices if result is not None else ())
         ],
+        notices_dropped=result.notices_dropped if result is not None else 0,
         permissions=PermissionCounts(observer.allowed, observer.rejected) if observer else PermissionCounts(),
         seconds=round(time.monotonic() - started, 6),
         error=error,
