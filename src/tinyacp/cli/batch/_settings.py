@@ -5,7 +5,7 @@ become it, in one pass.
 then what they name, looked up once each: the config file, the agent of items that name none (checked as
 ``--agent`` is, with "did you mean"), the working directory, the sandbox, what is served, the trace, the
 permission policy. Every usage error comes before the progress line and the first turn. A new option of
-``batch`` is declared in the parser (:mod:`tinyacp.cli`), read here, and becomes a field of
+``batch`` is declared in :mod:`tinyacp.cli.batch._args`, read here, and becomes a field of
 :class:`BatchSettings`.
 """
 

@@ -6,8 +6,9 @@ and the config file become it, in one pass.
 directory, the agent (the config file, then ``--agent`` or ``--agent-command``), the files sent with the prompt,
 the session to open (each flag, else the agent's entry in the config file), the permission policy (and the agent's
 notes), the sandbox, the startup deadline, the journal, what is served, the trace.
-Every usage error comes before the agent starts. A new option of ``prompt`` and ``chat`` is declared in the
-parser (:mod:`tinyacp.cli`), read here, and becomes a field of :class:`PromptSettings`.
+Every usage error comes before the agent starts. A new option of ``prompt`` and ``chat`` is declared in
+:mod:`tinyacp.cli.run._args` (or, when ``batch`` takes it too, :mod:`tinyacp.cli.shared._args`), read here, and
+becomes a field of :class:`PromptSettings`.
 """
 
 from __future__ import annotations
