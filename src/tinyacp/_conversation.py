@@ -735,7 +735,7 @@ class Conversation:
         if len(strays) > MAX_STRAY_SESSIONS:
             oldest = next(iter(strays))
             del strays[oldest]
-            del self._sessions[oldest]
+            self._sessions.pop(oldest, None)
 
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

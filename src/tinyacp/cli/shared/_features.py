@@ -82,7 +82,7 @@ def agent_policy(
 ) -> tuple[PermissionPolicy, list[str]]:
     """The run's policy (:func:`permission_policy`, with the tools the agent's entry allows and denies), and the
     agent's behaviour notes (its entry's ``notes``) to say with it, one line each: what it does that a rule does
-    not decide. None without a rule: then every request is rejected, and the agent's own habits are its own."""
+    not decide. No note without a rule: then every request is rejected, and the agent's own habits are its own."""
     policy = permission_policy(args, allow_tools, deny_tools)
     return policy, [f"note on {name}: {note}" for note in notes] if has_rules(policy) else []
 
